@@ -1,0 +1,106 @@
+# ingot build.
+#
+#   make              release build of ./ingot
+#   make debug        build/debug/ingot   (-O0 -g)
+#   make asan         build/asan/ingot    (ASan + UBSan)
+#   make test         installs test deps if missing, builds, runs every test
+#   make test-asan    the C tests under ASan + UBSan
+#   make run          builds, pulls the default model, generates from it
+#
+# Sources are globbed: every src/*.c except main.c goes into libingot.a,
+# every tests/test_*.c becomes a test binary linked against it. Files named
+# *_avx2.c / *_avx512.c get their ISA flags; dispatch happens at run time.
+
+MODE     ?= release
+BUILD    := build/$(MODE)
+CC       ?= cc
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wvla -Wpointer-arith
+PKGS     := libpcre2-8
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8)
+
+ifeq ($(MODE),release)
+  OPT := -O2 -g -DNDEBUG
+else ifeq ($(MODE),debug)
+  OPT := -O0 -g
+else ifeq ($(MODE),asan)
+  OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDSAN := -fsanitize=address,undefined
+endif
+
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(PKG_CFLAGS) -Isrc -pthread $(CFLAGS)
+LDLIBS_ALL = $(LDSAN) $(PKG_LIBS) -lm -pthread $(LDLIBS)
+
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+
+LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+TEST_HELPER_OBJ := $(TEST_HELPERS:tests/%.c=$(BUILD)/testobj/%.o)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+
+.PHONY: all release debug asan test test-asan test-deps run clean tests-build
+.DEFAULT_GOAL := all
+
+ifeq ($(MODE),release)
+all: ingot
+ingot: $(BUILD)/ingot
+	cp $< $@
+else
+all: $(BUILD)/ingot
+endif
+
+debug:
+	$(MAKE) MODE=debug all tests-build
+asan:
+	$(MAKE) MODE=asan all tests-build
+
+$(BUILD)/obj/%_avx2.o: src/%_avx2.c $(wildcard src/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) $(ISA_avx2) -c $< -o $@
+$(BUILD)/obj/%_avx512.o: src/%_avx512.c $(wildcard src/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) $(ISA_avx512) -c $< -o $@
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libingot.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/ingot: src/main.c $(BUILD)/libingot.a
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/libingot.a $(LDLIBS_ALL) -o $@
+
+$(BUILD)/testobj/%.o: tests/%.c $(wildcard src/*.h tests/*.h) | $(BUILD)/testobj
+	$(CC) $(CFLAGS_ALL) -Itests -c $< -o $@
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPER_OBJ) $(BUILD)/libingot.a $(wildcard src/*.h tests/*.h) | $(BUILD)/tests
+	$(CC) $(CFLAGS_ALL) -Itests $< $(TEST_HELPER_OBJ) $(BUILD)/libingot.a $(LDLIBS_ALL) -o $@
+
+$(BUILD)/tools/%: tests/tools/%.c $(TEST_HELPER_OBJ) $(BUILD)/libingot.a $(wildcard src/*.h tests/*.h) | $(BUILD)/tools
+	$(CC) $(CFLAGS_ALL) -Itests $< $(TEST_HELPER_OBJ) $(BUILD)/libingot.a $(LDLIBS_ALL) -o $@
+
+tests-build: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/ingot
+
+$(BUILD)/obj $(BUILD)/tests $(BUILD)/testobj $(BUILD)/tools:
+	mkdir -p $@
+
+test-deps:
+	@scripts/setup.sh
+
+test: test-deps
+	$(MAKE) MODE=release all tests-build
+	$(MAKE) MODE=asan tests-build
+	@tests/run.sh
+
+test-asan: test-deps
+	$(MAKE) MODE=asan tests-build
+	@INGOT_TEST_MODE=asan tests/run.sh
+
+run: all
+	./ingot pull
+	./ingot run -p "The capital of France is" -n 32
+
+clean:
+	rm -rf build ingot

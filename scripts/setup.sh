@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what ingot's build and tests need, and nothing system-wide that
+# pip would touch: Debian -dev packages via apt, Python test packages into a
+# private target directory ($INGOT_PYDEPS, default ~/.cache/ingot/pip/test).
+# Idempotent and fast when everything is present. Used by `make test` and CI.
+set -euo pipefail
+APT_PKGS=(pkg-config libpcre2-dev)
+PY_PKGS=(gguf==0.19.0 numpy)
+PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+stamp="$PYDEPS/.ingot-stamp"
+want="${PY_PKGS[*]}"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python test packages into $PYDEPS: $want" >&2
+  mkdir -p "$PYDEPS"
+  python3 -m pip install -q --disable-pip-version-check --target "$PYDEPS" --upgrade "${PY_PKGS[@]}" >&2
+  echo "$want" > "$stamp"
+fi

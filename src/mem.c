@@ -1,0 +1,103 @@
+/* mem.c — counting, fault-injecting allocator wrapper (see mem.h).
+ *
+ * Each block carries a 16-byte header holding its size so that ing_free can
+ * keep the live-byte count exact. Counters are atomics: the wrapper is used
+ * from worker and server threads alike. */
+#include "mem.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HDR 16
+
+static atomic_size_t live_bytes;
+static atomic_long alloc_count;
+static atomic_long fail_nth;
+static atomic_int fail_sticky;
+
+static int should_fail(void)
+{
+	long n = atomic_fetch_add(&alloc_count, 1) + 1;
+	long f = atomic_load(&fail_nth);
+	if (f <= 0)
+		return 0;
+	return atomic_load(&fail_sticky) ? n >= f : n == f;
+}
+
+void *ing_malloc(size_t size)
+{
+	if (size > SIZE_MAX - HDR || should_fail())
+		return NULL;
+	unsigned char *p = malloc(size + HDR);
+	if (!p)
+		return NULL;
+	memcpy(p, &size, sizeof size);
+	atomic_fetch_add(&live_bytes, size);
+	return p + HDR;
+}
+
+void *ing_malloc_array(size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	return ing_malloc(n * size);
+}
+
+void *ing_calloc(size_t n, size_t size)
+{
+	void *p = ing_malloc_array(n, size);
+	if (p)
+		memset(p, 0, n * size);
+	return p;
+}
+
+void *ing_realloc(void *ptr, size_t size)
+{
+	if (!ptr)
+		return ing_malloc(size);
+	if (size > SIZE_MAX - HDR || should_fail())
+		return NULL;
+	unsigned char *base = (unsigned char *)ptr - HDR;
+	size_t old;
+	memcpy(&old, base, sizeof old);
+	unsigned char *p = realloc(base, size + HDR);
+	if (!p)
+		return NULL;
+	memcpy(p, &size, sizeof size);
+	atomic_fetch_sub(&live_bytes, old);
+	atomic_fetch_add(&live_bytes, size);
+	return p + HDR;
+}
+
+void ing_free(void *ptr)
+{
+	if (!ptr)
+		return;
+	unsigned char *base = (unsigned char *)ptr - HDR;
+	size_t size;
+	memcpy(&size, base, sizeof size);
+	atomic_fetch_sub(&live_bytes, size);
+	free(base);
+}
+
+char *ing_strndup(const char *s, size_t n)
+{
+	char *p = ing_malloc(n + 1);
+	if (!p)
+		return NULL;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+size_t ing_mem_live(void) { return atomic_load(&live_bytes); }
+long ing_mem_count(void) { return atomic_load(&alloc_count); }
+
+void ing_mem_fail_at(long nth, int sticky)
+{
+	atomic_store(&alloc_count, 0);
+	atomic_store(&fail_sticky, sticky);
+	atomic_store(&fail_nth, nth);
+}

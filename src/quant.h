@@ -1,0 +1,114 @@
+/* quant.h — tensor element types, block formats and the kernels over them.
+ *
+ * Type ids are GGUF's (ggml's) so a tensor's type field indexes straight in.
+ * Every quantized weight type is dotted against *quantized activations* in a
+ * companion format (qtype_traits()->act_type): Q8_0 for the 32-element
+ * legacy quants, Q8_1 for Q4_1/Q5_1, Q8_K for the 256-element K-quants, F32
+ * for float weights. Activations are quantized once per input vector and
+ * reused by every row of every matrix that consumes them.
+ *
+ * Kernels come in pairs: quant_ref.c holds the portable scalar reference (the
+ * ground truth), quant_avx2.c / quant_avx512.c the SIMD versions, picked at
+ * run time from cpuid by quant_kernels_best(). Tests compare each SIMD kernel
+ * with the reference on random data.
+ *
+ * Names: n = number of elements in a row (a multiple of the block size). */
+#ifndef INGOT_QUANT_H
+#define INGOT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum qtype {
+	QTYPE_F32 = 0,
+	QTYPE_F16 = 1,
+	QTYPE_Q4_0 = 2,
+	QTYPE_Q4_1 = 3,
+	QTYPE_Q5_0 = 6,
+	QTYPE_Q5_1 = 7,
+	QTYPE_Q8_0 = 8,
+	QTYPE_Q8_1 = 9,
+	QTYPE_Q2_K = 10,
+	QTYPE_Q3_K = 11,
+	QTYPE_Q4_K = 12,
+	QTYPE_Q5_K = 13,
+	QTYPE_Q6_K = 14,
+	QTYPE_Q8_K = 15,
+	QTYPE_BF16 = 30,
+	QTYPE_COUNT = 40, /* size of per-type tables; ids >= this are unknown */
+};
+
+#define QK 32    /* elements per block of the legacy quants */
+#define QK_K 256 /* elements per super-block of the K-quants */
+
+/* Static description of a type. */
+struct qtype_traits {
+	const char *name;         /* "Q4_K", as ggml and gguf-py spell it */
+	uint32_t block_elems;     /* elements per block (1 for float types) */
+	uint32_t block_bytes;     /* bytes per block */
+	enum qtype act_type;      /* activation format its dot product takes */
+};
+
+/* Traits of type id t, or NULL when ingot does not read that type. */
+const struct qtype_traits *qtype_traits(uint32_t t);
+
+/* Bytes of a row of n elements of type t into *bytes. Returns 0, or -1 when t
+ * is unknown or n is not a multiple of the block size. */
+int qtype_row_bytes(uint32_t t, uint64_t n, uint64_t *bytes);
+
+/* ---- half-precision helpers (exact, IEEE round-to-nearest-even) ---- */
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+static inline float bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+uint16_t f32_to_bf16(float f);
+
+/* ---- scalar reference kernels (quant_ref.c) ---- */
+
+/* dst[0..n) = the values stored in src (n elements of type t). */
+void quant_dequantize_ref(enum qtype t, const void *src, float *dst, int64_t n);
+
+/* Quantizes n floats into type t. Defined for every type qtype_traits knows.
+ * (For K-quants a simple round-to-nearest quantizer: exact format, not
+ * llama.cpp's error-minimizing search.) */
+void quant_quantize_ref(enum qtype t, const float *src, void *dst, int64_t n);
+
+/* Dot product of a weight row w (type t, n elements) with an activation row
+ * a already quantized to qtype_traits(t)->act_type. */
+float quant_dot_ref(enum qtype t, const void *w, const void *a, int64_t n);
+
+/* ---- run-time kernel selection ---- */
+
+enum quant_isa {
+	QUANT_ISA_SCALAR = 0,
+	QUANT_ISA_AVX2,
+	QUANT_ISA_AVX512, /* AVX-512 F/BW/VL/DQ + VNNI */
+	QUANT_ISA_COUNT,
+};
+
+typedef void (*quant_dot_fn)(int64_t n, float *out, const void *w, const void *a);
+typedef void (*quant_quantize_fn)(const float *x, void *dst, int64_t n);
+
+/* One kernel table per ISA. A NULL dot entry means "use the reference". */
+struct quant_kernels {
+	enum quant_isa isa;
+	quant_dot_fn dot[QTYPE_COUNT];               /* indexed by weight type */
+	quant_quantize_fn quantize_act[QTYPE_COUNT]; /* indexed by act type */
+};
+
+/* Best ISA this CPU (and OS, for AVX-512 state) supports and ingot has. */
+enum quant_isa quant_isa_detect(void);
+const char *quant_isa_name(enum quant_isa isa);
+
+/* Kernel table for isa with every NULL entry filled from the reference, or
+ * NULL when the CPU cannot run that ISA. quant_kernels_best() never fails. */
+const struct quant_kernels *quant_kernels_get(enum quant_isa isa);
+const struct quant_kernels *quant_kernels_best(void);
+
+#endif
