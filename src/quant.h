@@ -102,12 +102,24 @@ struct quant_kernels {
 	quant_quantize_fn quantize_act[QTYPE_COUNT]; /* indexed by act type */
 };
 
-/* Best ISA this CPU (and OS, for AVX-512 state) supports and ingot has. */
+/* Best ISA this CPU (and OS, for AVX-512 state) supports and ingot has.
+ * The environment variable INGOT_ISA=scalar|avx2|avx512 caps the result
+ * (e.g. INGOT_ISA=avx2 on an AVX-512 machine, INGOT_ISA=scalar to run the
+ * reference everywhere); it can only lower the choice, and unknown values
+ * are ignored. Cheap (a few cpuid instructions); call it once and keep the
+ * table from quant_kernels_best() rather than in a hot loop. */
 enum quant_isa quant_isa_detect(void);
 const char *quant_isa_name(enum quant_isa isa);
 
 /* Kernel table for isa with every NULL entry filled from the reference, or
- * NULL when the CPU cannot run that ISA. quant_kernels_best() never fails. */
+ * NULL when the CPU cannot run that ISA. quant_kernels_best() never fails
+ * (it follows quant_isa_detect(), INGOT_ISA included).
+ * Tables are static, built once on first call (thread-safe), never freed.
+ * Every known type has a dot entry and a quantize_act entry (the latter
+ * quantizes into that type; it is the reference except for the activation
+ * formats Q8_0, Q8_1 and Q8_K, whose SIMD versions are byte-identical to
+ * quant_quantize_ref). Dot kernels may differ from quant_dot_ref only in the
+ * order of float additions: the integer sums are the same. */
 const struct quant_kernels *quant_kernels_get(enum quant_isa isa);
 const struct quant_kernels *quant_kernels_best(void);
 

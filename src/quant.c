@@ -1,0 +1,198 @@
+/* quant.c — run-time kernel selection for the quant module.
+ *
+ * quant_isa_detect() asks cpuid what the CPU implements and xgetbv whether
+ * the OS saves the matching register state (an AVX-512 CPU under an OS or
+ * hypervisor that does not enable ZMM state must not run AVX-512 code).
+ * Kernel tables are built once, on first use, under pthread_once: every
+ * entry starts as a thin wrapper over the scalar reference and the ISA file
+ * then overwrites the entries it implements. Tables are immutable after
+ * that, so callers may share the returned pointers across threads. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define QUANT_X86 1
+#endif
+
+#include "quant.h"
+#include "quant_int.h"
+
+/* ---- CPU feature detection ---- */
+
+struct cpu_features {
+	int avx2;   /* AVX2 + FMA + F16C, YMM state enabled */
+	int avx512; /* F + BW + VL + DQ + VNNI, ZMM and opmask state enabled */
+};
+
+#ifdef QUANT_X86
+static uint64_t xcr0_read(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (uint64_t)hi << 32 | lo;
+}
+
+static struct cpu_features cpu_features_probe(void)
+{
+	struct cpu_features f = { 0, 0 };
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return f;
+	int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+	int fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+	if (!osxsave || !avx)
+		return f;
+	uint64_t xcr0 = xcr0_read();
+	int ymm_os = (xcr0 & 0x6) == 0x6;         /* XMM | YMM */
+	int zmm_os = (xcr0 & 0xe6) == 0xe6;       /* + opmask, ZMM_Hi256, Hi16_ZMM */
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return f;
+	int avx2 = (b >> 5) & 1;
+	int f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+	int vnni = (c >> 11) & 1;
+	f.avx2 = ymm_os && avx2 && fma && f16c;
+	f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
+	return f;
+}
+#else
+static struct cpu_features cpu_features_probe(void)
+{
+	struct cpu_features f = { 0, 0 };
+	return f;
+}
+#endif
+
+static int isa_supported(enum quant_isa isa)
+{
+	struct cpu_features f = cpu_features_probe();
+	switch (isa) {
+	case QUANT_ISA_SCALAR:
+		return 1;
+	case QUANT_ISA_AVX2:
+		return f.avx2;
+	case QUANT_ISA_AVX512:
+		return f.avx512;
+	default:
+		return 0;
+	}
+}
+
+static const char *const isa_names[QUANT_ISA_COUNT] = { "scalar", "avx2", "avx512" };
+
+const char *quant_isa_name(enum quant_isa isa)
+{
+	return (unsigned)isa < QUANT_ISA_COUNT ? isa_names[isa] : "unknown";
+}
+
+/* INGOT_ISA=scalar|avx2|avx512 caps the choice; unknown values and requests
+ * above what the CPU can do are ignored. */
+enum quant_isa quant_isa_detect(void)
+{
+	enum quant_isa best = QUANT_ISA_SCALAR;
+	for (int i = QUANT_ISA_COUNT - 1; i > 0; i--) {
+		if (isa_supported((enum quant_isa)i)) {
+			best = (enum quant_isa)i;
+			break;
+		}
+	}
+	const char *env = getenv("INGOT_ISA");
+	for (int i = 0; env && i < QUANT_ISA_COUNT; i++) {
+		if (strcmp(env, isa_names[i]) == 0 && i < (int)best)
+			best = (enum quant_isa)i;
+	}
+	return best;
+}
+
+/* ---- reference wrappers with the kernel-table signatures ---- */
+
+#define REF_WRAPPERS(T)                                                            \
+	static void ref_dot_##T(int64_t n, float *out, const void *w, const void *a)  \
+	{                                                                          \
+		*out = quant_dot_ref(QTYPE_##T, w, a, n);                          \
+	}                                                                          \
+	static void ref_quantize_##T(const float *x, void *dst, int64_t n)         \
+	{                                                                          \
+		quant_quantize_ref(QTYPE_##T, x, dst, n);                          \
+	}
+
+REF_WRAPPERS(F32)
+REF_WRAPPERS(F16)
+REF_WRAPPERS(BF16)
+REF_WRAPPERS(Q4_0)
+REF_WRAPPERS(Q4_1)
+REF_WRAPPERS(Q5_0)
+REF_WRAPPERS(Q5_1)
+REF_WRAPPERS(Q8_0)
+REF_WRAPPERS(Q8_1)
+REF_WRAPPERS(Q2_K)
+REF_WRAPPERS(Q3_K)
+REF_WRAPPERS(Q4_K)
+REF_WRAPPERS(Q5_K)
+REF_WRAPPERS(Q6_K)
+REF_WRAPPERS(Q8_K)
+
+#define REF_ENTRY(T)                                      \
+	do {                                              \
+		k->dot[QTYPE_##T] = ref_dot_##T;           \
+		k->quantize_act[QTYPE_##T] = ref_quantize_##T; \
+	} while (0)
+
+static void kernels_fill_ref(struct quant_kernels *k)
+{
+	REF_ENTRY(F32);
+	REF_ENTRY(F16);
+	REF_ENTRY(BF16);
+	REF_ENTRY(Q4_0);
+	REF_ENTRY(Q4_1);
+	REF_ENTRY(Q5_0);
+	REF_ENTRY(Q5_1);
+	REF_ENTRY(Q8_0);
+	REF_ENTRY(Q8_1);
+	REF_ENTRY(Q2_K);
+	REF_ENTRY(Q3_K);
+	REF_ENTRY(Q4_K);
+	REF_ENTRY(Q5_K);
+	REF_ENTRY(Q6_K);
+	REF_ENTRY(Q8_K);
+}
+
+/* ---- tables ---- */
+
+static struct quant_kernels tables[QUANT_ISA_COUNT];
+static int table_ok[QUANT_ISA_COUNT];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_build(void)
+{
+	for (int i = 0; i < QUANT_ISA_COUNT; i++) {
+		struct quant_kernels *k = &tables[i];
+		memset(k, 0, sizeof *k);
+		k->isa = (enum quant_isa)i;
+		table_ok[i] = isa_supported((enum quant_isa)i);
+		if (!table_ok[i])
+			continue;
+		kernels_fill_ref(k);
+#ifdef QUANT_X86
+		if (i >= QUANT_ISA_AVX2)
+			quant_avx2_register(k);
+		if (i >= QUANT_ISA_AVX512)
+			quant_avx512_register(k);
+#endif
+	}
+}
+
+const struct quant_kernels *quant_kernels_get(enum quant_isa isa)
+{
+	if ((unsigned)isa >= QUANT_ISA_COUNT)
+		return NULL;
+	pthread_once(&tables_once, tables_build);
+	return table_ok[isa] ? &tables[isa] : NULL;
+}
+
+const struct quant_kernels *quant_kernels_best(void)
+{
+	const struct quant_kernels *k = quant_kernels_get(quant_isa_detect());
+	return k ? k : quant_kernels_get(QUANT_ISA_SCALAR);
+}

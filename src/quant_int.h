@@ -1,0 +1,107 @@
+/* quant_int.h — private to the quant module (quant*.c): block layouts and the
+ * hooks between the ISA files.
+ *
+ * The structs below are byte-for-byte ggml's (ggml-common.h) so a GGUF
+ * tensor's data can be cast to an array of them. Half-precision fields are
+ * stored as raw uint16_t bits; convert with fp16_to_f32(). Within a block,
+ * "element e" means the e-th value of the row the block covers. */
+#ifndef INGOT_QUANT_INT_H
+#define INGOT_QUANT_INT_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/* ---- legacy 32-element blocks ---- */
+
+struct block_q4_0 { /* e < 16: qs[e] & 15, else qs[e-16] >> 4; value (q-8)*d */
+	uint16_t d;
+	uint8_t qs[QK / 2];
+};
+struct block_q4_1 { /* value q*d + m */
+	uint16_t d, m;
+	uint8_t qs[QK / 2];
+};
+struct block_q5_0 { /* 5th bit of element e is bit e of qh; value (q-16)*d */
+	uint16_t d;
+	uint8_t qh[4];
+	uint8_t qs[QK / 2];
+};
+struct block_q5_1 {
+	uint16_t d, m;
+	uint8_t qh[4];
+	uint8_t qs[QK / 2];
+};
+struct block_q8_0 {
+	uint16_t d;
+	int8_t qs[QK];
+};
+struct block_q8_1 {
+	uint16_t d;
+	uint16_t s; /* d * sum(qs) */
+	int8_t qs[QK];
+};
+
+/* ---- 256-element K-quant super-blocks ---- */
+
+struct block_q2_K { /* 16 sub-blocks of 16: scale = scales&15, min = scales>>4 */
+	uint8_t scales[QK_K / 16];
+	uint8_t qs[QK_K / 4];
+	uint16_t d, dmin;
+};
+struct block_q3_K { /* 16 sub-blocks of 16, 6-bit scales biased by 32 */
+	uint8_t hmask[QK_K / 8];
+	uint8_t qs[QK_K / 4];
+	uint8_t scales[12];
+	uint16_t d;
+};
+struct block_q4_K { /* 8 sub-blocks of 32, 6-bit scales and mins */
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qs[QK_K / 2];
+};
+struct block_q5_K {
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qh[QK_K / 8];
+	uint8_t qs[QK_K / 2];
+};
+struct block_q6_K { /* 16 sub-blocks of 16, int8 scales */
+	uint8_t ql[QK_K / 2];
+	uint8_t qh[QK_K / 4];
+	int8_t scales[QK_K / 16];
+	uint16_t d;
+};
+struct block_q8_K { /* activations only: bsums[j] = sum of qs[16j .. 16j+16) */
+	float d;
+	int8_t qs[QK_K];
+	int16_t bsums[QK_K / 16];
+};
+
+static_assert(sizeof(struct block_q4_0) == 18, "q4_0 layout");
+static_assert(sizeof(struct block_q4_1) == 20, "q4_1 layout");
+static_assert(sizeof(struct block_q5_0) == 22, "q5_0 layout");
+static_assert(sizeof(struct block_q5_1) == 24, "q5_1 layout");
+static_assert(sizeof(struct block_q8_0) == 34, "q8_0 layout");
+static_assert(sizeof(struct block_q8_1) == 36, "q8_1 layout");
+static_assert(sizeof(struct block_q2_K) == 84, "q2_K layout");
+static_assert(sizeof(struct block_q3_K) == 110, "q3_K layout");
+static_assert(sizeof(struct block_q4_K) == 144, "q4_K layout");
+static_assert(sizeof(struct block_q5_K) == 176, "q5_K layout");
+static_assert(sizeof(struct block_q6_K) == 210, "q6_K layout");
+static_assert(sizeof(struct block_q8_K) == 292, "q8_K layout");
+
+/* Splits the 12 packed bytes of a Q4_K/Q5_K block into 8 six-bit scales and
+ * 8 six-bit mins (sub-block j covers elements 32j .. 32j+32). */
+void quant_k4_scales_unpack(const uint8_t packed[12], uint8_t sc[8], uint8_t mn[8]);
+
+/* Same for Q3_K: 16 scales with the bias of 32 already removed. */
+void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
+
+/* Fill the non-NULL entries an ISA file provides. Only called by quant.c
+ * after cpuid said the ISA runs here. */
+void quant_avx2_register(struct quant_kernels *k);
+void quant_avx512_register(struct quant_kernels *k);
+
+#endif

@@ -1,0 +1,647 @@
+/* test_quant.c — the quant module against hand-computed values, against
+ * itself (quantize/dequantize/dot consistency) and SIMD against scalar.
+ *
+ * White-box: includes quant_int.h for the block layouts, so special blocks
+ * can be built byte by byte. Deterministic (fixed-seed xorshift). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "quant.h"
+#include "quant_int.h"
+
+static const enum qtype all_types[] = {
+	QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,
+	QTYPE_Q8_1, QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_Q8_K,
+};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+#define NMAX 8192
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rng_u32(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+static float rng_uniform(void) /* [0, 1) */
+{
+	return (float)(rng_u32() >> 8) / 16777216.0f;
+}
+
+static float rng_gauss(void)
+{
+	float s = 0.0f;
+	for (int i = 0; i < 4; i++)
+		s += rng_uniform();
+	return (s - 2.0f) * 1.7320508f;
+}
+
+/* Gaussian data whose scale changes every 64 elements, so blocks see
+ * different ranges, with an occasional outlier. */
+static void fill_data(float *x, int64_t n)
+{
+	float scale = 1.0f;
+	for (int64_t i = 0; i < n; i++) {
+		if (i % 64 == 0)
+			scale = 0.01f + 2.0f * rng_uniform();
+		x[i] = rng_gauss() * scale;
+		if (rng_u32() % 97 == 0)
+			x[i] *= 6.0f;
+	}
+}
+
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static float f32_from_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static int is_float_type(enum qtype t)
+{
+	return t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16;
+}
+
+static size_t row_bytes(enum qtype t, int64_t n)
+{
+	uint64_t b = 0;
+	qtype_row_bytes(t, (uint64_t)n, &b);
+	return (size_t)b;
+}
+
+/* ---- traits ---- */
+
+static void test_traits(void)
+{
+	uint64_t b = 0;
+	CHECK(qtype_row_bytes(QTYPE_Q4_K, 512, &b) == 0 && b == 288, "Q4_K 512 -> %llu",
+	      (unsigned long long)b);
+	CHECK(qtype_row_bytes(QTYPE_Q8_0, 640, &b) == 0 && b == 680, "Q8_0 640");
+	CHECK(qtype_row_bytes(QTYPE_F16, 3, &b) == 0 && b == 6, "F16 3");
+	CHECK(qtype_row_bytes(QTYPE_Q4_K, 640, &b) == -1, "640 is not a multiple of 256");
+	CHECK(qtype_row_bytes(4, 32, &b) == -1, "type 4 (removed Q4_2) is unknown");
+	CHECK(qtype_row_bytes(QTYPE_COUNT, 32, &b) == -1, "out of range type");
+	CHECK(qtype_traits(QTYPE_Q6_K) && strcmp(qtype_traits(QTYPE_Q6_K)->name, "Q6_K") == 0,
+	      "Q6_K name");
+	CHECK(qtype_traits(QTYPE_Q5_0)->act_type == QTYPE_Q8_0, "Q5_0 act");
+	CHECK(qtype_traits(QTYPE_Q5_1)->act_type == QTYPE_Q8_1, "Q5_1 act");
+	CHECK(qtype_traits(QTYPE_Q3_K)->act_type == QTYPE_Q8_K, "Q3_K act");
+	CHECK(qtype_traits(QTYPE_BF16)->act_type == QTYPE_F32, "BF16 act");
+	CHECK(qtype_traits(29) == NULL && qtype_traits(1000) == NULL, "unknown ids");
+}
+
+/* ---- half precision ---- */
+
+/* Independent decoding of a half: sign * mantissa * 2^exponent in double. */
+static double fp16_value(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+	return h & 0x8000 ? -v : v;
+}
+
+static void test_fp16_exhaustive(void)
+{
+	long bad_dec = 0, bad_rt = 0, bad_tie = 0;
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = fp16_to_f32((uint16_t)h);
+		int nan = ((h >> 10) & 31) == 31 && (h & 1023);
+		if (nan) {
+			uint16_t back = f32_to_fp16(f);
+			bad_dec += !isnan(f) || (f32_bits(f) >> 13 & 1023) != (h & 1023) ||
+				   (f32_bits(f) >> 31) != (h >> 15);
+			bad_rt += !(((back >> 10) & 31) == 31 && (back & 1023));
+			continue;
+		}
+		if (((h >> 10) & 31) == 31)
+			bad_dec += !isinf(f) || (f < 0) != (h >> 15);
+		else
+			bad_dec += (double)f != fp16_value((uint16_t)h) ||
+				   !!signbit(f) != (int)(h >> 15);
+		bad_rt += f32_to_fp16(f) != h;
+		/* the midpoint to the next half up must round to the even one */
+		if ((h & 0x7fff) < 0x7bff) {
+			float mid = (float)((fp16_value((uint16_t)h) + fp16_value((uint16_t)(h + 1))) / 2);
+			uint16_t want = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+			if ((h & 0x7fff) == 0 && (h & 0x8000))
+				continue; /* -0 and the smallest negative subnormal are not adjacent in h */
+			bad_tie += f32_to_fp16(mid) != want;
+		}
+	}
+	CHECK(bad_dec == 0, "fp16_to_f32: %ld of 65536 halves decoded wrongly", bad_dec);
+	CHECK(bad_rt == 0, "f32_to_fp16(fp16_to_f32(h)) != h for %ld halves", bad_rt);
+	CHECK(bad_tie == 0, "f32_to_fp16 ties: %ld midpoints not rounded to even", bad_tie);
+	CHECK(f32_to_fp16(65519.99f) == 0x7bff && f32_to_fp16(65520.0f) == 0x7c00, "overflow edge");
+	CHECK(f32_to_fp16(1e-8f) == 0 && f32_to_fp16(-1e-30f) == 0x8000, "underflow to signed zero");
+	CHECK(f32_to_fp16(f32_from_bits(0x33000001)) == 1, "just above 2^-25 rounds up");
+	CHECK(f32_to_fp16(f32_from_bits(0x33000000)) == 0, "2^-25 ties to even zero");
+}
+
+/* Random floats against nearest-even chosen by brute force among the two
+ * candidate halves around x (also covers the subnormal range). */
+static void test_fp16_random(void)
+{
+	long bad = 0;
+	for (int i = 0; i < 200000; i++) {
+		uint32_t exp = 127 - 30 + rng_u32() % 46; /* 2^-30 .. 2^15: subnormals too */
+		float x = f32_from_bits((rng_u32() & 0x807fffffu) | exp << 23);
+		if (fabsf(x) >= 65504.0f)
+			continue;
+		uint16_t h = f32_to_fp16(x);
+		double v = fp16_value(h), ax = fabs((double)x);
+		uint16_t hm = h & 0x7fff;
+		double up = hm < 0x7bff ? fabs(fp16_value((uint16_t)(hm + 1))) : INFINITY;
+		double dn = hm > 0 ? fabs(fp16_value((uint16_t)(hm - 1))) : 0.0;
+		double err = fabs(fabs(v) - ax);
+		int ok = !!signbit(x) == (h >> 15) && err <= fabs(up - ax) &&
+			 err <= fabs(ax - dn);
+		if (ok && (err == fabs(up - ax) || err == fabs(ax - dn)) && err != 0.0)
+			ok = (hm & 1) == 0;
+		bad += !ok;
+	}
+	CHECK(bad == 0, "f32_to_fp16: %ld random floats not rounded to nearest even", bad);
+}
+
+static void test_bf16(void)
+{
+	long bad = 0;
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = bf16_to_f32((uint16_t)h);
+		bad += f32_bits(f) != h << 16;
+		uint16_t back = f32_to_bf16(f);
+		if (isnan(f))
+			bad += !isnan(bf16_to_f32(back));
+		else
+			bad += back != h;
+	}
+	CHECK(bad == 0, "bf16 exhaustive round trip: %ld failures", bad);
+	CHECK(f32_to_bf16(f32_from_bits(0x3f808000)) == 0x3f80, "tie to even (down)");
+	CHECK(f32_to_bf16(f32_from_bits(0x3f818000)) == 0x3f82, "tie to even (up)");
+	CHECK(f32_to_bf16(f32_from_bits(0x3f808001)) == 0x3f81, "above tie rounds up");
+	CHECK(f32_to_bf16(f32_from_bits(0x7f800001)) == 0x7fc0, "signalling NaN made quiet");
+}
+
+/* ---- hand-computed blocks ---- */
+
+static void test_hand_q4_0(void)
+{
+	struct block_q4_0 b;
+	float y[QK];
+	b.d = 0x3800; /* 0.5 */
+	for (int j = 0; j < 16; j++)
+		b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+	quant_dequantize_ref(QTYPE_Q4_0, &b, y, QK);
+	int bad = 0;
+	for (int j = 0; j < 16; j++)
+		bad += y[j] != (j - 8) * 0.5f || y[j + 16] != (7 - j) * 0.5f;
+	CHECK(bad == 0, "Q4_0 hand block: y[0]=%g y[16]=%g", y[0], y[16]);
+}
+
+static void test_hand_q8_0(void)
+{
+	struct block_q8_0 b[2];
+	float y[2 * QK];
+	b[0].d = 0x3400; /* 0.25 */
+	b[1].d = 0xc000; /* -2 */
+	for (int j = 0; j < QK; j++) {
+		b[0].qs[j] = (int8_t)(j - 16);
+		b[1].qs[j] = (int8_t)(j == 0 ? -128 : 127 - j);
+	}
+	quant_dequantize_ref(QTYPE_Q8_0, b, y, 2 * QK);
+	int bad = 0;
+	for (int j = 0; j < QK; j++)
+		bad += y[j] != (j - 16) * 0.25f;
+	bad += y[32] != 256.0f || y[33] != -252.0f || y[63] != -192.0f;
+	CHECK(bad == 0, "Q8_0 hand blocks: y[0]=%g y[32]=%g y[63]=%g", y[0], y[32], y[63]);
+}
+
+/* Q4_K with scales {1,2,3,4,33,34,35,63} and mins {0,1,2,3,17,18,19,48},
+ * packed by hand into the 12 scale bytes. */
+static void test_hand_q4_K(void)
+{
+	static const int sc[8] = { 1, 2, 3, 4, 33, 34, 35, 63 };
+	static const int mn[8] = { 0, 1, 2, 3, 17, 18, 19, 48 };
+	static const uint8_t packed[12] = { 0x81, 0x82, 0x83, 0xc4, 0x40, 0x41,
+					    0x42, 0xc3, 0x11, 0x22, 0x33, 0x0f };
+	struct block_q4_K b;
+	float y[QK_K];
+	b.d = 0x3c00;    /* 1.0 */
+	b.dmin = 0x3800; /* 0.5 */
+	memcpy(b.scales, packed, 12);
+	for (int i = 0; i < 128; i++) /* low nibble l&15, high nibble 15-(l&15) */
+		b.qs[i] = (uint8_t)((i & 15) | (15 - (i & 15)) << 4);
+	quant_dequantize_ref(QTYPE_Q4_K, &b, y, QK_K);
+	int bad = 0;
+	for (int e = 0; e < QK_K; e++) {
+		int s = e / 32, l = e % 32;
+		int q = s % 2 == 0 ? (l & 15) : 15 - (l & 15);
+		bad += y[e] != (float)(sc[s] * q) - 0.5f * (float)mn[s];
+	}
+	CHECK(bad == 0, "Q4_K hand block: %d wrong (y[0]=%g y[255]=%g)", bad, y[0], y[255]);
+	CHECK(y[255] == 63.0f * 0.0f - 24.0f && y[224] == 63.0f * 15 - 24.0f, "Q4_K last sub-block");
+}
+
+/* Q6_K: ql bytes 0x53 (first 32 of each half) and 0x97 (next 32), qh bytes
+ * 0xe4 (bit pairs 0,1,2,3): the four quarters of each half hold
+ * {3|0<<4, 7|1<<4, 5|2<<4, 9|3<<4} - 32 = {-29, -9, 5, 25}. */
+static void test_hand_q6_K(void)
+{
+	static const int quarter[4] = { -29, -9, 5, 25 };
+	struct block_q6_K b;
+	float y[QK_K];
+	for (int i = 0; i < 128; i++)
+		b.ql[i] = (i % 64) < 32 ? 0x53 : 0x97;
+	memset(b.qh, 0xe4, sizeof b.qh);
+	for (int s = 0; s < 16; s++)
+		b.scales[s] = (int8_t)(s == 15 ? -128 : s - 8);
+	b.d = 0x3400; /* 0.25 */
+	quant_dequantize_ref(QTYPE_Q6_K, &b, y, QK_K);
+	int bad = 0;
+	for (int e = 0; e < QK_K; e++) {
+		int s = e / 16, k = (e % 128) / 32;
+		bad += y[e] != 0.25f * (float)b.scales[s] * (float)quarter[k];
+	}
+	CHECK(bad == 0, "Q6_K hand block: %d wrong (y[0]=%g y[255]=%g)", bad, y[0], y[255]);
+	CHECK(y[0] == 58.0f && y[255] == -800.0f, "Q6_K corners y[0]=%g y[255]=%g", y[0], y[255]);
+}
+
+/* Q5_0: d = 1, qs nibbles 0..15, qh = 0xaaaaaaaa (5th bit on odd elements). */
+static void test_hand_q5_0(void)
+{
+	struct block_q5_0 b;
+	float y[QK];
+	b.d = 0x3c00;
+	memset(b.qh, 0xaa, 4);
+	for (int j = 0; j < 16; j++)
+		b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+	quant_dequantize_ref(QTYPE_Q5_0, &b, y, QK);
+	int bad = 0;
+	for (int e = 0; e < QK; e++) {
+		int lo = e < 16 ? e : 15 - (e - 16);
+		bad += y[e] != (float)((lo | (e & 1) << 4) - 16);
+	}
+	CHECK(bad == 0, "Q5_0 hand block: %d wrong", bad);
+}
+
+/* ---- quantize / dequantize round trip ---- */
+
+/* Largest error allowed, as a fraction of the largest |x| of the super-block
+ * (QK_K elements), from each format's step size:
+ *  - Q8_*: half a step of amax/127, plus the fp16 rounding of d (2^-11).
+ *  - Q4_0/Q5_0: ggml maps the extreme value to -8/-16, so a value of the
+ *    opposite sign and the same size clamps to +7/+15: one full step,
+ *    amax/8 and amax/16.
+ *  - Q4_1/Q5_1: half a step of range/15 or range/31, range <= 2 amax.
+ *  - K-quants (simple quantizer, see quant_ref.c): half a step of the
+ *    sub-block range/levels, plus up to one super-scale unit from rounding
+ *    the integer scale up and half a unit of the min: Q2_K range/3 -> ~0.37,
+ *    Q3_K amax/3 -> ~0.17, Q4_K ~0.075, Q5_K ~0.04, Q6_K amax/62 -> ~0.017.
+ *  - F16 / BF16: relative rounding 2^-11 / 2^-8. */
+static double roundtrip_bound(enum qtype t)
+{
+	switch (t) {
+	case QTYPE_F32: return 0.0;
+	case QTYPE_F16: return 1.0 / 2048;
+	case QTYPE_BF16: return 1.0 / 256;
+	case QTYPE_Q8_0: case QTYPE_Q8_1: case QTYPE_Q8_K: return 0.005;
+	case QTYPE_Q6_K: return 0.02;
+	case QTYPE_Q5_1: return 0.035;
+	case QTYPE_Q5_K: return 0.05;
+	case QTYPE_Q5_0: return 0.066;
+	case QTYPE_Q4_1: return 0.07;
+	case QTYPE_Q4_K: return 0.08;
+	case QTYPE_Q4_0: return 0.13;
+	case QTYPE_Q3_K: return 0.18;
+	default: return 0.4; /* Q2_K */
+	}
+}
+
+static void test_roundtrip(void)
+{
+	const int64_t n = 4096;
+	float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+	void *q = malloc(row_bytes(QTYPE_F32, n));
+	fill_data(x, n);
+	memset(x + 512, 0, 256 * sizeof *x); /* an all-zero super-block */
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		enum qtype t = all_types[ti];
+		quant_quantize_ref(t, x, q, n);
+		quant_dequantize_ref(t, q, y, n);
+		double worst = 0.0;
+		for (int64_t sb = 0; sb < n / QK_K; sb++) {
+			float amax = 0.0f, emax = 0.0f;
+			for (int i = 0; i < QK_K; i++) {
+				amax = fmaxf(amax, fabsf(x[sb * QK_K + i]));
+				emax = fmaxf(emax, fabsf(x[sb * QK_K + i] - y[sb * QK_K + i]));
+			}
+			double rel = amax > 0 ? emax / amax : emax;
+			worst = rel > worst ? rel : worst;
+		}
+		if (getenv("QUANT_TEST_VERBOSE"))
+			printf("%-5s round trip max error %.4f of block max\n", qtype_traits(t)->name, worst);
+		CHECK(worst <= roundtrip_bound(t), "%s round trip: max error %.4f of block max > %.4f",
+		      qtype_traits(t)->name, worst, roundtrip_bound(t));
+		int zero_ok = 1;
+		for (int i = 512; i < 768; i++)
+			zero_ok &= y[i] == 0.0f;
+		CHECK(zero_ok, "%s: zero block does not dequantize to zeros", qtype_traits(t)->name);
+	}
+	free(x);
+	free(y);
+	free(q);
+}
+
+/* ggml's rounding rules of the activation quantizers, on blocks where the
+ * scaled values land exactly on .5: Q8_0 (roundf) rounds ties away from zero,
+ * Q8_K (nearest_int) to even. */
+static void test_act_rounding(void)
+{
+	float x[QK_K];
+	for (int i = 0; i < QK_K; i++) /* every 32-block has amax 127: d = 1 */
+		x[i] = i % 32 == 0 ? (i == 0 ? 127.0f : -127.0f) : (float)(i % 64) - 31.5f;
+	struct block_q8_0 b0[QK_K / QK];
+	struct block_q8_K bk;
+	quant_quantize_ref(QTYPE_Q8_0, x, b0, QK_K);
+	quant_quantize_ref(QTYPE_Q8_K, x, &bk, QK_K);
+	CHECK(fp16_to_f32(b0[0].d) == 1.0f && b0[0].qs[1] == -31 && b0[0].qs[2] == -30 &&
+		      b0[0].qs[31] == -1,
+	      "Q8_0 ties away from zero: -30.5 -> %d, -29.5 -> %d, -0.5 -> %d", b0[0].qs[1],
+	      b0[0].qs[2], b0[0].qs[31]);
+	CHECK(b0[1].qs[1] == 2 && b0[1].qs[2] == 3, "Q8_0 ties: 1.5 -> %d, 2.5 -> %d", b0[1].qs[1],
+	      b0[1].qs[2]);
+	/* max = x[0] = +127 (the later -127s do not replace it): iscale = -1 */
+	CHECK(bk.d == -1.0f && bk.qs[0] == -127 && bk.qs[32] == 127, "Q8_K d %g from first max",
+	      bk.d);
+	CHECK(bk.qs[1] == 30 && bk.qs[2] == 30 && bk.qs[33] == -2 && bk.qs[34] == -2 &&
+		      bk.qs[31] == 0,
+	      "Q8_K ties to even: %d %d %d %d %d", bk.qs[1], bk.qs[2], bk.qs[33], bk.qs[34],
+	      bk.qs[31]);
+	int sum = 0;
+	for (int i = 0; i < 16; i++)
+		sum += bk.qs[i];
+	CHECK(bk.bsums[0] == sum, "Q8_K bsums[0] %d != %d", bk.bsums[0], sum);
+}
+
+/* ---- dot product consistency ---- */
+
+/* Sum of |w_i a_i| over dequantized rows. */
+static double dot_magnitude(const float *wd, const float *ad, int64_t n)
+{
+	double m = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		m += fabs((double)wd[i] * ad[i]);
+	return m;
+}
+
+/* Byte offsets of the (scale, min) fp16 pair in a block of a type with a
+ * min term, or -1. */
+static int min_field_offset(enum qtype t, int *d_off)
+{
+	switch (t) {
+	case QTYPE_Q4_1: case QTYPE_Q5_1: case QTYPE_Q4_K: case QTYPE_Q5_K:
+		*d_off = 0;
+		return 2;
+	case QTYPE_Q2_K:
+		*d_off = 80;
+		return 82;
+	default:
+		return -1;
+	}
+}
+
+/* Magnitude of the terms a dot of w with ad adds up: sum |w_i a_i|, or for
+ * types with a min term (value = scale part - min part) the two parts
+ * counted separately, since they can cancel. wd is scratch (n floats). */
+static double dot_terms_magnitude(enum qtype t, const void *w, float *wd, const float *ad,
+				  int64_t n)
+{
+	int d_off, m_off = min_field_offset(t, &d_off);
+	if (m_off < 0) {
+		quant_dequantize_ref(t, w, wd, n);
+		return dot_magnitude(wd, ad, n);
+	}
+	const struct qtype_traits *tr = qtype_traits(t);
+	size_t bytes = row_bytes(t, n);
+	uint8_t *c = malloc(bytes);
+	double mag = 0.0;
+	for (int part = 0; part < 2; part++) {
+		memcpy(c, w, bytes);
+		for (int64_t b = 0; b < n / tr->block_elems; b++)
+			memset(c + b * tr->block_bytes + (part ? d_off : m_off), 0, 2);
+		quant_dequantize_ref(t, c, wd, n);
+		mag += dot_magnitude(wd, ad, n);
+	}
+	free(c);
+	return mag;
+}
+
+static void test_dot_vs_dequant(void)
+{
+	const int64_t n = 2048;
+	float *x = malloc(n * sizeof *x), *xa = malloc(n * sizeof *xa);
+	float *wd = malloc(n * sizeof *wd), *ad = malloc(n * sizeof *ad);
+	void *w = malloc(row_bytes(QTYPE_F32, n)), *a = malloc(row_bytes(QTYPE_F32, n));
+	fill_data(x, n);
+	fill_data(xa, n);
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		enum qtype t = all_types[ti], at = qtype_traits(t)->act_type;
+		quant_quantize_ref(t, x, w, n);
+		quant_quantize_ref(at, xa, a, n);
+		quant_dequantize_ref(t, w, wd, n);
+		quant_dequantize_ref(at, a, ad, n);
+		double want = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			want += (double)wd[i] * ad[i];
+		double got = quant_dot_ref(t, w, a, n);
+		/* 1e-5 relative: float rounding of the per-block scale products
+		 * and of the sum. Q8_1 also stores s = d*sum(q) rounded to fp16,
+		 * which the Q4_1/Q5_1 dot uses for the min term: allow its
+		 * 2^-11 relative error on |m * s| per block. */
+		double tol = 1e-5 * dot_terms_magnitude(t, w, wd, ad, n) + 1e-30;
+		if (at == QTYPE_Q8_1 && (t == QTYPE_Q4_1 || t == QTYPE_Q5_1)) {
+			for (int64_t i = 0; i < n / QK; i++) {
+				const struct block_q8_1 *ab = (const struct block_q8_1 *)a + i;
+				const uint16_t *m16 = (const uint16_t *)((const uint8_t *)w +
+					i * qtype_traits(t)->block_bytes) + 1;
+				tol += fabs(fp16_to_f32(*m16) * fp16_to_f32(ab->s)) / 2048.0;
+			}
+		}
+		CHECK(fabs(got - want) <= tol, "%s dot_ref %.9g vs dequantized %.9g (tol %.3g)",
+		      qtype_traits(t)->name, got, want, tol);
+	}
+	free(x), free(xa), free(wd), free(ad), free(w), free(a);
+}
+
+/* ---- SIMD kernels against the reference ---- */
+
+/* Weights for a kernel test: half the time quantized from data, otherwise
+ * random bits with the fp16 scales replaced by tame values (random bits reach
+ * codes a quantizer never emits, e.g. -128 in Q8_0 or negative Q6_K scales). */
+static void weights_make(enum qtype t, const float *x, void *w, int64_t n, int random_bits)
+{
+	quant_quantize_ref(t, x, w, n);
+	if (!random_bits || is_float_type(t) || t == QTYPE_Q8_K)
+		return;
+	const struct qtype_traits *tr = qtype_traits(t);
+	uint8_t *p = w;
+	for (size_t i = 0; i < row_bytes(t, n); i++)
+		p[i] = (uint8_t)rng_u32();
+	for (int64_t b = 0; b < n / tr->block_elems; b++) {
+		uint8_t *blk = p + b * tr->block_bytes;
+		uint16_t d = f32_to_fp16((rng_uniform() + 0.1f) * 0.01f);
+		uint16_t m = f32_to_fp16((rng_uniform() - 0.5f) * 0.01f);
+		switch (t) {
+		case QTYPE_Q2_K:
+			memcpy(blk + 80, &d, 2), memcpy(blk + 82, &m, 2);
+			break;
+		case QTYPE_Q3_K:
+			memcpy(blk + 108, &d, 2);
+			break;
+		case QTYPE_Q6_K:
+			memcpy(blk + 208, &d, 2);
+			break;
+		case QTYPE_Q4_1: case QTYPE_Q5_1: case QTYPE_Q4_K: case QTYPE_Q5_K:
+			m = f32_to_fp16(fabsf(fp16_to_f32(m)));
+			memcpy(blk, &d, 2), memcpy(blk + 2, &m, 2);
+			break;
+		default: /* Q4_0 Q5_0 Q8_0 Q8_1: d first (Q8_1's s is unused) */
+			memcpy(blk, &d, 2);
+			break;
+		}
+	}
+}
+
+static void test_simd_dot(const struct quant_kernels *k)
+{
+	static const int64_t blocks[] = { 1, 2, 3, 5, 16 };
+	float *x = malloc(NMAX * sizeof *x), *xa = malloc(NMAX * sizeof *xa);
+	float *wd = malloc(NMAX * sizeof *wd), *ad = malloc(NMAX * sizeof *ad);
+	void *w = malloc(row_bytes(QTYPE_F32, NMAX)), *a = malloc(row_bytes(QTYPE_F32, NMAX));
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		enum qtype t = all_types[ti], at = qtype_traits(t)->act_type;
+		int64_t be = qtype_traits(t)->block_elems == 1 ? 32 : qtype_traits(t)->block_elems;
+		CHECK(k->dot[t] && k->quantize_act[at], "%s: missing kernel", qtype_traits(t)->name);
+		if (!k->dot[t] || !k->quantize_act[at])
+			continue;
+		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0] + 1; bi++) {
+			int64_t n = bi < sizeof blocks / sizeof blocks[0] ? blocks[bi] * be
+									  : (be == QK_K ? 32 : 128) * be;
+			for (int rb = 0; rb < 2; rb++) {
+				fill_data(x, n);
+				fill_data(xa, n);
+				weights_make(t, x, w, n, rb);
+				quant_quantize_ref(at, xa, a, n);
+				float ref = quant_dot_ref(t, w, a, n), got = -1.0f;
+				k->dot[t](n, &got, w, a);
+				quant_dequantize_ref(at, a, ad, n);
+				/* Same integer sums; only the order of the float
+				 * additions (8 lanes + FMA vs one running sum) differs.
+				 * Each of the <= 128 block terms carries a few ulp of
+				 * rounding (2^-24 = 6e-8), so 1e-5 of the magnitude of
+				 * the terms bounds the difference. The min terms of
+				 * Q4_1/Q5_1/Q2_K/Q4_K/Q5_K can cancel the scale terms,
+				 * so both parts count in the magnitude. */
+				double mag = dot_terms_magnitude(t, w, wd, ad, n);
+				double tol = 1e-5 * mag + 1e-30;
+				CHECK(fabsf(got - ref) <= tol,
+				      "%s %s n=%lld %s: simd %.9g ref %.9g (tol %.3g)",
+				      quant_isa_name(k->isa), qtype_traits(t)->name, (long long)n,
+				      rb ? "random bits" : "quantized", got, ref, tol);
+			}
+		}
+	}
+	free(x), free(xa), free(wd), free(ad), free(w), free(a);
+}
+
+static void test_simd_quantize(const struct quant_kernels *k)
+{
+	static const enum qtype acts[] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K };
+	const int64_t n = 4096;
+	float *x = malloc(n * sizeof *x);
+	uint8_t *r = malloc(row_bytes(QTYPE_F32, n)), *s = malloc(row_bytes(QTYPE_F32, n));
+	for (int round = 0; round < 3; round++) {
+		fill_data(x, n);
+		if (round == 1)
+			for (int i = 0; i < n; i++) /* exact .5 ties after scaling */
+				x[i] = (i % 256 == 0) ? -127.0f : (float)(i % 61) - 30.5f;
+		if (round == 2)
+			memset(x + 256, 0, 256 * sizeof *x);
+		for (size_t ai = 0; ai < 3; ai++) {
+			enum qtype at = acts[ai];
+			size_t bytes = row_bytes(at, n);
+			memset(r, 0x55, bytes);
+			memset(s, 0xaa, bytes);
+			quant_quantize_ref(at, x, r, n);
+			k->quantize_act[at](x, s, n);
+			CHECK(memcmp(r, s, bytes) == 0, "%s quantize %s round %d differs from reference",
+			      quant_isa_name(k->isa), qtype_traits(at)->name, round);
+		}
+	}
+	free(x), free(r), free(s);
+}
+
+static void test_isa(void)
+{
+	enum quant_isa best = quant_isa_detect();
+	printf("detected ISA: %s\n", quant_isa_name(best));
+	CHECK(quant_kernels_get(QUANT_ISA_SCALAR) != NULL, "scalar table");
+	CHECK(quant_kernels_best() != NULL && quant_kernels_best()->isa == best, "best table");
+	CHECK(quant_kernels_get(QUANT_ISA_COUNT) == NULL, "bad isa");
+	const char *old = getenv("INGOT_ISA");
+	setenv("INGOT_ISA", "scalar", 1);
+	CHECK(quant_isa_detect() == QUANT_ISA_SCALAR, "INGOT_ISA=scalar");
+	CHECK(quant_kernels_best()->isa == QUANT_ISA_SCALAR, "best follows INGOT_ISA");
+	setenv("INGOT_ISA", "avx512", 1);
+	CHECK(quant_isa_detect() == best || best == QUANT_ISA_AVX512, "INGOT_ISA cannot raise");
+	setenv("INGOT_ISA", "bogus", 1);
+	CHECK(quant_isa_detect() == best, "unknown INGOT_ISA ignored");
+	if (old)
+		setenv("INGOT_ISA", old, 1);
+	else
+		unsetenv("INGOT_ISA");
+}
+
+int main(void)
+{
+	test_traits();
+	test_fp16_exhaustive();
+	test_fp16_random();
+	test_bf16();
+	test_hand_q4_0();
+	test_hand_q8_0();
+	test_hand_q4_K();
+	test_hand_q6_K();
+	test_hand_q5_0();
+	test_roundtrip();
+	test_act_rounding();
+	test_dot_vs_dequant();
+	test_isa();
+	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+		const struct quant_kernels *k = quant_kernels_get((enum quant_isa)isa);
+		if (!k) {
+			printf("SKIP %s: CPU lacks %s\n", quant_isa_name((enum quant_isa)isa),
+			       isa == QUANT_ISA_AVX512 ? "AVX-512 (F/BW/VL/DQ/VNNI)" : "AVX2/FMA/F16C");
+			continue;
+		}
+		printf("testing %s kernels\n", quant_isa_name(k->isa));
+		test_simd_dot(k);
+		test_simd_quantize(k);
+	}
+	return check_summary("test_quant");
+}
