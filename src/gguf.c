@@ -481,6 +481,9 @@ static int open_common(struct gguf *g, struct gguf **out, ing_err *err)
 
 int gguf_open_memory(const void *buf, size_t size, struct gguf **out, ing_err *err)
 {
+	ing_err scratch; /* err may be NULL; parsing needs somewhere to write */
+	if (!err)
+		err = &scratch;
 	*out = NULL;
 	struct gguf *g = ing_calloc(1, sizeof *g);
 	if (!g)
@@ -492,6 +495,9 @@ int gguf_open_memory(const void *buf, size_t size, struct gguf **out, ing_err *e
 
 int gguf_open(const char *path, struct gguf **out, ing_err *err)
 {
+	ing_err scratch;
+	if (!err)
+		err = &scratch;
 	*out = NULL;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

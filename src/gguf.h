@@ -98,7 +98,7 @@ struct gguf {
 
 /* Maps and validates path. On success returns ING_OK and *out is a handle
  * the caller closes with gguf_close(). On failure returns a status, writes
- * the reason into err, and sets *out = NULL. */
+ * the reason into err (which may be NULL), and sets *out = NULL. */
 int gguf_open(const char *path, struct gguf **out, ing_err *err);
 
 /* Same over a caller-owned buffer that must outlive the handle (tests,
