@@ -264,7 +264,8 @@ static int parse_header(struct cursor *c, struct gguf *g)
 	}
 	if (g->version != 2 && g->version != 3) {
 		c->pos -= 4;
-		if ((g->version & 0xffff) == 0)
+		uint32_t swapped = __builtin_bswap32(g->version);
+		if (swapped >= 1 && swapped <= 3)
 			return cur_fail(c, "big-endian GGUF files are not supported");
 		return cur_fail(c, "unsupported GGUF version");
 	}
