@@ -137,6 +137,14 @@ static int parse_array(struct cursor *c, struct gguf_arr *a, int depth)
 	if (vtype_size[et]) {
 		if (a->n > cur_left(c) / vtype_size[et])
 			return cur_fail(c, "array length exceeds the bytes left in the file");
+		/* bools are checked like scalar ones, so iterating never stops
+		 * short of n */
+		for (uint64_t i = 0; et == GGUF_VT_BOOL && i < a->n; i++) {
+			if (c->base[c->pos + i] > 1) {
+				c->pos += i;
+				return cur_fail(c, "bool array element is neither 0 nor 1");
+			}
+		}
 		c->pos += a->n * vtype_size[et];
 	} else {
 		/* every string or nested array takes at least 8 bytes */
@@ -383,8 +391,10 @@ static int parse_tensor_info(struct cursor *c, struct gguf *g, uint64_t i)
 	if (!tr)
 		return tensor_fail(c, i, t, "unknown or unsupported tensor type");
 	uint64_t row;
-	if (qtype_row_bytes(t->type, t->ne[0], &row) != 0)
+	if (t->ne[0] % tr->block_elems != 0)
 		return tensor_fail(c, i, t, "row length is not a multiple of the type's block size");
+	if (qtype_row_bytes(t->type, t->ne[0], &row) != 0)
+		return tensor_fail(c, i, t, "row byte size overflows");
 	uint64_t rows = nelems / t->ne[0];
 	if (row && rows > UINT64_MAX / row)
 		return tensor_fail(c, i, t, "byte size overflows");
