@@ -241,13 +241,16 @@ static int check_duplicates(struct gguf *g, ing_err *err)
 	int rc = ING_OK;
 	for (uint64_t i = 0; i < g->n_kv; i++)
 		strs[i] = &g->kv[i].key;
+	/* a name's bytes follow its u64 length: that is the offset to report */
 	if (find_duplicate(strs, g->n_kv, &dup))
-		rc = ing_err_set(err, ING_ERR_FORMAT, "duplicate metadata key '%.*s'",
+		rc = ing_err_set(err, ING_ERR_FORMAT, "offset %llu: duplicate metadata key '%.*s'",
+				 (unsigned long long)((const uint8_t *)dup.ptr - g->map - 8),
 				 (int)(dup.len > 200 ? 200 : dup.len), dup.ptr);
 	for (uint64_t i = 0; rc == ING_OK && i < g->n_tensors; i++)
 		strs[i] = &g->tensors[i].name;
 	if (rc == ING_OK && find_duplicate(strs, g->n_tensors, &dup))
-		rc = ing_err_set(err, ING_ERR_FORMAT, "duplicate tensor name '%.*s'",
+		rc = ing_err_set(err, ING_ERR_FORMAT, "offset %llu: duplicate tensor name '%.*s'",
+				 (unsigned long long)((const uint8_t *)dup.ptr - g->map - 8),
 				 (int)(dup.len > 200 ? 200 : dup.len), dup.ptr);
 	ing_free(strs);
 	return rc;
@@ -421,9 +424,10 @@ static int check_placement(struct gguf *g, ing_err *err)
 		struct gguf_tensor *t = &g->tensors[i];
 		if (t->offset > avail || t->nbytes > avail - t->offset)
 			return ing_err_set(err, ING_ERR_FORMAT,
-					   "tensor %llu '%.*s': data [%llu, +%llu) lies past the end "
-					   "of the file (data section is %llu bytes)",
-					   (unsigned long long)i, (int)(t->name.len > 80 ? 80 : t->name.len),
+					   "offset %llu: tensor %llu '%.*s': data [%llu, +%llu) lies past "
+					   "the end of the file (data section is %llu bytes)",
+					   (unsigned long long)g->data_offset, (unsigned long long)i,
+					   (int)(t->name.len > 80 ? 80 : t->name.len),
 					   t->name.ptr, (unsigned long long)t->offset,
 					   (unsigned long long)t->nbytes, (unsigned long long)avail);
 		t->data = g->map + g->data_offset + t->offset;
@@ -440,7 +444,8 @@ static int check_placement(struct gguf *g, ing_err *err)
 	for (uint64_t i = 1; i < g->n_tensors && rc == ING_OK; i++) {
 		const struct gguf_tensor *p = by_off[i - 1], *t = by_off[i];
 		if (t->offset < p->offset + p->nbytes)
-			rc = ing_err_set(err, ING_ERR_FORMAT, "tensors '%.*s' and '%.*s' overlap",
+			rc = ing_err_set(err, ING_ERR_FORMAT, "offset %llu: tensors '%.*s' and '%.*s' overlap",
+					 (unsigned long long)(g->data_offset + t->offset),
 					 (int)(p->name.len > 80 ? 80 : p->name.len), p->name.ptr,
 					 (int)(t->name.len > 80 ? 80 : t->name.len), t->name.ptr);
 	}
@@ -514,11 +519,14 @@ int gguf_open(const char *path, struct gguf **out, ing_err *err)
 	if (fd < 0)
 		return ing_err_set(err, ING_ERR_IO, "%s: %s", path, strerror(errno));
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) != 0) {
 		int e = errno;
 		close(fd);
-		return ing_err_set(err, ING_ERR_IO, "%s: %s", path,
-				   S_ISREG(st.st_mode) ? strerror(e) : "not a regular file");
+		return ing_err_set(err, ING_ERR_IO, "%s: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return ing_err_set(err, ING_ERR_IO, "%s: not a regular file", path);
 	}
 	if (st.st_size == 0) {
 		close(fd);
