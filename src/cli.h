@@ -1,0 +1,36 @@
+/* cli.h — subcommands of the ingot binary and the helpers they share.
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` (argv[0] is the
+ * command name) returning the process exit status: 0 ok, 1 failure, 2 usage.
+ * Subcommands print their own errors to stderr. */
+#ifndef INGOT_CLI_H
+#define INGOT_CLI_H
+
+#include <stddef.h>
+
+struct cli_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+};
+
+/* Command by name, or NULL. */
+const struct cli_command *cli_command_find(const char *name);
+
+/* Resolves the model path: the -m argument when given, else the default
+ * model; prints how to get it and returns -1 when it is missing. */
+int cli_model_path(const char *arg, char *buf, size_t cap);
+
+/* Reads all of stdin into a malloc'd buffer (ing_free); NULL on failure. */
+char *cli_read_stdin(size_t *len);
+
+struct tokenizer;
+/* Opens the vocabulary of the model file at path; prints the error and
+ * returns -1 on failure. */
+int cli_tokenizer_open(const char *path, struct tokenizer **tk);
+
+int cmd_pull(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,341 @@
+/* cmd_run.c — `ingot run`: generate text from a prompt.
+ *
+ * stdout carries only the generated text (or ids with --ids); the summary
+ * (prompt tokens and speed, generated tokens and speed, stop reason) goes to
+ * stderr. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "forward.h"
+#include "generate.h"
+#include "mem.h"
+#include "model.h"
+#include "pool.h"
+#include "runner.h"
+#include "sample.h"
+#include "tokenizer.h"
+
+struct run_opts {
+	const char *model, *prompt, *prompt_file, *runner;
+	int64_t n_predict, n_ctx, batch;
+	int threads;
+	int chat, ids, ignore_eos, no_bos;
+	struct sample_params sp;
+};
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: ingot run [options]\n"
+		"  -m, --model FILE        GGUF model (default: the pulled default model)\n"
+		"  -p, --prompt TEXT       prompt text\n"
+		"  -f, --file FILE         read the prompt from FILE\n"
+		"  -n, --n-predict N       tokens to generate (default 128; -1 = until EOS)\n"
+		"      --chat              wrap the prompt in the model's chat turn format\n"
+		"      --ids               print generated token ids instead of text\n"
+		"      --temp T            temperature (default 0.8; 0 = greedy)\n"
+		"      --top-k K           (default 40; 0 = off)\n"
+		"      --top-p P           (default 0.95; 1 = off)\n"
+		"      --min-p P           (default 0.05; 0 = off)\n"
+		"      --repeat-penalty R  (default 1 = off)\n"
+		"      --repeat-last-n N   penalty window (default 64)\n"
+		"      --presence-penalty P, --frequency-penalty P   (default 0)\n"
+		"      --seed S            RNG seed (default 0)\n"
+		"      --ctx N             context length (default: the model's, capped by memory)\n"
+		"      --batch N           prefill chunk size (default 256)\n"
+		"  -t, --threads N         compute threads (default: physical cores)\n"
+		"      --runner graph      schedule (default graph)\n"
+		"      --ignore-eos        keep generating past end-of-sequence tokens\n");
+	return 2;
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || *end || !isfinite(v) || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ,
+       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS };
+
+static int parse_opt(struct run_opts *o, int opt, const char *arg)
+{
+	double v;
+	switch (opt) {
+	case 'm': o->model = arg; return 0;
+	case 'p': o->prompt = arg; return 0;
+	case 'f': o->prompt_file = arg; return 0;
+	case O_CHAT: o->chat = 1; return 0;
+	case O_IDS: o->ids = 1; return 0;
+	case O_IGNORE_EOS: o->ignore_eos = 1; return 0;
+	case O_RUNNER: o->runner = arg; return 0;
+	}
+	if (opt == 'n' && !parse_num(arg, -1, 1e9, &v)) o->n_predict = (int64_t)v;
+	else if (opt == 't' && !parse_num(arg, 1, 1024, &v)) o->threads = (int)v;
+	else if (opt == O_CTX && !parse_num(arg, 1, 1 << 24, &v)) o->n_ctx = (int64_t)v;
+	else if (opt == O_BATCH && !parse_num(arg, 1, 512, &v)) o->batch = (int64_t)v;
+	else if (opt == O_TEMP && !parse_num(arg, 0, 1e6, &v)) o->sp.temperature = (float)v;
+	else if (opt == O_TOPK && !parse_num(arg, 0, 1e9, &v)) o->sp.top_k = (int32_t)v;
+	else if (opt == O_TOPP && !parse_num(arg, 0, 1, &v)) o->sp.top_p = (float)v;
+	else if (opt == O_MINP && !parse_num(arg, 0, 1, &v)) o->sp.min_p = (float)v;
+	else if (opt == O_REP && !parse_num(arg, 0, 1e6, &v)) o->sp.repeat_penalty = (float)v;
+	else if (opt == O_REPN && !parse_num(arg, 0, 1 << 20, &v)) o->sp.penalty_last_n = (int32_t)v;
+	else if (opt == O_PRES && !parse_num(arg, -2, 2, &v)) o->sp.presence_penalty = (float)v;
+	else if (opt == O_FREQ && !parse_num(arg, -2, 2, &v)) o->sp.frequency_penalty = (float)v;
+	else if (opt == O_SEED && !parse_num(arg, 0, 18446744073709551615.0, &v)) o->sp.seed = strtoull(arg, NULL, 10);
+	else {
+		fprintf(stderr, "ingot run: bad value '%s' for an option\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct run_opts *o)
+{
+	static const struct option lo[] = {
+		{ "model", 1, 0, 'm' }, { "prompt", 1, 0, 'p' }, { "file", 1, 0, 'f' },
+		{ "n-predict", 1, 0, 'n' }, { "threads", 1, 0, 't' }, { "chat", 0, 0, O_CHAT },
+		{ "ids", 0, 0, O_IDS }, { "temp", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK },
+		{ "top-p", 1, 0, O_TOPP }, { "min-p", 1, 0, O_MINP },
+		{ "repeat-penalty", 1, 0, O_REP }, { "repeat-last-n", 1, 0, O_REPN },
+		{ "presence-penalty", 1, 0, O_PRES }, { "frequency-penalty", 1, 0, O_FREQ },
+		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
+		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS }, { 0 }
+	};
+	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "graph",
+				.sp = sample_params_default() };
+	int opt;
+	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", lo, NULL)) != -1)
+		if (opt == '?' || parse_opt(o, opt, optarg))
+			return -1;
+	if (optind != argc || (!o->prompt && !o->prompt_file) || (o->prompt && o->prompt_file)) {
+		fprintf(stderr, "ingot run: give exactly one of -p TEXT or -f FILE\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- prompt construction ---- */
+
+static int encode(const struct tokenizer *tk, const char *s, size_t n, unsigned flags,
+		  struct token_ids *ids)
+{
+	ing_err err = { 0 };
+	if (tokenizer_encode(tk, s, n, flags, ids, &err)) {
+		fprintf(stderr, "ingot run: %s\n", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Chat turn formats by the control tokens a vocabulary has. The user's
+ * text is always encoded without special-token parsing. */
+static int encode_chat(const struct tokenizer *tk, const char *text, size_t n,
+		       struct token_ids *ids)
+{
+	const char *pre, *post;
+	if (tokenizer_find_token(tk, "<start_of_turn>") != TOKEN_NONE) {
+		pre = "<start_of_turn>user\n";
+		post = "<end_of_turn>\n<start_of_turn>model\n";
+	} else if (tokenizer_find_token(tk, "<|im_start|>") != TOKEN_NONE) {
+		pre = "<|im_start|>user\n";
+		post = "<|im_end|>\n<|im_start|>assistant\n";
+	} else if (tokenizer_find_token(tk, "<|start_header_id|>") != TOKEN_NONE) {
+		pre = "<|start_header_id|>user<|end_header_id|>\n\n";
+		post = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+	} else {
+		pre = "[INST] ";
+		post = " [/INST]";
+	}
+	unsigned sp = TOKENIZER_PARSE_SPECIAL;
+	if (tokenizer_adds_bos(tk) && token_ids_push(ids, tokenizer_bos(tk)))
+		return -1;
+	return encode(tk, pre, strlen(pre), sp, ids) || encode(tk, text, n, 0, ids) ||
+	       encode(tk, post, strlen(post), sp, ids) ? -1 : 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 16, n = 0;
+	char *buf = ing_malloc(cap);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap)
+			break;
+		char *nb = ing_realloc(buf, cap * 2);
+		if (!nb)
+			ing_free(buf);
+		buf = nb;
+		cap *= 2;
+	}
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+static int build_prompt(const struct run_opts *o, const struct tokenizer *tk,
+			struct token_ids *ids)
+{
+	size_t n;
+	char *owned = NULL;
+	const char *text = o->prompt;
+	if (o->prompt_file) {
+		text = owned = read_file(o->prompt_file, &n);
+		if (!text) {
+			fprintf(stderr, "ingot run: cannot read %s\n", o->prompt_file);
+			return -1;
+		}
+	} else {
+		n = strlen(text);
+	}
+	int rc = o->chat ? encode_chat(tk, text, n, ids)
+			 : encode(tk, text, n, TOKENIZER_ADD_SPECIAL, ids);
+	ing_free(owned);
+	return rc;
+}
+
+/* ---- output ---- */
+
+struct printer {
+	struct tokenizer_stream ts;
+	const struct tokenizer *tk;
+	int ids;
+	int64_t count;
+};
+
+static int print_token(void *ud, int32_t tok)
+{
+	struct printer *p = ud;
+	if (p->ids) {
+		printf(p->count++ ? " %d" : "%d", tok);
+	} else if (!tokenizer_is_eog(p->tk, tok)) {
+		const char *s;
+		size_t n;
+		ing_err err;
+		if (tokenizer_stream_feed(&p->ts, tok, &s, &n, &err) == ING_OK)
+			fwrite(s, 1, n, stdout);
+	}
+	fflush(stdout);
+	return 0;
+}
+
+/* Default context: the trained length, capped so the F32 KV cache stays
+ * under a quarter of physical memory. */
+static int64_t default_ctx(const struct model *m)
+{
+	const struct model_hparams *hp = &m->hp;
+	double per_pos = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 4;
+	double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+	int64_t cap = (int64_t)(mem / 4 / per_pos);
+	int64_t n = hp->ctx_train < cap ? hp->ctx_train : cap;
+	return n > 0 ? n : 512;
+}
+
+struct run_ctx {
+	struct model *m;
+	struct tokenizer *tk;
+	struct fwd *f;
+	struct pool *pool;
+	struct runner *r;
+	struct sampler *s;
+};
+
+static void run_ctx_close(struct run_ctx *c)
+{
+	sampler_free(c->s);
+	runner_destroy(c->r);
+	pool_destroy(c->pool);
+	fwd_destroy(c->f);
+	tokenizer_close(c->tk);
+	model_close(c->m);
+}
+
+static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_opts *o, ing_err *err)
+{
+	int kind = runner_kind_parse(o->runner);
+	if (kind < 0)
+		return ing_err_set(err, ING_ERR_INVALID, "unknown runner '%s' (graph)", o->runner);
+	int rc = model_open(path, &c->m, err);
+	if (rc)
+		return rc;
+	if (cli_tokenizer_open(path, &c->tk))
+		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
+	int threads = o->threads ? o->threads : pool_physical_cores();
+	struct fwd_config fc = { .max_batch = o->batch, .max_logits = 1,
+				 .n_ctx = o->n_ctx ? o->n_ctx : default_ctx(c->m), .n_seq = 1,
+				 .n_threads = threads, .kv_type = QTYPE_F32 };
+	if ((rc = fwd_create(c->m, &fc, &c->f, err)) ||
+	    (rc = pool_create(threads, 1, &c->pool, err)))
+		return rc;
+	if (err->msg[0])
+		fprintf(stderr, "ingot run: note: %s\n", err->msg);
+	if ((rc = runner_create((enum runner_kind)kind, c->f, c->pool, &c->r, err)) ||
+	    (rc = sampler_create(&o->sp, c->m->hp.n_vocab, &c->s, err)))
+		return rc;
+	return ING_OK;
+}
+
+static void print_summary(const struct gen_stats *st)
+{
+	fprintf(stderr, "\nprompt:    %lld tokens, %.1f tok/s\n", (long long)st->n_prompt,
+		st->t_prompt_s > 0 ? st->n_prompt / st->t_prompt_s : 0.0);
+	int64_t steps = st->n_gen > 1 ? st->n_gen - 1 : 0;
+	fprintf(stderr, "generated: %lld tokens, %.1f tok/s\n", (long long)st->n_gen,
+		st->t_gen_s > 0 && steps ? steps / st->t_gen_s : 0.0);
+	fprintf(stderr, "stop:      %s\n", gen_stop_name(st->stop));
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_opts o;
+	if (parse_args(argc, argv, &o))
+		return usage();
+	char path[4096];
+	if (cli_model_path(o.model, path, sizeof path))
+		return 1;
+	ing_err err = { 0 };
+	struct run_ctx c = { 0 };
+	struct token_ids ids = { 0 };
+	struct printer pr = { .ids = o.ids };
+	int status = 1;
+	if (run_ctx_open(&c, path, &o, &err) ||
+	    tokenizer_stream_init(&pr.ts, c.tk, 0, &err)) {
+		fprintf(stderr, "ingot run: %s\n", err.msg);
+		goto out;
+	}
+	pr.tk = c.tk;
+	if (build_prompt(&o, c.tk, &ids))
+		goto out;
+	struct gen_config gc = { .n_predict = o.n_predict, .prefill_chunk = o.batch,
+				 .ignore_eos = o.ignore_eos };
+	struct gen_stats st;
+	if (generate(c.r, c.f, c.s, c.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
+		fprintf(stderr, "ingot run: %s\n", err.msg);
+		goto out;
+	}
+	const char *tail;
+	size_t n;
+	tokenizer_stream_flush(&pr.ts, &tail, &n);
+	fwrite(tail, 1, n, stdout);
+	printf("\n");
+	fflush(stdout);
+	print_summary(&st);
+	status = 0;
+out:
+	tokenizer_stream_free(&pr.ts);
+	token_ids_free(&ids);
+	run_ctx_close(&c);
+	return status;
+}

@@ -1,0 +1,490 @@
+/* forward.c — the forward pass as a plan of splittable ops (see forward.h).
+ *
+ * Data flow of one layer (T rows; every arrow is one op):
+ *   x --ATTN_IN--> xq_attn --QKV--> q,k,v --ROPE_STORE--> q', KV cache
+ *     --ATTN--> att --ATTN_QUANT--> xq_att --WO--> tmp
+ *     --FFN_IN (x += norm(tmp))--> xq_ffn --GATE_UP--> hb --FFN_QUANT--> xq_hid
+ *     --DOWN--> tmp   (added into x by the next ATTN_IN or by OUT_IN)
+ * Quantized activations are kept per *source* (attention input, attention
+ * output, FFN input, FFN hidden, final) and per activation format, so a
+ * source consumed by weights of different types is quantized once per
+ * format, never per matrix. */
+#include "forward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "mem.h"
+#include "ops.h"
+
+enum act_src { SRC_ATTN_IN, SRC_ATTN_OUT, SRC_FFN_IN, SRC_FFN_HID, SRC_OUT, SRC_COUNT };
+enum act_fmt { FMT_Q8_0, FMT_Q8_1, FMT_Q8_K, FMT_F32, FMT_COUNT };
+
+static const enum qtype fmt_qtype[FMT_COUNT] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K, QTYPE_F32 };
+
+struct act_buf {
+	int64_t n;                   /* elements per row */
+	unsigned need;               /* bitmask of enum act_fmt */
+	uint8_t *q[FMT_COUNT];       /* [max_rows][row_bytes[f]] */
+	size_t row_bytes[FMT_COUNT];
+};
+
+struct fwd {
+	struct model *m;
+	const struct model_hparams *hp;
+	const struct quant_kernels *k;
+	struct fwd_config cfg;
+	struct kv_cache *kv;
+	int64_t Dq, Dk, Dv, Datt;    /* H*Dh, HKV*Dh, HKV*Dv, H*Dv */
+	int64_t max_out;             /* rows of logits */
+	float *x, *tmp, *xb;         /* [max_batch][D] */
+	float *q, *kk, *vv;          /* [max_batch][Dq|Dk|Dv] */
+	float *att;                  /* [max_batch][Datt] */
+	float *hb, *hb2;             /* [max_batch][F] */
+	float *logits;               /* [max_out][V] */
+	float *scratch;              /* [n_threads][n_ctx] */
+	const float *rope_freqs;     /* [n_rot/2] or NULL */
+	struct act_buf act[SRC_COUNT];
+	/* the planned batch */
+	int64_t n;
+	int32_t *tokens, *pos, *seq; /* [max_batch] */
+	int64_t *out_rows;           /* [max_out] batch row of each logits row */
+	int64_t *seq_next;           /* [n_seq] scratch for batch validation */
+	int64_t n_out;
+	struct fwd_op *ops;
+	int n_ops;
+};
+
+static enum act_fmt fmt_of(enum qtype act)
+{
+	switch (act) {
+	case QTYPE_Q8_0: return FMT_Q8_0;
+	case QTYPE_Q8_1: return FMT_Q8_1;
+	case QTYPE_Q8_K: return FMT_Q8_K;
+	default: return FMT_F32;
+	}
+}
+
+static void act_need(struct act_buf *a, const struct gguf_tensor *W)
+{
+	a->need |= 1u << fmt_of(qtype_traits(W->type)->act_type);
+}
+
+static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
+{
+	a->n = n;
+	for (int f = 0; f < FMT_COUNT; f++) {
+		if (!(a->need & (1u << f)))
+			continue;
+		a->row_bytes[f] = ops_act_row_bytes(fmt_qtype[f], n);
+		if (a->row_bytes[f] == 0)
+			return ING_ERR_UNSUPPORTED;
+		a->q[f] = ing_malloc_array((size_t)rows, a->row_bytes[f]);
+		if (!a->q[f])
+			return ING_ERR_NOMEM;
+	}
+	return ING_OK;
+}
+
+/* Quantizes row x into every format source a needs, at slot `row`. */
+static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, const float *x)
+{
+	for (int fm = 0; fm < FMT_COUNT; fm++)
+		if (a->need & (1u << fm))
+			ops_quantize_act(f->k, fmt_qtype[fm], x, a->q[fm] + (size_t)row * a->row_bytes[fm],
+					 a->n);
+}
+
+static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
+		   float *y, int64_t y_stride, int64_t r0, int64_t r1)
+{
+	const struct act_buf *a = &f->act[src];
+	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
+	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], T, y, y_stride, r0, r1);
+}
+
+/* ---- create / destroy ---- */
+
+static int alloc_buffers(struct fwd *f)
+{
+	const struct model_hparams *hp = f->hp;
+	const size_t B = (size_t)f->cfg.max_batch;
+	f->x = ing_malloc_array(B, (size_t)hp->d_model * sizeof(float));
+	f->tmp = ing_malloc_array(B, (size_t)hp->d_model * sizeof(float));
+	f->xb = ing_malloc_array(B, (size_t)hp->d_model * sizeof(float));
+	f->q = ing_malloc_array(B, (size_t)f->Dq * sizeof(float));
+	f->kk = ing_malloc_array(B, (size_t)f->Dk * sizeof(float));
+	f->vv = ing_malloc_array(B, (size_t)f->Dv * sizeof(float));
+	f->att = ing_malloc_array(B, (size_t)f->Datt * sizeof(float));
+	f->hb = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
+	f->hb2 = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
+	f->logits = ing_malloc_array((size_t)f->max_out, (size_t)hp->n_vocab * sizeof(float));
+	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->cfg.n_ctx * sizeof(float));
+	f->tokens = ing_malloc_array(B, sizeof(int32_t));
+	f->pos = ing_malloc_array(B, sizeof(int32_t));
+	f->seq = ing_malloc_array(B, sizeof(int32_t));
+	f->out_rows = ing_malloc_array((size_t)f->max_out, sizeof(int64_t));
+	f->seq_next = ing_malloc_array((size_t)f->cfg.n_seq, sizeof(int64_t));
+	f->ops = ing_malloc_array((size_t)FWD_MAX_OPS(hp->n_layer), sizeof(struct fwd_op));
+	if (!f->x || !f->tmp || !f->xb || !f->q || !f->kk || !f->vv || !f->att || !f->hb ||
+	    !f->hb2 || !f->logits || !f->scratch || !f->tokens || !f->pos || !f->seq ||
+	    !f->out_rows || !f->seq_next || !f->ops)
+		return ING_ERR_NOMEM;
+	return ING_OK;
+}
+
+static int setup_acts(struct fwd *f)
+{
+	const struct model *m = f->m;
+	for (int64_t il = 0; il < f->hp->n_layer; il++) {
+		const struct model_layer *l = &m->layers[il];
+		act_need(&f->act[SRC_ATTN_IN], l->wq);
+		act_need(&f->act[SRC_ATTN_IN], l->wk);
+		act_need(&f->act[SRC_ATTN_IN], l->wv);
+		act_need(&f->act[SRC_ATTN_OUT], l->wo);
+		act_need(&f->act[SRC_FFN_IN], l->w_gate);
+		act_need(&f->act[SRC_FFN_IN], l->w_up);
+		act_need(&f->act[SRC_FFN_HID], l->w_down);
+	}
+	act_need(&f->act[SRC_OUT], m->output);
+	const int64_t B = f->cfg.max_batch, D = f->hp->d_model;
+	int rc;
+	if ((rc = act_alloc(&f->act[SRC_ATTN_IN], D, B)) ||
+	    (rc = act_alloc(&f->act[SRC_ATTN_OUT], f->Datt, B)) ||
+	    (rc = act_alloc(&f->act[SRC_FFN_IN], D, B)) ||
+	    (rc = act_alloc(&f->act[SRC_FFN_HID], f->hp->n_ff, B)) ||
+	    (rc = act_alloc(&f->act[SRC_OUT], D, f->max_out)))
+		return rc;
+	return ING_OK;
+}
+
+int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, ing_err *err)
+{
+	*out = NULL;
+	if (cfg->max_batch < 1 || cfg->n_ctx < 1 || cfg->n_seq < 1 || cfg->n_threads < 1)
+		return ing_err_set(err, ING_ERR_INVALID, "bad forward configuration");
+	if (cfg->kv_type != QTYPE_F32)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED, "only an F32 KV cache is supported");
+	struct fwd *f = ing_calloc(1, sizeof *f);
+	if (!f)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	f->m = m;
+	f->hp = &m->hp;
+	f->k = quant_kernels_best();
+	f->cfg = *cfg;
+	const struct model_hparams *hp = f->hp;
+	f->Dq = hp->n_head * hp->head_dim;
+	f->Dk = hp->n_head_kv * hp->head_dim;
+	f->Dv = hp->n_head_kv * hp->head_dim_v;
+	f->Datt = hp->n_head * hp->head_dim_v;
+	f->max_out = cfg->max_logits > 0 ? cfg->max_logits : 1;
+	f->rope_freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
+	int rc = kv_create(hp->n_layer, cfg->n_seq, cfg->n_ctx, f->Dk, f->Dv, &f->kv, err);
+	if (rc)
+		goto fail;
+	if ((rc = alloc_buffers(f)) || (rc = setup_acts(f))) {
+		ing_err_set(err, rc, "cannot allocate activation buffers for batch %lld",
+			    (long long)cfg->max_batch);
+		goto fail;
+	}
+	*out = f;
+	return ING_OK;
+fail:
+	fwd_destroy(f);
+	return rc;
+}
+
+void fwd_destroy(struct fwd *f)
+{
+	if (!f)
+		return;
+	kv_destroy(f->kv);
+	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
+			 f->logits, f->scratch, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		ing_free(bufs[i]);
+	for (int s = 0; s < SRC_COUNT; s++)
+		for (int fm = 0; fm < FMT_COUNT; fm++)
+			ing_free(f->act[s].q[fm]);
+	ing_free(f);
+}
+
+/* ---- planning ---- */
+
+static int check_batch(struct fwd *f, const struct fwd_batch *b, ing_err *err)
+{
+	if (b->n < 1 || b->n > f->cfg.max_batch)
+		return ing_err_set(err, ING_ERR_RANGE, "batch of %lld rows (max %lld)",
+				   (long long)b->n, (long long)f->cfg.max_batch);
+	/* expected next position per sequence, advanced as rows are checked;
+	 * the cache's lengths change only when the whole batch is valid */
+	int64_t n_out = 0;
+	memcpy(f->seq_next, f->kv->seq_len, (size_t)f->cfg.n_seq * sizeof *f->seq_next);
+	for (int64_t i = 0; i < b->n; i++) {
+		int32_t s = b->seq[i], p = b->pos[i], t = b->tokens[i];
+		if (t < 0 || t >= f->hp->n_vocab)
+			return ing_err_set(err, ING_ERR_RANGE, "token id %d outside the vocabulary (0..%lld)",
+					   t, (long long)f->hp->n_vocab - 1);
+		if (s < 0 || s >= f->cfg.n_seq)
+			return ing_err_set(err, ING_ERR_RANGE, "sequence slot %d out of range", s);
+		if (p < 0 || p >= f->cfg.n_ctx)
+			return ing_err_set(err, ING_ERR_RANGE,
+					   "position %d is outside the context of %lld tokens", p,
+					   (long long)f->cfg.n_ctx);
+		if (p != f->seq_next[s])
+			return ing_err_set(err, ING_ERR_INVALID,
+					   "sequence %d: position %d does not follow its cached length %lld",
+					   s, p, (long long)f->seq_next[s]);
+		f->seq_next[s] = p + 1;
+		n_out += b->want_logits ? b->want_logits[i] : i == b->n - 1;
+	}
+	if (n_out > f->max_out)
+		return ing_err_set(err, ING_ERR_RANGE, "%lld rows want logits (max %lld)",
+				   (long long)n_out, (long long)f->max_out);
+	memcpy(f->kv->seq_len, f->seq_next, (size_t)f->cfg.n_seq * sizeof *f->seq_next);
+	return ING_OK;
+}
+
+static void plan_push(struct fwd *f, enum op_kind kind, int32_t layer, int64_t units)
+{
+	f->ops[f->n_ops++] = (struct fwd_op){ .kind = kind, .layer = layer, .n_units = units };
+}
+
+int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
+{
+	int rc = check_batch(f, b, err);
+	if (rc)
+		return rc;
+	const int64_t T = b->n;
+	f->n = T;
+	memcpy(f->tokens, b->tokens, (size_t)T * sizeof *f->tokens);
+	memcpy(f->pos, b->pos, (size_t)T * sizeof *f->pos);
+	memcpy(f->seq, b->seq, (size_t)T * sizeof *f->seq);
+	f->n_out = 0;
+	for (int64_t i = 0; i < T; i++)
+		if (b->want_logits ? b->want_logits[i] : i == T - 1)
+			f->out_rows[f->n_out++] = i;
+	const struct model_hparams *hp = f->hp;
+	f->n_ops = 0;
+	plan_push(f, OP_EMBED, 0, T);
+	for (int32_t il = 0; il < hp->n_layer; il++) {
+		plan_push(f, OP_ATTN_IN, il, T);
+		plan_push(f, OP_QKV, il, f->Dq + f->Dk + f->Dv);
+		plan_push(f, OP_ROPE_STORE, il, T);
+		plan_push(f, OP_ATTN, il, T * hp->n_head);
+		plan_push(f, OP_ATTN_QUANT, il, T);
+		plan_push(f, OP_WO, il, hp->d_model);
+		plan_push(f, OP_FFN_IN, il, T);
+		plan_push(f, OP_GATE_UP, il, hp->n_ff);
+		plan_push(f, OP_FFN_QUANT, il, T);
+		plan_push(f, OP_DOWN, il, hp->d_model);
+	}
+	if (f->n_out > 0) {
+		plan_push(f, OP_OUT_IN, (int32_t)hp->n_layer, f->n_out);
+		plan_push(f, OP_LM_HEAD, (int32_t)hp->n_layer, hp->n_vocab);
+	}
+	return ING_OK;
+}
+
+const struct fwd_op *fwd_ops(const struct fwd *f, int *n)
+{
+	*n = f->n_ops;
+	return f->ops;
+}
+
+/* ---- op bodies ---- */
+
+static const float *vec(const struct gguf_tensor *t) { return t ? (const float *)t->data : NULL; }
+
+static void exec_embed(struct fwd *f, int64_t u0, int64_t u1)
+{
+	const int64_t D = f->hp->d_model;
+	const float scale = sqrtf((float)D);
+	for (int64_t t = u0; t < u1; t++) {
+		float *x = f->x + t * D;
+		ops_embed_row(f->m->tok_embd, f->tokens[t], x);
+		if (f->m->arch->flags & ARCH_EMBD_SCALE)
+			for (int64_t i = 0; i < D; i++)
+				x[i] *= scale;
+	}
+}
+
+/* x_t += post_norm(tmp_t): closes the FFN block of layer il. */
+static void finish_ffn(struct fwd *f, int32_t il, int64_t t)
+{
+	const int64_t D = f->hp->d_model;
+	float *tmp = f->tmp + t * D;
+	const struct gguf_tensor *pn = f->m->layers[il].post_ffn_norm;
+	if (pn)
+		ops_rmsnorm(tmp, tmp, vec(pn), D, (float)f->hp->eps);
+	ops_add(f->x + t * D, tmp, D);
+}
+
+static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+{
+	const int64_t D = f->hp->d_model;
+	for (int64_t t = u0; t < u1; t++) {
+		if (il > 0)
+			finish_ffn(f, il - 1, t);
+		float *xb = f->xb + t * D;
+		ops_rmsnorm(xb, f->x + t * D, vec(f->m->layers[il].attn_norm), D, (float)f->hp->eps);
+		act_store(f, &f->act[SRC_ATTN_IN], t, xb);
+	}
+}
+
+static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+{
+	const struct model_layer *l = &f->m->layers[il];
+	const struct gguf_tensor *W[3] = { l->wq, l->wk, l->wv };
+	float *Y[3] = { f->q, f->kk, f->vv };
+	const int64_t rows[3] = { f->Dq, f->Dk, f->Dv };
+	int64_t base = 0;
+	for (int i = 0; i < 3; i++) {
+		int64_t r0 = u0 > base ? u0 - base : 0;
+		int64_t r1 = u1 - base < rows[i] ? u1 - base : rows[i];
+		if (r0 < r1)
+			matmul(f, W[i], SRC_ATTN_IN, f->n, Y[i], rows[i], r0, r1);
+		base += rows[i];
+	}
+}
+
+static void add_bias(float *y, const struct gguf_tensor *b, int64_t n)
+{
+	if (b)
+		ops_add(y, vec(b), n);
+}
+
+static void head_norm(float *x, const struct gguf_tensor *w, int64_t n_heads, int64_t Dh, float eps)
+{
+	if (!w)
+		return;
+	for (int64_t h = 0; h < n_heads; h++)
+		ops_rmsnorm(x + h * Dh, x + h * Dh, vec(w), Dh, eps);
+}
+
+static void exec_rope_store(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+{
+	const struct model_hparams *hp = f->hp;
+	const struct model_layer *l = &f->m->layers[il];
+	const float eps = (float)hp->eps;
+	for (int64_t t = u0; t < u1; t++) {
+		float *q = f->q + t * f->Dq, *k = f->kk + t * f->Dk, *v = f->vv + t * f->Dv;
+		add_bias(q, l->bq, f->Dq);
+		add_bias(k, l->bk, f->Dk);
+		add_bias(v, l->bv, f->Dv);
+		head_norm(q, l->q_norm, hp->n_head, hp->head_dim, eps);
+		head_norm(k, l->k_norm, hp->n_head_kv, hp->head_dim, eps);
+		ops_rope(q, hp->n_head, hp->head_dim, hp->n_rot, f->pos[t], (float)l->rope_base,
+			 (float)hp->rope_scale, f->rope_freqs, f->m->arch->rope);
+		ops_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot, f->pos[t], (float)l->rope_base,
+			 (float)hp->rope_scale, f->rope_freqs, f->m->arch->rope);
+		memcpy(kv_k_row(f->kv, il, f->seq[t], f->pos[t]), k, (size_t)f->Dk * sizeof *k);
+		memcpy(kv_v_row(f->kv, il, f->seq[t], f->pos[t]), v, (size_t)f->Dv * sizeof *v);
+	}
+}
+
+static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith)
+{
+	const struct model_hparams *hp = f->hp;
+	const struct model_layer *l = &f->m->layers[il];
+	const int64_t group = hp->n_head / hp->n_head_kv;
+	float *scratch = f->scratch + (size_t)ith * (size_t)f->cfg.n_ctx;
+	for (int64_t u = u0; u < u1; u++) {
+		const int64_t t = u / hp->n_head, h = u % hp->n_head, kvh = h / group;
+		const int64_t p = f->pos[t];
+		int64_t j0 = 0;
+		if (l->is_swa && p + 1 > hp->sliding_window)
+			j0 = p + 1 - hp->sliding_window;
+		const float *K = kv_k_row(f->kv, il, f->seq[t], 0) + kvh * hp->head_dim;
+		const float *V = kv_v_row(f->kv, il, f->seq[t], 0) + kvh * hp->head_dim_v;
+		ops_attend(f->att + t * f->Datt + h * hp->head_dim_v, f->q + t * f->Dq + h * hp->head_dim,
+			   K, (size_t)f->Dk, V, (size_t)f->Dv, j0, p + 1, hp->head_dim, hp->head_dim_v,
+			   (float)hp->query_scale, (float)hp->attn_softcap, scratch);
+	}
+}
+
+static void exec_ffn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+{
+	const int64_t D = f->hp->d_model;
+	const struct model_layer *l = &f->m->layers[il];
+	const float eps = (float)f->hp->eps;
+	for (int64_t t = u0; t < u1; t++) {
+		float *tmp = f->tmp + t * D, *x = f->x + t * D, *xb = f->xb + t * D;
+		if (l->post_attn_norm)
+			ops_rmsnorm(tmp, tmp, vec(l->post_attn_norm), D, eps);
+		ops_add(x, tmp, D);
+		ops_rmsnorm(xb, x, vec(l->ffn_norm), D, eps);
+		act_store(f, &f->act[SRC_FFN_IN], t, xb);
+	}
+}
+
+static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+{
+	const struct model_layer *l = &f->m->layers[il];
+	const int64_t F = f->hp->n_ff;
+	matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1);
+	matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1);
+	for (int64_t t = 0; t < f->n; t++)
+		ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
+}
+
+static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
+{
+	const int64_t D = f->hp->d_model;
+	for (int64_t o = u0; o < u1; o++) {
+		const int64_t t = f->out_rows[o];
+		finish_ffn(f, (int32_t)f->hp->n_layer - 1, t);
+		float *xb = f->xb + t * D;
+		ops_rmsnorm(xb, f->x + t * D, vec(f->m->output_norm), D, (float)f->hp->eps);
+		act_store(f, &f->act[SRC_OUT], o, xb);
+	}
+}
+
+static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1)
+{
+	const int64_t V = f->hp->n_vocab;
+	matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, u0, u1);
+	const float cap = (float)f->hp->final_softcap;
+	if (cap > 0.0f)
+		for (int64_t o = 0; o < f->n_out; o++)
+			for (int64_t r = u0; r < u1; r++)
+				f->logits[o * V + r] = cap * tanhf(f->logits[o * V + r] / cap);
+}
+
+void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith)
+{
+	const int32_t il = op->layer;
+	const struct model_layer *l = il < f->hp->n_layer ? &f->m->layers[il] : NULL;
+	const int64_t D = f->hp->d_model;
+	switch (op->kind) {
+	case OP_EMBED: exec_embed(f, u0, u1); break;
+	case OP_ATTN_IN: exec_attn_in(f, il, u0, u1); break;
+	case OP_QKV: exec_qkv(f, il, u0, u1); break;
+	case OP_ROPE_STORE: exec_rope_store(f, il, u0, u1); break;
+	case OP_ATTN: exec_attn(f, il, u0, u1, ith); break;
+	case OP_ATTN_QUANT:
+		for (int64_t t = u0; t < u1; t++)
+			act_store(f, &f->act[SRC_ATTN_OUT], t, f->att + t * f->Datt);
+		break;
+	case OP_WO: matmul(f, l->wo, SRC_ATTN_OUT, f->n, f->tmp, D, u0, u1); break;
+	case OP_FFN_IN: exec_ffn_in(f, il, u0, u1); break;
+	case OP_GATE_UP: exec_gate_up(f, il, u0, u1); break;
+	case OP_FFN_QUANT:
+		for (int64_t t = u0; t < u1; t++)
+			act_store(f, &f->act[SRC_FFN_HID], t, f->hb + t * f->hp->n_ff);
+		break;
+	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1); break;
+	case OP_OUT_IN: exec_out_in(f, u0, u1); break;
+	case OP_LM_HEAD: exec_lm_head(f, u0, u1); break;
+	case OP_KIND_COUNT: break;
+	}
+}
+
+float *fwd_logits(struct fwd *f, int64_t *n_out)
+{
+	*n_out = f->n_out;
+	return f->logits;
+}
+
+const struct model *fwd_model(const struct fwd *f) { return f->m; }
+struct kv_cache *fwd_kv(struct fwd *f) { return f->kv; }

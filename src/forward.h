@@ -1,0 +1,97 @@
+/* forward.h — one forward pass, described as a plan of splittable ops.
+ *
+ * fwd_plan() turns a batch into a list of ops (embed, norm+quantize,
+ * QKV matmul, rope+KV append, attention, output projection, FFN, LM head),
+ * each with a number of independent work units (rows, heads, tokens).
+ * fwd_op_exec() runs units [u0, u1) of one op. A runner decides who runs
+ * which units and how ops are ordered against each other: runner_graph puts
+ * a barrier after every op; the megakernel waits only on true dependencies.
+ * Either way every value is computed by the same code in the same order of
+ * reduction, so logits are bit-identical across runners and thread counts.
+ *
+ * Memory: fwd_create() allocates every activation buffer and the KV cache
+ * for at most cfg.max_batch rows and cfg.n_ctx positions per sequence;
+ * nothing is allocated per step.
+ *
+ * Shapes: T rows in the batch (each row is one token of some sequence),
+ * D d_model, F ffn width, H/HKV heads, Dh/Dv head dims, V vocabulary. */
+#ifndef INGOT_FORWARD_H
+#define INGOT_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "kv.h"
+#include "model.h"
+#include "quant.h"
+
+struct fwd_config {
+	int64_t max_batch;  /* rows per step (prefill chunk size) */
+	int64_t max_logits; /* rows per step that may want logits (V floats each) */
+	int64_t n_ctx;      /* positions per sequence */
+	int64_t n_seq;      /* sequences sharing the cache */
+	int n_threads;      /* sizes per-thread scratch */
+	enum qtype kv_type; /* QTYPE_F32 (F16 later) */
+};
+
+/* One step's input. Rows of the same sequence must have increasing
+ * positions; a row attends to every position <= its own in its sequence,
+ * including rows earlier in the same batch. */
+struct fwd_batch {
+	int64_t n;
+	const int32_t *tokens;      /* [n] */
+	const int32_t *pos;         /* [n] */
+	const int32_t *seq;         /* [n] kv sequence slot */
+	const bool *want_logits;    /* [n]; NULL: only the last row */
+};
+
+enum op_kind {
+	OP_EMBED,       /* units T: x = embedding (scaled) */
+	OP_ATTN_IN,     /* units T: finish previous layer's FFN, norm, quantize */
+	OP_QKV,         /* units Dq+Dk+Dv: q, k, v projections */
+	OP_ROPE_STORE,  /* units T: biases, QK-norm, rope, append K/V */
+	OP_ATTN,        /* units T*H: attention per (row, head) */
+	OP_ATTN_QUANT,  /* units T: quantize attention output */
+	OP_WO,          /* units D: output projection */
+	OP_FFN_IN,      /* units T: post-attn norm, residual, FFN norm, quantize */
+	OP_GATE_UP,     /* units F: gate & up projections + activation */
+	OP_FFN_QUANT,   /* units T: quantize FFN hidden */
+	OP_DOWN,        /* units D: down projection */
+	OP_OUT_IN,      /* units T_out: finish last layer, final norm, quantize */
+	OP_LM_HEAD,     /* units V: logits */
+	OP_KIND_COUNT,
+};
+
+struct fwd_op {
+	enum op_kind kind;
+	int32_t layer;
+	int64_t n_units;
+};
+
+#define FWD_MAX_OPS(n_layer) (3 + 10 * (n_layer))
+
+struct fwd;
+
+int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, ing_err *err);
+void fwd_destroy(struct fwd *f);
+
+/* Validates the batch (token ids, positions inside n_ctx, sequence slots)
+ * and builds the op list into f. ING_ERR_INVALID/RANGE with a message when
+ * the batch is bad. */
+int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err);
+
+/* The current plan: *n ops. */
+const struct fwd_op *fwd_ops(const struct fwd *f, int *n);
+
+/* Runs units [u0, u1) of op on thread ith (ith selects scratch memory). */
+void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith);
+
+/* Logits of the planned batch: n_out rows of V floats, in batch order of
+ * the rows that wanted logits. Valid until the next fwd_plan. */
+float *fwd_logits(struct fwd *f, int64_t *n_out);
+
+const struct model *fwd_model(const struct fwd *f);
+struct kv_cache *fwd_kv(struct fwd *f);
+
+#endif

@@ -1,0 +1,284 @@
+/* model.c — architecture registry, hyperparameters, tensor binding.
+ *
+ * Adding an architecture: add a row to `arches` and, only if it needs a new
+ * kind of operation, a flag the forward pass understands. Hyperparameters
+ * come from `{arch}.{key}`; defaults follow llama.cpp's loader. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mem.h"
+#include "quant.h"
+
+static const struct arch_desc arches[] = {
+	{ .name = "llama", .rope = ROPE_NORM, .act = ACT_SILU },
+	{ .name = "qwen2", .rope = ROPE_NEOX, .act = ACT_SILU, .flags = ARCH_QKV_BIAS },
+	{ .name = "qwen3", .rope = ROPE_NEOX, .act = ACT_SILU, .flags = ARCH_QK_NORM },
+	{ .name = "gemma3", .rope = ROPE_NEOX, .act = ACT_GELU_TANH,
+	  .flags = ARCH_EMBD_SCALE | ARCH_POST_NORMS | ARCH_QK_NORM,
+	  .swa_pattern = 6, .rope_base_swa = 10000.0 },
+};
+
+const struct arch_desc *arch_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++)
+		if (strlen(arches[i].name) == len && memcmp(arches[i].name, name, len) == 0)
+			return &arches[i];
+	return NULL;
+}
+
+/* ---- hyperparameters ---- */
+
+struct hp_reader {
+	const struct gguf *g;
+	const char *arch;
+	ing_err *err;
+};
+
+static void hp_key(const struct hp_reader *r, const char *suffix, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s.%s", r->arch, suffix);
+}
+
+/* Integer hyperparameter; def < 0 means required. Arrays (per-layer values)
+ * must be uniform: per-layer widths are not supported yet. */
+static int hp_int(const struct hp_reader *r, const char *suffix, int64_t def, int64_t *out)
+{
+	char key[128];
+	hp_key(r, suffix, key, sizeof key);
+	const struct gguf_kv *kv = gguf_kv_find(r->g, key);
+	if (!kv) {
+		if (def < 0)
+			return ing_err_set(r->err, ING_ERR_FORMAT, "missing metadata %s", key);
+		*out = def;
+		return ING_OK;
+	}
+	if (kv->val.type == GGUF_VT_ARRAY) {
+		const struct gguf_arr *a = &kv->val.arr;
+		if (a->n == 0 || a->elem_type == GGUF_VT_STRING || a->elem_type == GGUF_VT_ARRAY)
+			return ing_err_set(r->err, ING_ERR_FORMAT, "%s: bad array", key);
+		for (uint64_t i = 1; i < a->n; i++)
+			if (gguf_arr_i64(a, i) != gguf_arr_i64(a, 0))
+				return ing_err_set(r->err, ING_ERR_UNSUPPORTED,
+						   "%s: per-layer values are not supported", key);
+		*out = gguf_arr_i64(a, 0);
+	} else if (gguf_get_i64(r->g, key, out) != ING_OK) {
+		return ing_err_set(r->err, ING_ERR_FORMAT, "%s: not an integer", key);
+	}
+	if (*out < 0 || *out > (int64_t)1 << 40)
+		return ing_err_set(r->err, ING_ERR_FORMAT, "%s = %lld is out of range", key,
+				   (long long)*out);
+	return ING_OK;
+}
+
+static int hp_float(const struct hp_reader *r, const char *suffix, double def, double *out)
+{
+	char key[128];
+	hp_key(r, suffix, key, sizeof key);
+	int rc = gguf_get_f64(r->g, key, out);
+	if (rc == ING_ERR_NOTFOUND) {
+		*out = def;
+		return ING_OK;
+	}
+	if (rc || !isfinite(*out))
+		return ing_err_set(r->err, ING_ERR_FORMAT, "%s: not a finite float", key);
+	return ING_OK;
+}
+
+static int read_hparams(struct model *m, const char *arch, ing_err *err)
+{
+	struct hp_reader r = { m->gguf, arch, err };
+	struct model_hparams *hp = &m->hp;
+	int rc;
+	if ((rc = hp_int(&r, "embedding_length", -1, &hp->d_model)) ||
+	    (rc = hp_int(&r, "block_count", -1, &hp->n_layer)) ||
+	    (rc = hp_int(&r, "feed_forward_length", -1, &hp->n_ff)) ||
+	    (rc = hp_int(&r, "attention.head_count", -1, &hp->n_head)) ||
+	    (rc = hp_int(&r, "context_length", 2048, &hp->ctx_train)))
+		return rc;
+	if (hp->n_head == 0 || hp->d_model == 0 || hp->n_layer == 0)
+		return ing_err_set(err, ING_ERR_FORMAT, "zero d_model, layers or heads");
+	if ((rc = hp_int(&r, "attention.head_count_kv", hp->n_head, &hp->n_head_kv)) ||
+	    (rc = hp_int(&r, "attention.key_length", hp->d_model / hp->n_head, &hp->head_dim)) ||
+	    (rc = hp_int(&r, "attention.value_length", hp->head_dim, &hp->head_dim_v)) ||
+	    (rc = hp_int(&r, "rope.dimension_count", hp->head_dim, &hp->n_rot)) ||
+	    (rc = hp_int(&r, "attention.sliding_window", 0, &hp->sliding_window)))
+		return rc;
+	if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
+		return ing_err_set(err, ING_ERR_FORMAT, "head_count %lld is not a multiple of "
+				   "head_count_kv %lld", (long long)hp->n_head, (long long)hp->n_head_kv);
+	if (hp->head_dim == 0 || hp->head_dim % 2 || hp->n_rot > hp->head_dim || hp->n_rot % 2 ||
+	    hp->n_rot > 1024 || hp->head_dim_v == 0)
+		return ing_err_set(err, ING_ERR_FORMAT, "bad head/rope dimensions");
+	double scale_factor = 1.0;
+	if ((rc = hp_float(&r, "attention.layer_norm_rms_epsilon", 1e-5, &hp->eps)) ||
+	    (rc = hp_float(&r, "rope.freq_base", 10000.0, &hp->rope_base)) ||
+	    (rc = hp_float(&r, "rope.freq_base_swa", m->arch->rope_base_swa ? m->arch->rope_base_swa : hp->rope_base, &hp->rope_base_swa)) ||
+	    (rc = hp_float(&r, "rope.scaling.factor", 1.0, &scale_factor)) ||
+	    (rc = hp_float(&r, "final_logit_softcapping", 0.0, &hp->final_softcap)) ||
+	    (rc = hp_float(&r, "attn_logit_softcapping", 0.0, &hp->attn_softcap)))
+		return rc;
+	/* Only linear scaling changes positions; llama3-style scaling comes
+	 * as the rope_freqs tensor instead. */
+	struct gguf_str st;
+	char key[128];
+	hp_key(&r, "rope.scaling.type", key, sizeof key);
+	hp->rope_scale = 1.0;
+	if (gguf_get_str(m->gguf, key, &st) == ING_OK && gguf_str_eq(st, "linear") && scale_factor > 0)
+		hp->rope_scale = 1.0 / scale_factor;
+	hp->query_scale = 1.0 / sqrt((double)hp->head_dim);
+	return ING_OK;
+}
+
+/* ---- tensor binding ---- */
+
+static int bind(struct model *m, const char *name, int64_t ne0, int64_t ne1, bool required,
+		const struct gguf_tensor **out, ing_err *err)
+{
+	const struct gguf_tensor *t = gguf_tensor_find(m->gguf, name);
+	*out = t;
+	if (!t)
+		return required ? ing_err_set(err, ING_ERR_FORMAT, "missing tensor %s", name) : ING_OK;
+	int64_t want_dims = ne1 ? 2 : 1;
+	if ((int64_t)t->ne[0] != ne0 || (ne1 && (int64_t)t->ne[1] != ne1) ||
+	    t->n_dims > want_dims || t->ne[2] != 1 || t->ne[3] != 1)
+		return ing_err_set(err, ING_ERR_FORMAT,
+				   "tensor %s has shape [%llu, %llu], expected [%lld, %lld]", name,
+				   (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+				   (long long)ne0, (long long)(ne1 ? ne1 : 1));
+	/* vectors (norms, biases) are read directly as floats */
+	if (!ne1 && t->type != QTYPE_F32)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED, "tensor %s: vectors must be F32", name);
+	return ING_OK;
+}
+
+static int bind_layer(struct model *m, int64_t il, ing_err *err)
+{
+	const struct model_hparams *hp = &m->hp;
+	struct model_layer *l = &m->layers[il];
+	const unsigned f = m->arch->flags;
+	int64_t D = hp->d_model, Dq = hp->n_head * hp->head_dim;
+	int64_t Dk = hp->n_head_kv * hp->head_dim, Dv = hp->n_head_kv * hp->head_dim_v;
+	char n[20][96];
+	const char *names[] = { "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+				"attn_q_norm", "attn_k_norm", "post_attention_norm", "ffn_norm",
+				"ffn_gate", "ffn_up", "ffn_down", "post_ffw_norm" };
+	for (int i = 0; i < 13; i++)
+		snprintf(n[i], sizeof n[i], "blk.%lld.%s.weight", (long long)il, names[i]);
+	for (int i = 0; i < 3; i++)
+		snprintf(n[13 + i], sizeof n[13 + i], "blk.%lld.%s.bias", (long long)il, names[1 + i]);
+	int rc;
+	if ((rc = bind(m, n[0], D, 0, true, &l->attn_norm, err)) ||
+	    (rc = bind(m, n[1], D, Dq, true, &l->wq, err)) ||
+	    (rc = bind(m, n[2], D, Dk, true, &l->wk, err)) ||
+	    (rc = bind(m, n[3], D, Dv, true, &l->wv, err)) ||
+	    (rc = bind(m, n[4], hp->n_head * hp->head_dim_v, D, true, &l->wo, err)) ||
+	    (rc = bind(m, n[5], hp->head_dim, 0, f & ARCH_QK_NORM, &l->q_norm, err)) ||
+	    (rc = bind(m, n[6], hp->head_dim, 0, f & ARCH_QK_NORM, &l->k_norm, err)) ||
+	    (rc = bind(m, n[7], D, 0, f & ARCH_POST_NORMS, &l->post_attn_norm, err)) ||
+	    (rc = bind(m, n[8], D, 0, true, &l->ffn_norm, err)) ||
+	    (rc = bind(m, n[9], D, hp->n_ff, true, &l->w_gate, err)) ||
+	    (rc = bind(m, n[10], D, hp->n_ff, true, &l->w_up, err)) ||
+	    (rc = bind(m, n[11], hp->n_ff, D, true, &l->w_down, err)) ||
+	    (rc = bind(m, n[12], D, 0, f & ARCH_POST_NORMS, &l->post_ffn_norm, err)) ||
+	    (rc = bind(m, n[13], Dq, 0, f & ARCH_QKV_BIAS, &l->bq, err)) ||
+	    (rc = bind(m, n[14], Dk, 0, f & ARCH_QKV_BIAS, &l->bk, err)) ||
+	    (rc = bind(m, n[15], Dv, 0, f & ARCH_QKV_BIAS, &l->bv, err)))
+		return rc;
+	int pat = m->arch->swa_pattern;
+	l->is_swa = hp->sliding_window > 0 && pat > 0 && (il % pat) < pat - 1;
+	l->rope_base = l->is_swa ? hp->rope_base_swa : hp->rope_base;
+	return ING_OK;
+}
+
+static int bind_all(struct model *m, ing_err *err)
+{
+	const struct model_hparams *hp = &m->hp;
+	int rc;
+	const struct gguf_tensor *emb = gguf_tensor_find(m->gguf, "token_embd.weight");
+	if (!emb)
+		return ing_err_set(err, ING_ERR_FORMAT, "missing tensor token_embd.weight");
+	m->hp.n_vocab = (int64_t)emb->ne[1];
+	if ((rc = bind(m, "token_embd.weight", hp->d_model, hp->n_vocab, true, &m->tok_embd, err)) ||
+	    (rc = bind(m, "output_norm.weight", hp->d_model, 0, true, &m->output_norm, err)) ||
+	    (rc = bind(m, "output.weight", hp->d_model, hp->n_vocab, false, &m->output, err)) ||
+	    (rc = bind(m, "rope_freqs.weight", hp->n_rot / 2, 0, false, &m->rope_freqs, err)))
+		return rc;
+	if (!m->output)
+		m->output = m->tok_embd;
+	m->layers = ing_calloc((size_t)hp->n_layer, sizeof *m->layers);
+	if (!m->layers)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	for (int64_t il = 0; il < hp->n_layer; il++)
+		if ((rc = bind_layer(m, il, err)))
+			return rc;
+	return ING_OK;
+}
+
+int model_open_gguf(struct gguf *g, struct model **out, ing_err *err)
+{
+	*out = NULL;
+	struct model *m = ing_calloc(1, sizeof *m);
+	if (!m) {
+		gguf_close(g);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
+	m->gguf = g;
+	struct gguf_str arch;
+	int rc;
+	if (gguf_get_str(g, "general.architecture", &arch) != ING_OK) {
+		rc = ing_err_set(err, ING_ERR_FORMAT, "no general.architecture in metadata");
+		goto fail;
+	}
+	m->arch = arch_find(arch.ptr, arch.len);
+	if (!m->arch) {
+		rc = ing_err_set(err, ING_ERR_UNSUPPORTED,
+				 "architecture '%.*s' is not supported (supported: llama, qwen2, "
+				 "qwen3, gemma3)", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+		goto fail;
+	}
+	char archz[64];
+	snprintf(archz, sizeof archz, "%s", m->arch->name);
+	if ((rc = read_hparams(m, archz, err)) || (rc = bind_all(m, err)))
+		goto fail;
+	*out = m;
+	return ING_OK;
+fail:
+	model_close(m);
+	return rc;
+}
+
+int model_open(const char *path, struct model **out, ing_err *err)
+{
+	*out = NULL;
+	struct gguf *g;
+	int rc = gguf_open(path, &g, err);
+	if (rc)
+		return rc;
+	rc = model_open_gguf(g, out, err);
+	if (rc == ING_OK)
+		snprintf((*out)->path, sizeof (*out)->path, "%s", path);
+	return rc;
+}
+
+void model_close(struct model *m)
+{
+	if (!m)
+		return;
+	gguf_close(m->gguf);
+	ing_free(m->layers);
+	ing_free(m);
+}
+
+uint64_t model_weight_bytes(const struct model *m)
+{
+	uint64_t b = m->output->nbytes + m->tok_embd->nbytes / (uint64_t)m->hp.n_vocab;
+	for (int64_t il = 0; il < m->hp.n_layer; il++) {
+		const struct model_layer *l = &m->layers[il];
+		b += l->wq->nbytes + l->wk->nbytes + l->wv->nbytes + l->wo->nbytes;
+		b += l->w_gate->nbytes + l->w_up->nbytes + l->w_down->nbytes;
+	}
+	return b;
+}

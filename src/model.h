@@ -1,0 +1,98 @@
+/* model.h — architectures as data: hyperparameters and tensor binding.
+ *
+ * One forward pass serves every supported family; what differs between them
+ * is described by a static `struct arch_desc` (rope layout, activation,
+ * which norms exist, embedding scale, sliding-window pattern) plus the
+ * hyperparameters read from `{arch}.*` metadata and optional tensors whose
+ * presence is checked at load (biases, QK-norms, rope frequency factors).
+ *
+ * model_open() opens the GGUF, reads hyperparameters, and binds every tensor
+ * each layer needs, checking shapes; the forward pass never looks a tensor
+ * up by name. Names: D = d_model, F = FFN width, H = query heads,
+ * HKV = key/value heads, Dh = head dim (key), Dv = head dim (value),
+ * V = vocabulary size, L = layers. */
+#ifndef INGOT_MODEL_H
+#define INGOT_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "gguf.h"
+
+enum rope_kind { ROPE_NORM, ROPE_NEOX };  /* pairs (2i,2i+1) vs (i,i+Dh/2) */
+enum act_kind { ACT_SILU, ACT_GELU_TANH };
+
+enum {
+	ARCH_EMBD_SCALE = 1 << 0, /* embeddings multiplied by sqrt(D) */
+	ARCH_POST_NORMS = 1 << 1, /* RMSNorm after attention and after FFN */
+	ARCH_QK_NORM = 1 << 2,    /* per-head RMSNorm of q and k (required) */
+	ARCH_QKV_BIAS = 1 << 3,   /* q/k/v biases (required) */
+};
+
+struct arch_desc {
+	const char *name;      /* general.architecture */
+	enum rope_kind rope;
+	enum act_kind act;
+	unsigned flags;
+	int swa_pattern;       /* every swa_pattern-th layer is global; 0: none */
+	double rope_base_swa;  /* rope base of sliding-window layers (default) */
+};
+
+struct model_hparams {
+	int64_t n_vocab, d_model, n_layer, n_ff, n_head, n_head_kv;
+	int64_t head_dim, head_dim_v, n_rot, ctx_train;
+	double eps;
+	double rope_base, rope_base_swa;
+	double rope_scale;        /* linear position scale (1 = none) */
+	int64_t sliding_window;   /* 0: no sliding-window layers */
+	double query_scale;       /* multiplies q·k */
+	double final_softcap;     /* 0: none */
+	double attn_softcap;      /* 0: none */
+};
+
+struct model_tensor {
+	const struct gguf_tensor *t; /* NULL when absent */
+};
+
+struct model_layer {
+	const struct gguf_tensor *attn_norm, *wq, *wk, *wv, *wo;
+	const struct gguf_tensor *bq, *bk, *bv;          /* optional */
+	const struct gguf_tensor *q_norm, *k_norm;       /* optional */
+	const struct gguf_tensor *post_attn_norm;        /* ARCH_POST_NORMS */
+	const struct gguf_tensor *ffn_norm, *w_gate, *w_up, *w_down;
+	const struct gguf_tensor *post_ffn_norm;         /* ARCH_POST_NORMS */
+	bool is_swa;   /* sliding-window (local) layer */
+	double rope_base;
+};
+
+struct model {
+	struct gguf *gguf;
+	const struct arch_desc *arch;
+	struct model_hparams hp;
+	const struct gguf_tensor *tok_embd;    /* [V, D] */
+	const struct gguf_tensor *output_norm; /* [D] */
+	const struct gguf_tensor *output;      /* [V, D]; == tok_embd when tied */
+	const struct gguf_tensor *rope_freqs;  /* [n_rot/2] optional (llama3) */
+	struct model_layer *layers;            /* [L] */
+	char path[1024];
+};
+
+/* Architecture descriptor by general.architecture name, or NULL. */
+const struct arch_desc *arch_find(const char *name, size_t len);
+
+/* Opens and binds the model at path. *out is owned by the caller and freed
+ * with model_close(); on failure *out = NULL and err says what is wrong
+ * (unknown architecture, missing tensor, shape mismatch ...). */
+int model_open(const char *path, struct model **out, ing_err *err);
+
+/* Binds an already opened GGUF (ownership of g moves to the model, also on
+ * failure). */
+int model_open_gguf(struct gguf *g, struct model **out, ing_err *err);
+
+void model_close(struct model *m);
+
+/* Bytes of weights one decode step reads (all matrices + embedding row). */
+uint64_t model_weight_bytes(const struct model *m);
+
+#endif

@@ -1,0 +1,174 @@
+/* ops.c — shared operations (see ops.h).
+ *
+ * Plain C: the heavy lifting (quantized dot products) is in the quant
+ * kernels; what is here is O(T*D) elementwise work and attention, written
+ * so the compiler vectorizes the inner loops. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+	double ss = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+	if (w)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] * scale * w[i];
+	else
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] * scale;
+}
+
+size_t ops_act_row_bytes(enum qtype act, int64_t n)
+{
+	uint64_t b = 0;
+	qtype_row_bytes(act, (uint64_t)n, &b);
+	return (size_t)b;
+}
+
+void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float *x, void *dst,
+		      int64_t n)
+{
+	if (act == QTYPE_F32) {
+		memcpy(dst, x, (size_t)n * sizeof(float));
+		return;
+	}
+	if (k->quantize_act[act])
+		k->quantize_act[act](x, dst, n);
+	else
+		quant_quantize_ref(act, x, dst, n);
+}
+
+void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
+		     size_t xq_stride, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1)
+{
+	const int64_t n = (int64_t)W->ne[0];
+	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
+	const quant_dot_fn dot = k->dot[W->type];
+	const uint8_t *w = (const uint8_t *)W->data;
+	for (int64_t r = r0; r < r1; r++) {
+		const void *wr = w + (size_t)r * row_bytes;
+		for (int64_t t = 0; t < T; t++) {
+			const void *xt = (const uint8_t *)xq + (size_t)t * xq_stride;
+			float s;
+			if (dot)
+				dot(n, &s, wr, xt);
+			else
+				s = quant_dot_ref(W->type, wr, xt, n);
+			y[t * y_stride + r] = s;
+		}
+	}
+}
+
+void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out)
+{
+	const size_t row_bytes = E->nbytes / E->ne[1];
+	quant_dequantize_ref(E->type, (const uint8_t *)E->data + (size_t)row * row_bytes, out,
+			     (int64_t)E->ne[0]);
+}
+
+/* Follows ggml's rope: theta starts at pos*scale and is multiplied by
+ * base^(-2/n_rot) per pair, in float, so our angles round like llama.cpp's. */
+void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
+	      float scale, const float *freq_factors, enum rope_kind kind)
+{
+	float cs[512], sn[512]; /* n_rot/2 <= 512 checked at model load */
+	const float theta_scale = powf(base, -2.0f / (float)n_rot);
+	float theta = (float)pos;
+	for (int64_t i = 0; i < n_rot / 2; i++) {
+		float th = theta * scale;
+		if (freq_factors)
+			th = theta / freq_factors[i] * scale;
+		cs[i] = cosf(th);
+		sn[i] = sinf(th);
+		theta *= theta_scale;
+	}
+	for (int64_t h = 0; h < n_heads; h++) {
+		float *v = x + h * Dh;
+		for (int64_t i = 0; i < n_rot / 2; i++) {
+			int64_t a = kind == ROPE_NEOX ? i : 2 * i;
+			int64_t b = kind == ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+			float x0 = v[a], x1 = v[b];
+			v[a] = x0 * cs[i] - x1 * sn[i];
+			v[b] = x0 * sn[i] + x1 * cs[i];
+		}
+	}
+}
+
+static inline float gelu_tanh(float x)
+{
+	const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
+	return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
+{
+	if (act == ACT_GELU_TANH)
+		for (int64_t i = 0; i < n; i++)
+			g[i] = gelu_tanh(g[i]) * u[i];
+	else
+		for (int64_t i = 0; i < n; i++)
+			g[i] = silu(g[i]) * u[i];
+}
+
+void ops_add(float *y, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+static inline float dotf(const float *a, const float *b, int64_t n)
+{
+	float s[8] = { 0 };
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		for (int j = 0; j < 8; j++)
+			s[j] += a[i + j] * b[i + j];
+	float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+	for (; i < n; i++)
+		r += a[i] * b[i];
+	return r;
+}
+
+void ops_attend(float *out, const float *q, const float *K, size_t k_stride, const float *V,
+		size_t v_stride, int64_t j0, int64_t j1, int64_t Dh, int64_t Dv, float scale,
+		float softcap, float *scratch)
+{
+	float mx = -INFINITY;
+	for (int64_t j = j0; j < j1; j++) {
+		float s = dotf(q, K + (size_t)j * k_stride, Dh) * scale;
+		if (softcap > 0.0f)
+			s = softcap * tanhf(s / softcap);
+		scratch[j - j0] = s;
+		if (s > mx)
+			mx = s;
+	}
+	double sum = 0.0;
+	for (int64_t j = j0; j < j1; j++) {
+		float e = expf(scratch[j - j0] - mx);
+		scratch[j - j0] = e;
+		sum += e;
+	}
+	const float inv = (float)(1.0 / sum);
+	memset(out, 0, (size_t)Dv * sizeof *out);
+	for (int64_t j = j0; j < j1; j++) {
+		const float p = scratch[j - j0] * inv;
+		const float *v = V + (size_t)j * v_stride;
+		for (int64_t d = 0; d < Dv; d++)
+			out[d] += p * v[d];
+	}
+}
+
+int64_t ops_argmax(const float *x, int64_t n)
+{
+	int64_t best = 0;
+	for (int64_t i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}

@@ -1,0 +1,64 @@
+/* ops.h — the operations both runners share.
+ *
+ * Each op works on a caller-chosen slice (rows, heads, tokens) so that a
+ * runner can split it across threads without the op knowing about threads.
+ * All reductions run in a fixed order that does not depend on how the work
+ * was split, so any schedule produces bit-identical results.
+ *
+ * Shapes: T = tokens in the batch, D = d_model, Dh = head dim, n = length. */
+#ifndef INGOT_OPS_H
+#define INGOT_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "model.h"
+#include "quant.h"
+
+/* y[n] = x / sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). y may
+ * alias x. Sum of squares accumulated in double, like ggml. */
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* Quantizes x[n] into the activation format act (Q8_0, Q8_1, Q8_K) or copies
+ * it (F32). */
+void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float *x, void *dst,
+		      int64_t n);
+
+/* Bytes one activation row of n elements takes in format act. */
+size_t ops_act_row_bytes(enum qtype act, int64_t n);
+
+/* Matrix product over weight rows [r0, r1):
+ *   y[t * y_stride + r] = W[r,:] . x_t   for t in [0, T)
+ * where x_t = xq + t * xq_stride is activation row t already in W's act
+ * format. W is [rows, n] of any supported type. */
+void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
+		     size_t xq_stride, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1);
+
+/* Row `row` of an embedding table [V, D] into out[D] (dequantized). */
+void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);
+
+/* Rotary embedding in place on n_heads heads of Dh floats each, at position
+ * pos, rotating the first n_rot dimensions as llama.cpp does: theta_i =
+ * pos * scale * base^(-2i/n_rot) / freq_factor_i (freq_factors may be NULL). */
+void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
+	      float scale, const float *freq_factors, enum rope_kind kind);
+
+/* g[i] = act(g[i]) * u[i] for i < n. */
+void ops_glu(float *g, const float *u, int64_t n, enum act_kind act);
+
+/* y[i] += x[i] */
+void ops_add(float *y, const float *x, int64_t n);
+
+/* One head of causal attention for one query:
+ *   out[Dv] = softmax(scale * q . K[j] for j in [j0, j1)) . V[j]
+ * K rows are k_stride floats apart, V rows v_stride floats apart; scratch
+ * holds j1 - j0 floats. softcap > 0 applies softcap * tanh(s / softcap). */
+void ops_attend(float *out, const float *q, const float *K, size_t k_stride, const float *V,
+		size_t v_stride, int64_t j0, int64_t j1, int64_t Dh, int64_t Dv, float scale,
+		float softcap, float *scratch);
+
+/* Index of the largest x[i] (first one on ties). */
+int64_t ops_argmax(const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,31 @@
+/* runner.h — executes forward plans on a thread pool.
+ *
+ * A runner owns the schedule, never the math: it calls fwd_op_exec() on
+ * unit ranges of the ops fwd_plan() produced.
+ *   RUNNER_GRAPH  one parallel dispatch per op, a barrier after each (the
+ *                 baseline every engine starts from).
+ * Both produce bit-identical logits: each unit is computed by the same code
+ * whichever thread runs it. */
+#ifndef INGOT_RUNNER_H
+#define INGOT_RUNNER_H
+
+#include "err.h"
+#include "forward.h"
+#include "pool.h"
+
+enum runner_kind { RUNNER_GRAPH };
+
+struct runner;
+
+/* The runner borrows f and pool (caller keeps ownership of both). */
+int runner_create(enum runner_kind kind, struct fwd *f, struct pool *pool, struct runner **out,
+		  ing_err *err);
+void runner_destroy(struct runner *r);
+
+/* Plans and runs one step; logits via fwd_logits(). */
+int runner_step(struct runner *r, const struct fwd_batch *b, ing_err *err);
+
+/* "graph" -> RUNNER_GRAPH; -1 when unknown. */
+int runner_kind_parse(const char *name);
+
+#endif

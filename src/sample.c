@@ -1,0 +1,292 @@
+/* sample.c — the sampling chain (see sample.h).
+ *
+ * Penalty counts are kept incrementally: a ring of the last N accepted
+ * tokens and a per-token count array, so applying penalties costs O(N), not
+ * O(V). Top-k uses a quickselect on (logit, id) pairs; top-p sorts only the
+ * survivors of top-k (or, with top-k off, all V candidates). */
+#include "sample.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mem.h"
+
+struct cand {
+	float logit;
+	int32_t id;
+};
+
+struct sampler {
+	struct sample_params p;
+	int64_t n_vocab;
+	uint64_t rng[4];
+	struct cand *cand;      /* [V] */
+	int32_t *cand_ids;      /* [V] (exported) */
+	float *cand_probs;      /* [V] (exported) */
+	int64_t n_cand;
+	int32_t *counts;        /* [V] occurrences in the window */
+	int32_t *ring;          /* [penalty_last_n] */
+	int64_t ring_n, ring_head;
+};
+
+struct sample_params sample_params_default(void)
+{
+	return (struct sample_params){ .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
+				       .min_p = 0.05f, .repeat_penalty = 1.0f,
+				       .penalty_last_n = 64, .seed = 0 };
+}
+
+int sample_params_check(const struct sample_params *p, ing_err *err)
+{
+	if (!isfinite(p->temperature) || p->temperature < 0)
+		return ing_err_set(err, ING_ERR_RANGE, "temperature must be a finite number >= 0");
+	if (!isfinite(p->top_p) || p->top_p <= 0 || p->top_p > 1)
+		return ing_err_set(err, ING_ERR_RANGE, "top_p must be in (0, 1]");
+	if (!isfinite(p->min_p) || p->min_p < 0 || p->min_p > 1)
+		return ing_err_set(err, ING_ERR_RANGE, "min_p must be in [0, 1]");
+	if (!isfinite(p->repeat_penalty) || p->repeat_penalty <= 0)
+		return ing_err_set(err, ING_ERR_RANGE, "repetition_penalty must be > 0");
+	if (!isfinite(p->presence_penalty) || fabsf(p->presence_penalty) > 2)
+		return ing_err_set(err, ING_ERR_RANGE, "presence_penalty must be in [-2, 2]");
+	if (!isfinite(p->frequency_penalty) || fabsf(p->frequency_penalty) > 2)
+		return ing_err_set(err, ING_ERR_RANGE, "frequency_penalty must be in [-2, 2]");
+	if (p->penalty_last_n < 0 || p->penalty_last_n > (1 << 20))
+		return ing_err_set(err, ING_ERR_RANGE, "penalty window out of range");
+	return ING_OK;
+}
+
+/* ---- RNG: xoshiro256** seeded by splitmix64 ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4])
+{
+	uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return r;
+}
+
+/* uniform in [0, 1) with 53 random bits */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
+		   ing_err *err)
+{
+	*out = NULL;
+	int rc = sample_params_check(p, err);
+	if (rc)
+		return rc;
+	if (n_vocab < 1)
+		return ing_err_set(err, ING_ERR_INVALID, "empty vocabulary");
+	struct sampler *s = ing_calloc(1, sizeof *s);
+	if (!s)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	s->p = *p;
+	s->n_vocab = n_vocab;
+	uint64_t seed = p->seed;
+	for (int i = 0; i < 4; i++)
+		s->rng[i] = splitmix64(&seed);
+	s->cand = ing_malloc_array((size_t)n_vocab, sizeof *s->cand);
+	s->cand_ids = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_ids);
+	s->cand_probs = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_probs);
+	s->counts = ing_calloc((size_t)n_vocab, sizeof *s->counts);
+	s->ring = ing_malloc_array((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1),
+				   sizeof *s->ring);
+	if (!s->cand || !s->cand_ids || !s->cand_probs || !s->counts || !s->ring) {
+		sampler_free(s);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
+	*out = s;
+	return ING_OK;
+}
+
+void sampler_free(struct sampler *s)
+{
+	if (!s)
+		return;
+	ing_free(s->cand);
+	ing_free(s->cand_ids);
+	ing_free(s->cand_probs);
+	ing_free(s->counts);
+	ing_free(s->ring);
+	ing_free(s);
+}
+
+void sampler_accept(struct sampler *s, int32_t token)
+{
+	const int64_t N = s->p.penalty_last_n;
+	if (N <= 0 || token < 0 || token >= s->n_vocab)
+		return;
+	if (s->ring_n == N) {
+		s->counts[s->ring[s->ring_head]]--;
+		s->ring_n--;
+	}
+	s->ring[s->ring_head] = token;
+	s->ring_head = (s->ring_head + 1) % N;
+	s->ring_n++;
+	s->counts[token]++;
+}
+
+static bool penalties_on(const struct sample_params *p)
+{
+	return p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+	       p->frequency_penalty != 0.0f;
+}
+
+/* Applies penalties once per distinct token in the window. */
+static void apply_penalties(struct sampler *s, float *logits)
+{
+	const int64_t N = s->p.penalty_last_n;
+	for (int64_t i = 0; i < s->ring_n; i++) {
+		int32_t t = s->ring[(s->ring_head - 1 - i + N) % N];
+		int32_t c = s->counts[t];
+		if (c <= 0)
+			continue;
+		float l = logits[t];
+		l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
+		logits[t] = l - (float)c * s->p.frequency_penalty - s->p.presence_penalty;
+		s->counts[t] = -c; /* mark done; restored below */
+	}
+	for (int64_t i = 0; i < s->ring_n; i++) {
+		int32_t t = s->ring[(s->ring_head - 1 - i + N) % N];
+		if (s->counts[t] < 0)
+			s->counts[t] = -s->counts[t];
+	}
+}
+
+static int cand_before(const struct cand *a, const struct cand *b)
+{
+	return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cand_cmp(const void *x, const void *y)
+{
+	const struct cand *a = x, *b = y;
+	return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+}
+
+/* Moves the k best candidates to the front (unordered). */
+static void select_top_k(struct cand *c, int64_t n, int64_t k)
+{
+	int64_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		struct cand pivot = c[(lo + hi) / 2];
+		int64_t i = lo, j = hi;
+		while (i <= j) {
+			while (cand_before(&c[i], &pivot))
+				i++;
+			while (cand_before(&pivot, &c[j]))
+				j--;
+			if (i <= j) {
+				struct cand t = c[i];
+				c[i++] = c[j];
+				c[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+}
+
+/* Softmax of the first n candidates at temperature temp into probs. */
+static void softmax(const struct cand *c, int64_t n, float temp, float *probs)
+{
+	double sum = 0;
+	for (int64_t i = 0; i < n; i++) {
+		probs[i] = expf((c[i].logit - c[0].logit) / temp);
+		sum += probs[i];
+	}
+	for (int64_t i = 0; i < n; i++)
+		probs[i] = (float)(probs[i] / sum);
+}
+
+/* Truncates the sorted candidates by top-p and min-p at temperature 1. */
+static int64_t truncate_p(struct sampler *s, int64_t n)
+{
+	softmax(s->cand, n, 1.0f, s->cand_probs);
+	int64_t keep = n;
+	if (s->p.top_p < 1.0f) {
+		double cum = 0;
+		for (int64_t i = 0; i < n; i++) {
+			cum += s->cand_probs[i];
+			if (cum >= s->p.top_p) {
+				keep = i + 1;
+				break;
+			}
+		}
+	}
+	if (s->p.min_p > 0.0f) {
+		const float thr = s->cand_probs[0] * s->p.min_p;
+		int64_t i = 1;
+		while (i < keep && s->cand_probs[i] >= thr)
+			i++;
+		keep = i;
+	}
+	return keep;
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits)
+{
+	const int64_t V = s->n_vocab;
+	if (penalties_on(&s->p))
+		apply_penalties(s, logits);
+	if (s->p.temperature <= 0.0f) {
+		int64_t best = 0;
+		for (int64_t i = 1; i < V; i++)
+			if (logits[i] > logits[best])
+				best = i;
+		s->n_cand = 1;
+		s->cand_ids[0] = (int32_t)best;
+		s->cand_probs[0] = 1.0f;
+		return (int32_t)best;
+	}
+	for (int64_t i = 0; i < V; i++)
+		s->cand[i] = (struct cand){ logits[i], (int32_t)i };
+	int64_t n = V;
+	if (s->p.top_k > 0 && s->p.top_k < V) {
+		select_top_k(s->cand, V, s->p.top_k);
+		n = s->p.top_k;
+	}
+	qsort(s->cand, (size_t)n, sizeof *s->cand, cand_cmp);
+	n = truncate_p(s, n);
+	softmax(s->cand, n, s->p.temperature, s->cand_probs);
+	double r = rng_uniform(s->rng), cum = 0;
+	int64_t pick = n - 1;
+	for (int64_t i = 0; i < n; i++) {
+		cum += s->cand_probs[i];
+		if (r < cum) {
+			pick = i;
+			break;
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		s->cand_ids[i] = s->cand[i].id;
+	s->n_cand = n;
+	return s->cand[pick].id;
+}
+
+int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs)
+{
+	*ids = s->cand_ids;
+	*probs = s->cand_probs;
+	return s->n_cand;
+}

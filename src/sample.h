@@ -1,0 +1,57 @@
+/* sample.h — turning logits into the next token.
+ *
+ * The chain follows llama.cpp's default order so that CLI users get the
+ * behaviour they know: penalties -> top-k -> top-p -> min-p -> temperature
+ * -> draw. Truncations are computed on the untempered distribution; the
+ * temperature only reshapes what survives. temperature <= 0 is greedy
+ * (argmax after penalties; ties go to the lowest id).
+ *
+ * A sampler owns all its memory (allocated once in sampler_create for the
+ * vocabulary size); sampling never allocates. Not thread-safe: one sampler
+ * per sequence. */
+#ifndef INGOT_SAMPLE_H
+#define INGOT_SAMPLE_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+struct sample_params {
+	float temperature;       /* <= 0: greedy */
+	int32_t top_k;           /* <= 0: off */
+	float top_p;             /* >= 1: off */
+	float min_p;             /* <= 0: off */
+	float repeat_penalty;    /* 1: off; divides positive, multiplies negative logits */
+	int32_t penalty_last_n;  /* tokens of history the penalties look at */
+	float presence_penalty;  /* subtracted once from every token in the window */
+	float frequency_penalty; /* subtracted per occurrence in the window */
+	uint64_t seed;
+};
+
+/* llama.cpp's CLI defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * no penalties (window 64), seed 0. */
+struct sample_params sample_params_default(void);
+
+/* Checks ranges (finite, top_p in (0,1], min_p in [0,1], penalty > 0, ...);
+ * ING_ERR_RANGE with the offending field in err. */
+int sample_params_check(const struct sample_params *p, ing_err *err);
+
+struct sampler;
+
+int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
+		   ing_err *err);
+void sampler_free(struct sampler *s);
+
+/* Records a token of the sequence (prompt or generated) for the penalties. */
+void sampler_accept(struct sampler *s, int32_t token);
+
+/* Picks the next token from logits[n_vocab]; logits is modified (penalties
+ * applied in place). Does not call sampler_accept. */
+int32_t sampler_sample(struct sampler *s, float *logits);
+
+/* After sampler_sample with truncation: the surviving candidates in order
+ * of decreasing probability and their final probabilities (tests, logprobs).
+ * Valid until the next call. */
+int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs);
+
+#endif
