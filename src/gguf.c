@@ -698,12 +698,30 @@ static uint64_t arr_raw(const struct gguf_arr *a, uint64_t i)
 	return le_read(a->data + i * sz, sz);
 }
 
+/* Float to integer, saturating, NaN to 0: casting an out-of-range double is
+ * undefined behaviour, and these values come from the file. */
+static uint64_t f64_to_u64(double d)
+{
+	if (!(d > 0))
+		return 0;
+	return d >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)d;
+}
+
+static int64_t f64_to_i64(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= 9223372036854775808.0)
+		return INT64_MAX;
+	return d < -9223372036854775808.0 ? INT64_MIN : (int64_t)d;
+}
+
 uint64_t gguf_arr_u64(const struct gguf_arr *a, uint64_t i)
 {
 	if (vt_signed(a->elem_type))
 		return (uint64_t)gguf_arr_i64(a, i);
 	if (a->elem_type == GGUF_VT_FLOAT32 || a->elem_type == GGUF_VT_FLOAT64)
-		return (uint64_t)gguf_arr_f64(a, i);
+		return f64_to_u64(gguf_arr_f64(a, i));
 	return arr_raw(a, i);
 }
 
@@ -716,7 +734,7 @@ int64_t gguf_arr_i64(const struct gguf_arr *a, uint64_t i)
 	case GGUF_VT_INT32: return (int32_t)r;
 	case GGUF_VT_INT64: return (int64_t)r;
 	case GGUF_VT_FLOAT32:
-	case GGUF_VT_FLOAT64: return (int64_t)gguf_arr_f64(a, i);
+	case GGUF_VT_FLOAT64: return f64_to_i64(gguf_arr_f64(a, i));
 	default: return (int64_t)r;
 	}
 }

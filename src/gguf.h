@@ -123,7 +123,7 @@ int gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out);
 int gguf_get_arr(const struct gguf *g, const char *key, struct gguf_arr *out);
 
 /* Element i of a numeric array as a wider type (caller checks i < n and the
- * element type). */
+ * element type). Floats convert to integers saturating, NaN to 0. */
 uint64_t gguf_arr_u64(const struct gguf_arr *a, uint64_t i);
 int64_t gguf_arr_i64(const struct gguf_arr *a, uint64_t i);
 double gguf_arr_f64(const struct gguf_arr *a, uint64_t i);
