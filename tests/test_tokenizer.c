@@ -1,0 +1,516 @@
+/* test_tokenizer.c — tokenizer conformance and behaviour.
+ *
+ * Conformance: every case of every vocabulary in testdata/vocab gives
+ * exactly the ids llama.cpp's reference files list (no BOS, no special
+ * parsing); SentencePiece vocabularies decode back to the input. Then, on
+ * the default model (Gemma 3): special-token parsing and BOS only on
+ * request, the EOG set, the streaming decoder on a 4-byte character split
+ * over byte tokens, 1 MB of text without spaces, invalid UTF-8, concurrent
+ * encodes, and allocation failures walked over open and encode. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "gguf.h"
+#include "mem.h"
+#include "tokenizer.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = '\0';
+		*len = (size_t)n;
+	}
+	return buf;
+}
+
+static struct tokenizer *open_vocab(const char *path, double *secs)
+{
+	ing_err err = {0};
+	struct gguf *g;
+	struct tokenizer *tk = NULL;
+	if (gguf_open(path, &g, &err)) {
+		CHECK(0, "gguf_open %s: %s", path, err.msg);
+		return NULL;
+	}
+	double t0 = now();
+	int rc = tokenizer_open(g, &tk, &err);
+	if (secs)
+		*secs = now() - t0;
+	CHECK(rc == ING_OK, "tokenizer_open %s: %s", path, err.msg);
+	gguf_close(g);
+	return tk;
+}
+
+static void print_escaped(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && i < 120; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\n')
+			fputs("\\n", stderr);
+		else if (c < 0x20)
+			fprintf(stderr, "\\x%02x", c);
+		else
+			fputc(c, stderr);
+	}
+}
+
+/* Compares ids with one line of expected ids. */
+static bool ids_match(const struct token_ids *ids, const char *line)
+{
+	size_t i = 0;
+	char *end;
+	for (const char *p = line;; p = end) {
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (i >= ids->n || ids->ids[i] != v)
+			return false;
+		i++;
+	}
+	return i == ids->n;
+}
+
+static void print_ids(const char *what, const struct token_ids *ids)
+{
+	fprintf(stderr, "    %s:", what);
+	for (size_t i = 0; i < ids->n; i++)
+		fprintf(stderr, " %d", ids->ids[i]);
+	fputc('\n', stderr);
+}
+
+/* Decoded text equals the input, allowing for one added leading space. */
+static bool same_but_leading_space(const char *a, size_t an, const char *b, size_t bn)
+{
+	if (an == bn)
+		return memcmp(a, b, an) == 0;
+	if (an == bn + 1 && a[0] == ' ')
+		return memcmp(a + 1, b, bn) == 0;
+	if (bn == an + 1 && b[0] == ' ')
+		return memcmp(a, b + 1, an) == 0;
+	return false;
+}
+
+static void check_roundtrip(const struct tokenizer *tk, const char *name, size_t k, const char *text,
+			    size_t len, const struct token_ids *ids)
+{
+	char *dec;
+	size_t dn;
+	ing_err err = {0};
+	int rc = tokenizer_decode(tk, ids->ids, ids->n, 0, &dec, &dn, &err);
+	CHECK(rc == ING_OK, "%s case %zu: decode: %s", name, k, err.msg);
+	if (rc)
+		return;
+	bool ok = same_but_leading_space(dec, dn, text, len);
+	CHECK(ok, "%s case %zu: decode does not give the input back", name, k);
+	if (!ok) {
+		fputs("    got: '", stderr);
+		print_escaped(dec, dn);
+		fputs("'\n", stderr);
+	}
+	ing_free(dec);
+}
+
+/* Runs all cases of one vocabulary; returns the number that failed. */
+static int run_vocab(const char *dir, const char *name)
+{
+	char path[1300], inp[1310], out[1310];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(inp, sizeof inp, "%s.inp", path);
+	snprintf(out, sizeof out, "%s.out", path);
+	size_t in_len, out_len;
+	char *in_text = read_file(inp, &in_len), *out_text = read_file(out, &out_len);
+	double secs = 0;
+	struct tokenizer *tk = open_vocab(path, &secs);
+	CHECK(in_text && out_text, "%s: cannot read .inp/.out", name);
+	if (!tk || !in_text || !out_text) {
+		free(in_text);
+		free(out_text);
+		tokenizer_close(tk);
+		return 1;
+	}
+	static const char sep[] = "\n__ggml_vocab_test__\n";
+	int failed = 0;
+	size_t k = 0;
+	char *line = out_text;
+	for (char *p = in_text, *q; (q = strstr(p, sep)); p = q + strlen(sep), k++) {
+		char *nl = strchr(line, '\n');
+		CHECK(nl != NULL, "%s: fewer expected lines than cases", name);
+		if (!nl)
+			break;
+		*nl = '\0';
+		struct token_ids ids = {0};
+		ing_err err = {0};
+		int rc = tokenizer_encode(tk, p, (size_t)(q - p), 0, &ids, &err);
+		bool ok = rc == ING_OK && ids_match(&ids, line);
+		CHECK(ok, "%s case %zu: ids differ (%s)", name, k, err.msg);
+		if (!ok) {
+			failed++;
+			fputs("    text: '", stderr);
+			print_escaped(p, (size_t)(q - p));
+			fprintf(stderr, "'\n    want: %s\n", line);
+			print_ids("got ", &ids);
+		}
+		if (tokenizer_kind(tk) == TOKENIZER_SPM)
+			check_roundtrip(tk, name, k, p, (size_t)(q - p), &ids);
+		token_ids_free(&ids);
+		line = nl + 1;
+	}
+	CHECK(k > 0, "%s: no cases", name);
+	printf("%-32s %2zu cases, %d failed, pre=%s, open %.3f s\n", name, k, failed,
+	       tokenizer_pre_name(tk), secs);
+	free(in_text);
+	free(out_text);
+	tokenizer_close(tk);
+	return failed;
+}
+
+static void test_conformance(void)
+{
+	char dir[1024];
+	snprintf(dir, sizeof dir, "%s/vocab", check_testdata_dir());
+	DIR *d = opendir(dir);
+	CHECK(d != NULL, "cannot open %s", dir);
+	if (!d)
+		return;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		if (len > 5 && strcmp(e->d_name + len - 5, ".gguf") == 0) {
+			run_vocab(dir, e->d_name);
+			n++;
+		}
+	}
+	closedir(d);
+	CHECK(n >= 6, "only %d vocabularies in %s", n, dir);
+}
+
+static bool contains(const struct token_ids *ids, int32_t id)
+{
+	for (size_t i = 0; i < ids->n; i++)
+		if (ids->ids[i] == id)
+			return true;
+	return false;
+}
+
+static void encode(const struct tokenizer *tk, const char *s, unsigned flags, struct token_ids *ids)
+{
+	ing_err err = {0};
+	ids->n = 0;
+	int rc = tokenizer_encode(tk, s, strlen(s), flags, ids, &err);
+	CHECK(rc == ING_OK, "encode '%s': %s", s, err.msg);
+}
+
+static void test_special(const struct tokenizer *tk)
+{
+	int32_t sot = tokenizer_find_token(tk, "<start_of_turn>");
+	int32_t eot = tokenizer_find_token(tk, "<end_of_turn>");
+	CHECK(sot >= 0 && eot >= 0, "gemma has <start_of_turn> %d and <end_of_turn> %d", sot, eot);
+	CHECK(tokenizer_find_token(tk, "<no such token>") == TOKEN_NONE, "unknown text gives TOKEN_NONE");
+
+	struct token_ids ids = {0};
+	encode(tk, "<start_of_turn>user", TOKENIZER_PARSE_SPECIAL, &ids);
+	CHECK(ids.n >= 2 && ids.ids[0] == sot, "parsed <start_of_turn> is one token first");
+	CHECK(ids.n == 2, "<start_of_turn>user is 2 tokens with parsing, got %zu", ids.n);
+	encode(tk, "<start_of_turn>user", 0, &ids);
+	CHECK(!contains(&ids, sot), "without the flag <start_of_turn> is plain text");
+	CHECK(ids.n > 2, "plain <start_of_turn>user takes several tokens, got %zu", ids.n);
+
+	encode(tk, "Hello", TOKENIZER_ADD_SPECIAL, &ids);
+	CHECK(tokenizer_adds_bos(tk) && ids.n > 0 && ids.ids[0] == tokenizer_bos(tk), "BOS added with the flag");
+	encode(tk, "Hello", 0, &ids);
+	CHECK(ids.n > 0 && ids.ids[0] != tokenizer_bos(tk), "no BOS without the flag");
+	encode(tk, "", TOKENIZER_ADD_SPECIAL, &ids);
+	CHECK(ids.n == 1 && ids.ids[0] == tokenizer_bos(tk), "empty text with the flag is just BOS");
+	encode(tk, "", 0, &ids);
+	CHECK(ids.n == 0, "empty text gives no tokens");
+
+	CHECK(tokenizer_eot(tk) == eot, "EOT is <end_of_turn> (%d, want %d)", tokenizer_eot(tk), eot);
+	CHECK(tokenizer_is_eog(tk, eot), "<end_of_turn> ends generation");
+	CHECK(tokenizer_is_eog(tk, tokenizer_eos(tk)), "EOS ends generation");
+	CHECK(!tokenizer_is_eog(tk, tokenizer_bos(tk)), "BOS does not end generation");
+	CHECK(!tokenizer_is_eog(tk, -1) && !tokenizer_is_eog(tk, tokenizer_n_vocab(tk)), "out of range is not EOG");
+	CHECK(tokenizer_is_control(tk, sot), "<start_of_turn> is control");
+
+	int32_t chat[] = {tokenizer_bos(tk), sot};
+	char *s;
+	size_t n;
+	ing_err err = {0};
+	CHECK(tokenizer_decode(tk, chat, 2, 0, &s, &n, &err) == ING_OK && n == 0, "control tokens hidden");
+	ing_free(s);
+	CHECK(tokenizer_decode(tk, chat, 2, TOKENIZER_RENDER_SPECIAL, &s, &n, &err) == ING_OK &&
+		      strcmp(s, "<bos><start_of_turn>") == 0,
+	      "control tokens rendered with the flag");
+	ing_free(s);
+	int32_t bad = tokenizer_n_vocab(tk);
+	CHECK(tokenizer_decode(tk, &bad, 1, 0, &s, &n, &err) == ING_ERR_RANGE, "decode rejects bad ids");
+	token_ids_free(&ids);
+}
+
+static void test_stream(const struct tokenizer *tk)
+{
+	static const unsigned char llama[] = {0xF0, 0x9F, 0xA6, 0x99}; /* U+1F999 */
+	int32_t ids[4];
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+		snprintf(name, sizeof name, "<0x%02X>", llama[i]);
+		ids[i] = tokenizer_find_token(tk, name);
+		CHECK(ids[i] >= 0, "byte token %s exists", name);
+	}
+	struct tokenizer_stream st;
+	ing_err err = {0};
+	CHECK(tokenizer_stream_init(&st, tk, 0, &err) == ING_OK, "stream init: %s", err.msg);
+	const char *out;
+	size_t n;
+	for (int i = 0; i < 3; i++) {
+		tokenizer_stream_feed(&st, ids[i], &out, &n, &err);
+		CHECK(n == 0, "byte %d of a 4-byte char gives nothing yet (%zu bytes)", i, n);
+	}
+	tokenizer_stream_feed(&st, ids[3], &out, &n, &err);
+	CHECK(n == 4 && memcmp(out, llama, 4) == 0, "the 4th byte completes the char (%zu bytes)", n);
+	tokenizer_stream_flush(&st, &out, &n);
+	CHECK(n == 0, "nothing held after a complete char");
+
+	/* an unfinished char followed by text: U+FFFD, then the text */
+	int32_t hi = tokenizer_find_token(tk, "Hello");
+	tokenizer_stream_feed(&st, ids[0], &out, &n, &err);
+	CHECK(n == 0, "lead byte held");
+	tokenizer_stream_feed(&st, hi, &out, &n, &err);
+	CHECK(n == 8 && memcmp(out, "\xef\xbf\xbdHello", 8) == 0, "broken char becomes U+FFFD");
+	tokenizer_stream_feed(&st, ids[0], &out, &n, &err);
+	tokenizer_stream_flush(&st, &out, &n);
+	CHECK(n == 3 && memcmp(out, "\xef\xbf\xbd", 3) == 0, "flush turns held bytes into U+FFFD");
+	CHECK(tokenizer_stream_feed(&st, -5, &out, &n, &err) == ING_ERR_RANGE, "feed rejects bad ids");
+
+	/* streaming a real encode gives the decoded text */
+	static const char text[] = "Grüße 🦙 from Zürich — 日本語のテキスト";
+	struct token_ids t = {0};
+	encode(tk, text, 0, &t);
+	char joined[256];
+	size_t jn = 0;
+	for (size_t i = 0; i < t.n; i++) {
+		tokenizer_stream_feed(&st, t.ids[i], &out, &n, &err);
+		if (jn + n < sizeof joined) {
+			memcpy(joined + jn, out, n);
+			jn += n;
+		}
+	}
+	tokenizer_stream_flush(&st, &out, &n);
+	CHECK(jn == strlen(text) && memcmp(joined, text, jn) == 0, "stream gives the text back");
+	token_ids_free(&t);
+	tokenizer_stream_free(&st);
+}
+
+/* 1 MB of lowercase letters with no spaces, deterministic. */
+static char *make_nospace(size_t n)
+{
+	char *s = malloc(n + 1);
+	uint32_t x = 12345;
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1103515245u + 12345u;
+		s[i] = (char)('a' + (x >> 16) % 26);
+	}
+	s[n] = '\0';
+	return s;
+}
+
+static void test_big(const struct tokenizer *tk, const char *name)
+{
+	size_t n = 1 << 20;
+	char *text = make_nospace(n);
+	struct token_ids ids = {0};
+	ing_err err = {0};
+	double t0 = now();
+	int rc = tokenizer_encode(tk, text, n, 0, &ids, &err);
+	double secs = now() - t0;
+	CHECK(rc == ING_OK, "%s: 1 MB encode: %s", name, err.msg);
+	printf("%s: 1 MB without spaces -> %zu tokens in %.2f s\n", name, ids.n, secs);
+	char *dec;
+	size_t dn;
+	rc = tokenizer_decode(tk, ids.ids, ids.n, 0, &dec, &dn, &err);
+	CHECK(rc == ING_OK && dn == n && memcmp(dec, text, n) == 0, "%s: 1 MB decodes back", name);
+	if (!rc)
+		ing_free(dec);
+	token_ids_free(&ids);
+	free(text);
+}
+
+static void test_invalid_utf8(const struct tokenizer *tk, const char *name)
+{
+	static const char *const cases[] = {
+		"\xff", "\xc3", "a\xe2\x82", "\xf0\x9f\xa6", "\x80\x80" "abc", "\xed\xa0\x80", "\xc0\xaf",
+		"\xf8\x88\x80\x80\x80", "ok \xfe\xff ok", "\xf4\x90\x80\x80",
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct token_ids ids = {0};
+		ing_err err = {0};
+		int rc = tokenizer_encode(tk, cases[i], strlen(cases[i]), 0, &ids, &err);
+		CHECK(rc == ING_OK && ids.n > 0, "%s: invalid UTF-8 case %zu encodes", name, i);
+		for (size_t k = 0; k < ids.n; k++)
+			CHECK(ids.ids[k] >= 0 && ids.ids[k] < tokenizer_n_vocab(tk), "%s: id in range", name);
+		/* SPM byte fallback keeps every byte (llama.cpp's character split
+		 * swallows a following space after bytes 0xF8..0xFF, hence no ' ') */
+		if (tokenizer_kind(tk) == TOKENIZER_SPM && !strchr(cases[i], ' ')) {
+			char *dec;
+			size_t dn;
+			rc = tokenizer_decode(tk, ids.ids, ids.n, 0, &dec, &dn, &err);
+			CHECK(rc == ING_OK && dn == strlen(cases[i]) && memcmp(dec, cases[i], dn) == 0,
+			      "%s: invalid UTF-8 case %zu round-trips", name, i);
+			if (!rc)
+				ing_free(dec);
+		}
+		token_ids_free(&ids);
+	}
+	/* random bytes */
+	char buf[4096];
+	uint32_t x = 99;
+	for (size_t i = 0; i < sizeof buf; i++) {
+		x = x * 1664525u + 1013904223u;
+		buf[i] = (char)(x >> 24);
+	}
+	struct token_ids ids = {0};
+	ing_err err = {0};
+	CHECK(tokenizer_encode(tk, buf, sizeof buf, TOKENIZER_PARSE_SPECIAL, &ids, &err) == ING_OK,
+	      "%s: random bytes encode", name);
+	token_ids_free(&ids);
+}
+
+struct thread_arg {
+	const struct tokenizer *tk;
+	const char *text;
+	const struct token_ids *want;
+	int ok;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *a = p;
+	a->ok = 1;
+	for (int r = 0; r < 20; r++) {
+		struct token_ids ids = {0};
+		ing_err err = {0};
+		if (tokenizer_encode(a->tk, a->text, strlen(a->text), TOKENIZER_PARSE_SPECIAL, &ids, &err) ||
+		    ids.n != a->want->n || memcmp(ids.ids, a->want->ids, ids.n * sizeof *ids.ids))
+			a->ok = 0;
+		token_ids_free(&ids);
+	}
+	return NULL;
+}
+
+static void test_threads(const struct tokenizer *tk, const char *name)
+{
+	static const char text[] = "<start_of_turn>user\nWrite a haiku about tokenizers, "
+				   "in français and 日本語 — 1234567 times!<end_of_turn>\n";
+	struct token_ids want = {0};
+	encode(tk, text, TOKENIZER_PARSE_SPECIAL, &want);
+	pthread_t th[4];
+	struct thread_arg args[4];
+	for (int i = 0; i < 4; i++) {
+		args[i] = (struct thread_arg){tk, text, &want, 0};
+		pthread_create(&th[i], NULL, thread_main, &args[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(args[i].ok, "%s: thread %d encodes the same ids", name, i);
+	}
+	token_ids_free(&want);
+}
+
+/* Fails the n-th allocation of open and encode for growing n: every
+ * failure must be reported and leak nothing. */
+static void test_alloc_failures(const char *path, const char *name)
+{
+	ing_err err = {0};
+	struct gguf *g;
+	if (gguf_open(path, &g, &err)) {
+		CHECK(0, "gguf_open %s: %s", path, err.msg);
+		return;
+	}
+	static const char text[] = "Hello world, héllo wörld! 12345 <s>\n\n  x";
+	size_t base = ing_mem_live();
+	int opened = 0;
+	for (long nth = 1; nth < 5000 && !opened; nth++) {
+		struct tokenizer *tk = NULL;
+		ing_mem_fail_at(nth, 0);
+		int rc = tokenizer_open(g, &tk, &err);
+		ing_mem_fail_at(0, 0);
+		if (rc == ING_OK) {
+			opened = 1;
+			for (long k = 1; k < 500; k++) {
+				struct token_ids ids = {0};
+				ing_mem_fail_at(k, 0);
+				int erc = tokenizer_encode(tk, text, strlen(text), TOKENIZER_PARSE_SPECIAL, &ids, &err);
+				ing_mem_fail_at(0, 0);
+				token_ids_free(&ids);
+				if (erc == ING_OK)
+					break;
+				CHECK(erc == ING_ERR_NOMEM, "%s: encode failure %ld is NOMEM (%d)", name, k, erc);
+			}
+			tokenizer_close(tk);
+		} else {
+			CHECK(rc == ING_ERR_NOMEM && tk == NULL, "%s: open failure %ld is NOMEM (%d: %s)", name, nth,
+			      rc, err.msg);
+		}
+		CHECK(ing_mem_live() == base, "%s: no leak after failure %ld (%zu bytes)", name, nth,
+		      ing_mem_live() - base);
+	}
+	CHECK(opened, "%s: open eventually succeeds", name);
+	gguf_close(g);
+}
+
+int main(void)
+{
+	test_conformance();
+
+	char path[1024];
+	snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", check_testdata_dir());
+	struct tokenizer *gpt2 = open_vocab(path, NULL);
+	if (gpt2) {
+		test_big(gpt2, "gpt-2");
+		test_invalid_utf8(gpt2, "gpt-2");
+		tokenizer_close(gpt2);
+	}
+	test_alloc_failures(path, "gpt-2");
+	snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", check_testdata_dir());
+	test_alloc_failures(path, "llama-spm");
+
+	const char *model = check_default_model();
+	if (model) {
+		double secs = 0;
+		struct tokenizer *tk = open_vocab(model, &secs);
+		if (tk) {
+			printf("default model: %d tokens, tokenizer open %.3f s\n", tokenizer_n_vocab(tk), secs);
+			test_special(tk);
+			test_stream(tk);
+			test_big(tk, "gemma-3");
+			test_invalid_utf8(tk, "gemma-3");
+			test_threads(tk, "gemma-3");
+			tokenizer_close(tk);
+		}
+	} else {
+		CHECK(0, "the default model is needed for the special-token tests");
+	}
+	return check_summary("test_tokenizer");
+}
