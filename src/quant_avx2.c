@@ -1,7 +1,561 @@
-/* quant_avx2.c — AVX2 + FMA + F16C kernels (placeholder). */
+/* quant_avx2.c — AVX2 + FMA + F16C kernels; compiled with -mavx2 -mfma
+ * -mf16c and only called after cpuid said so (quant.c).
+ *
+ * Every kernel here has its scalar twin in quant_ref.c and is tested
+ * against it (tests/test_quant.c). The dot products form the same exact
+ * integer sums as the reference; they keep them in 8 int32 lanes, scale each
+ * block's lanes with one FMA into float accumulators and reduce across lanes
+ * once per row, so only the order of the float additions differs.
+ *
+ * Integer ranges (why no 16-bit saturation can occur): activations are in
+ * [-127, 127] (quantize_act never emits -128). _mm256_maddubs_epi16 adds two
+ * u8*s8 products: with |w| <= 128 (sign trick) that is <= 32512; with
+ * unsigned 6-bit weights (Q6_K) <= 16002.
+ *
+ * The activation quantizers are byte-identical to the reference: same
+ * scalar formulas for the scales, IEEE mul/div in the same order, and the
+ * same rounding (roundf = ties away from zero for Q8_0/Q8_1, nearest-even
+ * for Q8_K). */
+#include <immintrin.h>
+#include <string.h>
+
 #include "quant_int.h"
+
+/* ---- helpers ---- */
+
+static inline float half_load(uint16_t h)
+{
+	return _cvtsh_ss(h);
+}
+
+static inline float hsum_ps(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline float hsum_ps128(__m128 s)
+{
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+static inline int hsum_epi32(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+	return _mm_cvtsi128_si32(s);
+}
+
+static inline __m256i load256(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static inline __m128i load128(const void *p)
+{
+	return _mm_loadu_si128((const __m128i *)p);
+}
+
+/* Signed bytes x * y summed in groups of four into 8 int32 (the sign trick
+ * makes x unsigned for maddubs: |x| * (y with x's sign)). */
+static inline __m256i dot_i8_i8(__m256i x, __m256i y)
+{
+	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Unsigned bytes x (< 64) * signed bytes y, grouped by four into int32. */
+static inline __m256i dot_u8_i8(__m256i x, __m256i y)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+/* 16 packed bytes of nibbles -> 32 bytes: element e < 16 is the low nibble
+ * of byte e, element e >= 16 the high nibble of byte e - 16. */
+static inline __m256i nibbles_expand(const uint8_t *qs)
+{
+	__m128i t = load128(qs);
+	__m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+/* Bit e of the 32-bit word at qh -> byte e is 0xff when set, else 0. */
+static inline __m256i bits_expand(const uint8_t *qh)
+{
+	uint32_t x;
+	memcpy(&x, qh, sizeof x);
+	__m256i v = _mm256_set1_epi32((int)x);
+	const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+						 0x0101010101010101, 0x0000000000000000);
+	v = _mm256_shuffle_epi8(v, spread); /* byte e = byte e/8 of x */
+	/* byte e: all bits but bit e%8 set, so the OR is all ones iff that bit is */
+	v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+	return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+/* ---- legacy 32-element blocks ---- */
+
+static void dot_q8_0(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q8_0 *w = vw, *a = va;
+	int64_t nb = n / QK, i = 0;
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	for (; i + 1 < nb; i += 2) {
+		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
+		__m256i p1 = dot_i8_i8(load256(w[i + 1].qs), load256(a[i + 1].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+	}
+	if (i < nb) {
+		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+	}
+	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* Signed quants of one Q4_0 block: nibble - 8. */
+static inline __m256i q4_0_quants(const struct block_q4_0 *b)
+{
+	return _mm256_sub_epi8(nibbles_expand(b->qs), _mm256_set1_epi8(8));
+}
+
+/* Signed quants of one Q5_0 block: (nibble | bit << 4) - 16, i.e. the
+ * nibble where the bit is set and nibble - 16 (= nibble | 0xf0) where not. */
+static inline __m256i q5_0_quants(const struct block_q5_0 *b)
+{
+	__m256i hi = _mm256_andnot_si256(bits_expand(b->qh), _mm256_set1_epi8((char)0xf0));
+	return _mm256_or_si256(nibbles_expand(b->qs), hi);
+}
+
+static void dot_q4_0(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q4_0 *w = vw;
+	const struct block_q8_0 *a = va;
+	int64_t nb = n / QK, i = 0;
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	for (; i + 1 < nb; i += 2) {
+		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
+		__m256i p1 = dot_i8_i8(q4_0_quants(&w[i + 1]), load256(a[i + 1].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+	}
+	if (i < nb) {
+		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+	}
+	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static void dot_q5_0(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q5_0 *w = vw;
+	const struct block_q8_0 *a = va;
+	int64_t nb = n / QK, i = 0;
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	for (; i + 1 < nb; i += 2) {
+		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
+		__m256i p1 = dot_i8_i8(q5_0_quants(&w[i + 1]), load256(a[i + 1].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+	}
+	if (i < nb) {
+		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
+		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+	}
+	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q4_1 and Q5_1 against Q8_1: unsigned quants, value = q*d + m; the min
+ * term m * s uses the activation block's s = d * sum(q). */
+static void dot_q4_1(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q4_1 *w = vw;
+	const struct block_q8_1 *a = va;
+	__m256 acc = _mm256_setzero_ps();
+	float summ = 0.0f;
+	for (int64_t i = 0; i < n / QK; i++) {
+		__m256i p = dot_u8_i8(nibbles_expand(w[i].qs), load256(a[i].qs));
+		__m256 d = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+		summ += half_load(w[i].m) * half_load(a[i].s);
+	}
+	*out = hsum_ps(acc) + summ;
+}
+
+static void dot_q5_1(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q5_1 *w = vw;
+	const struct block_q8_1 *a = va;
+	__m256 acc = _mm256_setzero_ps();
+	float summ = 0.0f;
+	for (int64_t i = 0; i < n / QK; i++) {
+		__m256i hi = _mm256_and_si256(bits_expand(w[i].qh), _mm256_set1_epi8(0x10));
+		__m256i q = _mm256_or_si256(nibbles_expand(w[i].qs), hi);
+		__m256i p = dot_u8_i8(q, load256(a[i].qs));
+		__m256 d = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+		summ += half_load(w[i].m) * half_load(a[i].s);
+	}
+	*out = hsum_ps(acc) + summ;
+}
+
+/* ---- K-quants ---- */
+
+/* Q4_K/Q5_K scales and mins as 16 int16: lanes 0..7 the scales, 8..15 the
+ * mins. Same bit layout as quant_k4_scales_unpack, four bytes at a time. */
+static inline __m256i k4_scales_mins(const uint8_t p[12])
+{
+	uint32_t u[3];
+	memcpy(u, p, 12);
+	uint32_t sc_lo = u[0] & 0x3f3f3f3f;
+	uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
+	uint32_t mn_lo = u[1] & 0x3f3f3f3f;
+	uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
+	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo));
+}
+
+/* int16 element k of each 128-bit lane broadcast across that lane. */
+#define BCAST16(k) _mm256_set1_epi16((short)((2 * (k) + 1) << 8 | 2 * (k)))
+
+/* Sum over sub-blocks of min * (activation sum of the sub-block), as 4
+ * int32 lanes; mins: 8 int16, bsums: the Q8_K block's 16 sums of 16. */
+static inline __m128i k4_min_sums(__m256i scales_mins, const int16_t *bsums)
+{
+	__m256i b = load256(bsums);
+	__m128i sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+	return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sums32);
+}
+
+/* One 64-element chunk of a Q4_K/Q5_K block: q_lo (sub-block 2j) and q_hi
+ * (2j+1) are unsigned quants, a the 64 activations, scales the 8 scales
+ * broadcast to both lanes. */
+static inline __m256i k4_chunk(__m256i q_lo, __m256i q_hi, const int8_t *a, __m256i s_lo,
+			       __m256i s_hi)
+{
+	__m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, load256(a)), s_lo);
+	__m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, load256(a + 32)), s_hi);
+	return _mm256_add_epi32(p_lo, p_hi);
+}
+
+static void dot_q4_K(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q4_K *w = vw;
+	const struct block_q8_K *a = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc = _mm256_setzero_ps();
+	__m128 accm = _mm_setzero_ps();
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float d = half_load(w[i].d) * a[i].d;
+		float dmin = half_load(w[i].dmin) * a[i].d;
+		__m256i sm = k4_scales_mins(w[i].scales);
+		accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_sums(sm, a[i].bsums)), accm);
+		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		__m256i sumi = _mm256_setzero_si256();
+#define Q4K_CHUNK(j)                                                                        \
+	do {                                                                                \
+		__m256i q = load256(w[i].qs + 32 * (j));                                    \
+		__m256i lo = _mm256_and_si256(q, m4);                                       \
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                  \
+		sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, a[i].qs + 64 * (j),           \
+						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j))), \
+						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j) + 1)))); \
+	} while (0)
+		Q4K_CHUNK(0);
+		Q4K_CHUNK(1);
+		Q4K_CHUNK(2);
+		Q4K_CHUNK(3);
+#undef Q4K_CHUNK
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum_ps(acc) - hsum_ps128(accm);
+}
+
+static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q5_K *w = vw;
+	const struct block_q8_K *a = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+	__m256 acc = _mm256_setzero_ps();
+	__m128 accm = _mm_setzero_ps();
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float d = half_load(w[i].d) * a[i].d;
+		float dmin = half_load(w[i].dmin) * a[i].d;
+		__m256i sm = k4_scales_mins(w[i].scales);
+		accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_sums(sm, a[i].bsums)), accm);
+		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		__m256i qh = load256(w[i].qh);
+		__m256i sumi = _mm256_setzero_si256();
+		/* 5th bit of sub-block s is bit s of qh[l]: mask it, move to bit 4 */
+#define Q5K_CHUNK(j)                                                                        \
+	do {                                                                                \
+		__m256i q = load256(w[i].qs + 32 * (j));                                    \
+		__m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (j)), one);          \
+		__m256i h1 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (j) + 1), one);      \
+		__m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h0, 4)); \
+		__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),   \
+					     _mm256_slli_epi16(h1, 4));                     \
+		sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, a[i].qs + 64 * (j),           \
+						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j))), \
+						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j) + 1)))); \
+	} while (0)
+		Q5K_CHUNK(0);
+		Q5K_CHUNK(1);
+		Q5K_CHUNK(2);
+		Q5K_CHUNK(3);
+#undef Q5K_CHUNK
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum_ps(acc) - hsum_ps128(accm);
+}
+
+/* Control for _mm256_shuffle_epi8 that puts int16 element 2k of the lane in
+ * every slot of the low lane and element 2k+1 in every slot of the high one
+ * (both lanes holding the same 8 scales). */
+static inline __m256i bcast_pair16(int k)
+{
+	__m128i lo = _mm_set1_epi16((short)((4 * k + 1) << 8 | 4 * k));
+	__m128i hi = _mm_set1_epi16((short)((4 * k + 3) << 8 | (4 * k + 2)));
+	return _mm256_set_m128i(hi, lo);
+}
+
+/* Q6_K: quants are unsigned 6-bit values u = q + 32, so the dot is
+ * sum_s sc[s] * (sum u*a - 32 * bsum[s]); the correction comes from the
+ * activation block's bsums once per super-block. Each 32-element quarter
+ * spans two sub-blocks of 16: the low 128-bit lane of maddubs covers the
+ * first, the high lane the second, hence bcast_pair16. */
+static void dot_q6_K(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q6_K *w = vw;
+	const struct block_q8_K *a = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float d = half_load(w[i].d) * a[i].d;
+		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
+		__m256i corr = _mm256_madd_epi16(sc16, load256(a[i].bsums));
+		__m256i sumi = _mm256_slli_epi32(corr, 5);
+		sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *ql = w[i].ql + 64 * h;
+			const int8_t *q8 = a[i].qs + 128 * h;
+			__m256i sc = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+				       : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+			__m256i qh = load256(w[i].qh + 32 * h);
+			__m256i l0 = load256(ql), l1 = load256(ql + 32);
+			__m256i u[4];
+			u[0] = _mm256_and_si256(l0, m4);
+			u[1] = _mm256_and_si256(l1, m4);
+			u[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+			u[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+			u[0] = _mm256_or_si256(u[0], _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+			u[1] = _mm256_or_si256(u[1], _mm256_slli_epi16(
+							     _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+			u[2] = _mm256_or_si256(u[2], _mm256_slli_epi16(
+							     _mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+			u[3] = _mm256_or_si256(u[3], _mm256_slli_epi16(
+							     _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+			for (int k = 0; k < 4; k++) {
+				__m256i p = _mm256_maddubs_epi16(u[k], load256(q8 + 32 * k));
+				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
+				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum_ps(acc);
+}
+
+/* ---- float weights ---- */
+
+static void dot_f32(int64_t n, float *out, const void *vw, const void *va)
+{
+	const float *w = vw, *a = va;
+	__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+			  _mm256_setzero_ps() };
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32)
+		for (int k = 0; k < 4; k++)
+			acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * k),
+						 _mm256_loadu_ps(a + i + 8 * k), acc[k]);
+	float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+	for (; i < n; i++)
+		sum += w[i] * a[i];
+	*out = sum;
+}
+
+static void dot_f16(int64_t n, float *out, const void *vw, const void *va)
+{
+	const uint16_t *w = vw;
+	const float *a = va;
+	__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+			  _mm256_setzero_ps() };
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32)
+		for (int k = 0; k < 4; k++)
+			acc[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(w + i + 8 * k)),
+						 _mm256_loadu_ps(a + i + 8 * k), acc[k]);
+	float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+	for (; i < n; i++)
+		sum += half_load(w[i]) * a[i];
+	*out = sum;
+}
+
+static void dot_bf16(int64_t n, float *out, const void *vw, const void *va)
+{
+	const uint16_t *w = vw;
+	const float *a = va;
+	__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+			  _mm256_setzero_ps() };
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32)
+		for (int k = 0; k < 4; k++) {
+			__m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(w + i + 8 * k)), 16);
+			acc[k] = _mm256_fmadd_ps(_mm256_castsi256_ps(x), _mm256_loadu_ps(a + i + 8 * k),
+						 acc[k]);
+		}
+	float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+	for (; i < n; i++)
+		sum += bf16_to_f32(w[i]) * a[i];
+	*out = sum;
+}
+
+/* ---- activation quantizers ---- */
+
+static inline __m256 abs_ps(__m256 v)
+{
+	return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+static inline float hmax_ps(__m256 v)
+{
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	m = _mm_max_ss(m, _mm_movehdup_ps(m));
+	return _mm_cvtss_f32(m);
+}
+
+/* roundf(): ties away from zero. x - trunc(x) is exact for every float. */
+static inline __m256 round_away_ps(__m256 x)
+{
+	__m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+	__m256 frac = abs_ps(_mm256_sub_ps(x, t));
+	__m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+	__m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+	return _mm256_add_ps(t, up);
+}
+
+/* Packs 4 x 8 int32 (each within int8 range) into 32 bytes in order. */
+static inline __m256i pack_i32_to_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3)
+{
+	__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+	return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One 32-element block the Q8_0 way; returns d and writes the quants and
+ * their sum (for Q8_1's s). */
+static float q8_block(const float *x, int8_t *qs, uint16_t *d16, int *sum)
+{
+	__m256 v[4];
+	__m256 amax = _mm256_setzero_ps();
+	for (int k = 0; k < 4; k++) {
+		v[k] = _mm256_loadu_ps(x + 8 * k);
+		amax = _mm256_max_ps(amax, abs_ps(v[k]));
+	}
+	float d = hmax_ps(amax) / 127.0f;
+	float id = d ? 1.0f / d : 0.0f;
+	*d16 = f32_to_fp16(d);
+	__m256i q[4];
+	for (int k = 0; k < 4; k++)
+		q[k] = _mm256_cvttps_epi32(round_away_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+	_mm256_storeu_si256((__m256i *)qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+	*sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+	return d;
+}
+
+static void quantize_q8_0(const float *x, void *dst, int64_t n)
+{
+	struct block_q8_0 *y = dst;
+	int sum;
+	for (int64_t i = 0; i < n / QK; i++)
+		q8_block(x + i * QK, y[i].qs, &y[i].d, &sum);
+}
+
+static void quantize_q8_1(const float *x, void *dst, int64_t n)
+{
+	struct block_q8_1 *y = dst;
+	int sum;
+	for (int64_t i = 0; i < n / QK; i++) {
+		float d = q8_block(x + i * QK, y[i].qs, &y[i].d, &sum);
+		y[i].s = f32_to_fp16((float)sum * d);
+	}
+}
+
+/* The first element of largest magnitude (its sign sets Q8_K's scale). */
+static float q8k_signed_max(const float *x)
+{
+	__m256 amax = _mm256_setzero_ps();
+	for (int j = 0; j < QK_K; j += 8)
+		amax = _mm256_max_ps(amax, abs_ps(_mm256_loadu_ps(x + j)));
+	float m = hmax_ps(amax);
+	for (int j = 0; j < QK_K; j++)
+		if (x[j] == m || x[j] == -m)
+			return x[j];
+	return 0.0f;
+}
+
+static void quantize_q8_K(const float *x, void *dst, int64_t n)
+{
+	struct block_q8_K *y = dst;
+	for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+		float max = q8k_signed_max(x);
+		memset(&y[i], 0, sizeof y[i]);
+		if (max == 0.0f)
+			continue;
+		float iscale = -127.0f / max;
+		__m256 vs = _mm256_set1_ps(iscale);
+		for (int j = 0; j < QK_K; j += 32) {
+			__m256i q[4];
+			for (int k = 0; k < 4; k++) {
+				__m256 v = _mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8 * k));
+				v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+				q[k] = _mm256_min_epi32(_mm256_cvttps_epi32(v), _mm256_set1_epi32(127));
+			}
+			_mm256_storeu_si256((__m256i *)(y[i].qs + j), pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+			y[i].bsums[j / 16] = (int16_t)hsum_epi32(_mm256_add_epi32(q[0], q[1]));
+			y[i].bsums[j / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(q[2], q[3]));
+		}
+		y[i].d = 1.0f / iscale;
+	}
+}
 
 void quant_avx2_register(struct quant_kernels *k)
 {
-	(void)k;
+	k->dot[QTYPE_F32] = dot_f32;
+	k->dot[QTYPE_F16] = dot_f16;
+	k->dot[QTYPE_BF16] = dot_bf16;
+	k->dot[QTYPE_Q4_0] = dot_q4_0;
+	k->dot[QTYPE_Q4_1] = dot_q4_1;
+	k->dot[QTYPE_Q5_0] = dot_q5_0;
+	k->dot[QTYPE_Q5_1] = dot_q5_1;
+	k->dot[QTYPE_Q8_0] = dot_q8_0;
+	k->dot[QTYPE_Q4_K] = dot_q4_K;
+	k->dot[QTYPE_Q5_K] = dot_q5_K;
+	k->dot[QTYPE_Q6_K] = dot_q6_K;
+	k->quantize_act[QTYPE_Q8_0] = quantize_q8_0;
+	k->quantize_act[QTYPE_Q8_1] = quantize_q8_1;
+	k->quantize_act[QTYPE_Q8_K] = quantize_q8_K;
 }
