@@ -40,9 +40,11 @@ struct tok_entry {
 	uint8_t type;       /* enum token_type as stored */
 };
 
-/* Open-addressing hash from token text to id. slots[i] = id + 1, 0 empty. */
+/* Open-addressing hash from token text to id. A slot holds the text's hash
+ * in the high 32 bits (checked before touching the token) and id + 1 in the
+ * low 32 bits; 0 is empty. */
 struct tok_hash {
-	uint32_t *slots; /* [mask + 1] */
+	uint64_t *slots; /* [mask + 1] */
 	uint32_t mask;
 };
 

@@ -81,7 +81,7 @@ static const struct pre_tokenizer pre_table[] = {
 	{"deepseek-llm",
 	 {"[\r\n]", "\\s?[" RE_DS_LETTERS "]+",
 	  "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
-	  "\\s+$", RE_CJK, "\\p{N}+"}, false, false, false},
+	  "(?<!\\s)\\s++$", RE_CJK, "\\p{N}+"}, false, false, false},
 	{"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, false, false, false},
 	{"deepseek-v3|hunyuan-dense|joyai-llm|hy_v4",
 	 {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
