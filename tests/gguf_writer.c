@@ -170,14 +170,45 @@ static void kv_le(struct gguf_writer *w, const char *key, uint32_t vtype, uint64
 	put_le(w, v, n);
 }
 
-void gguf_writer_kv_u8(struct gguf_writer *w, const char *k, uint8_t v) { kv_le(w, k, GGUF_VT_UINT8, v, 1); }
-void gguf_writer_kv_i8(struct gguf_writer *w, const char *k, int8_t v) { kv_le(w, k, GGUF_VT_INT8, (uint8_t)v, 1); }
-void gguf_writer_kv_u16(struct gguf_writer *w, const char *k, uint16_t v) { kv_le(w, k, GGUF_VT_UINT16, v, 2); }
-void gguf_writer_kv_i16(struct gguf_writer *w, const char *k, int16_t v) { kv_le(w, k, GGUF_VT_INT16, (uint16_t)v, 2); }
-void gguf_writer_kv_i32(struct gguf_writer *w, const char *k, int32_t v) { kv_le(w, k, GGUF_VT_INT32, (uint32_t)v, 4); }
-void gguf_writer_kv_u64(struct gguf_writer *w, const char *k, uint64_t v) { kv_le(w, k, GGUF_VT_UINT64, v, 8); }
-void gguf_writer_kv_i64(struct gguf_writer *w, const char *k, int64_t v) { kv_le(w, k, GGUF_VT_INT64, (uint64_t)v, 8); }
-void gguf_writer_kv_bool(struct gguf_writer *w, const char *k, bool v) { kv_le(w, k, GGUF_VT_BOOL, v ? 1 : 0, 1); }
+void gguf_writer_kv_u8(struct gguf_writer *w, const char *k, uint8_t v)
+{
+	kv_le(w, k, GGUF_VT_UINT8, v, 1);
+}
+
+void gguf_writer_kv_i8(struct gguf_writer *w, const char *k, int8_t v)
+{
+	kv_le(w, k, GGUF_VT_INT8, (uint8_t)v, 1);
+}
+
+void gguf_writer_kv_u16(struct gguf_writer *w, const char *k, uint16_t v)
+{
+	kv_le(w, k, GGUF_VT_UINT16, v, 2);
+}
+
+void gguf_writer_kv_i16(struct gguf_writer *w, const char *k, int16_t v)
+{
+	kv_le(w, k, GGUF_VT_INT16, (uint16_t)v, 2);
+}
+
+void gguf_writer_kv_i32(struct gguf_writer *w, const char *k, int32_t v)
+{
+	kv_le(w, k, GGUF_VT_INT32, (uint32_t)v, 4);
+}
+
+void gguf_writer_kv_u64(struct gguf_writer *w, const char *k, uint64_t v)
+{
+	kv_le(w, k, GGUF_VT_UINT64, v, 8);
+}
+
+void gguf_writer_kv_i64(struct gguf_writer *w, const char *k, int64_t v)
+{
+	kv_le(w, k, GGUF_VT_INT64, (uint64_t)v, 8);
+}
+
+void gguf_writer_kv_bool(struct gguf_writer *w, const char *k, bool v)
+{
+	kv_le(w, k, GGUF_VT_BOOL, v ? 1 : 0, 1);
+}
 
 void gguf_writer_kv_u32(struct gguf_writer *w, const char *key, uint32_t v)
 {
