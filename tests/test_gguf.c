@@ -694,16 +694,15 @@ static void test_truncation(void)
 
 /* ---- corruption: random byte flips ---- */
 
-static void test_random_flips(int iterations)
+/* Flips 1..4 random bytes of buf per iteration (seeded, so reproducible):
+ * each copy either opens, and then every value and tensor byte is walked,
+ * or fails cleanly. */
+static void random_flips(const char *label, const uint8_t *buf, size_t size, int iterations,
+			 uint64_t seed)
 {
-	struct gguf_writer w;
-	small_file(&w, 3);
-	uint8_t *buf;
-	size_t size;
-	gguf_writer_finish(&w, &buf, &size);
 	size_t live = ing_mem_live();
 	long opened = 0, failed = 0;
-	rng_state = 0x5eed5eed12345678ull;
+	rng_state = seed;
 	for (int it = 0; it < iterations; it++) {
 		uint8_t *copy = dup_exact(buf, size);
 		int flips = 1 + (int)(rng_next() % 4);
@@ -722,15 +721,39 @@ static void test_random_flips(int iterations)
 			gguf_close(g);
 		} else {
 			failed++;
-			CHECK(g == NULL && err.code == rc && err.msg[0], "flip %d: unclean failure", it);
-			CHECK(rc == ING_ERR_FORMAT, "flip %d: %s: %s", it, ing_err_name(rc), err.msg);
+			CHECK(g == NULL && err.code == rc && err.msg[0], "%s, flip %d: unclean failure",
+			      label, it);
+			CHECK(rc == ING_ERR_FORMAT, "%s, flip %d: %s: %s", label, it, ing_err_name(rc),
+			      err.msg);
 		}
 		CHECK(ing_mem_live() == live, "flip %d: leaked %zu bytes", it, ing_mem_live() - live);
 		free(copy);
 	}
-	printf("random flips: %ld opened, %ld rejected\n", opened, failed);
-	CHECK(opened > 0 && failed > 0, "flips never hit one side: %ld opened, %ld failed", opened,
-	      failed);
+	printf("random flips, %s: %ld opened, %ld rejected\n", label, opened, failed);
+	CHECK(opened > 0 && failed > 0, "%s: flips never hit one side: %ld opened, %ld failed",
+	      label, opened, failed);
+}
+
+/* GGUF_FLIPS flips of the small file (tensors), a fifth as many of the file
+ * holding every value type. Build with -DGGUF_FLIPS=1000000 for a long run. */
+#ifndef GGUF_FLIPS
+#define GGUF_FLIPS 10000
+#endif
+static void test_random_flips(void)
+{
+	struct gguf_writer w;
+	uint8_t *buf;
+	size_t size;
+	small_file(&w, 3);
+	gguf_writer_finish(&w, &buf, &size);
+	random_flips("small file", buf, size, GGUF_FLIPS, 0x5eed5eed12345678ull);
+	free(buf);
+	gguf_writer_free(&w);
+	gguf_writer_init(&w, 3);
+	write_all_values(&w);
+	gguf_writer_tensor(&w, "t", QTYPE_Q4_K, 1, (const uint64_t[]){ 256 }, NULL);
+	gguf_writer_finish(&w, &buf, &size);
+	random_flips("all value types", buf, size, GGUF_FLIPS / 5, 0xfeedface01234567ull);
 	free(buf);
 	gguf_writer_free(&w);
 }
@@ -1139,7 +1162,7 @@ int main(void)
 	test_minimal_files();
 	small_file_layout();
 	test_truncation();
-	test_random_flips(10000);
+	test_random_flips();
 	test_bad_header();
 	test_bad_counts();
 	test_bad_keys_and_values();
