@@ -444,7 +444,8 @@ static int check_placement(struct gguf *g, ing_err *err)
 	for (uint64_t i = 1; i < g->n_tensors && rc == ING_OK; i++) {
 		const struct gguf_tensor *p = by_off[i - 1], *t = by_off[i];
 		if (t->offset < p->offset + p->nbytes)
-			rc = ing_err_set(err, ING_ERR_FORMAT, "offset %llu: tensors '%.*s' and '%.*s' overlap",
+			rc = ing_err_set(err, ING_ERR_FORMAT,
+					 "offset %llu: tensors '%.*s' and '%.*s' overlap",
 					 (unsigned long long)(g->data_offset + t->offset),
 					 (int)(p->name.len > 80 ? 80 : p->name.len), p->name.ptr,
 					 (int)(t->name.len > 80 ? 80 : t->name.len), t->name.ptr);
