@@ -96,8 +96,9 @@ void tokenizer_close(struct tokenizer *tk);
 
 /* Tokenizes len bytes of text (any bytes; invalid UTF-8 is tolerated) and
  * appends the ids to out. flags: TOKENIZER_ADD_SPECIAL,
- * TOKENIZER_PARSE_SPECIAL. On failure (ING_ERR_NOMEM, or ING_ERR_RANGE when
- * the regex engine gives up) out keeps the ids it had before the call. */
+ * TOKENIZER_PARSE_SPECIAL. On failure (ING_ERR_NOMEM, or ING_ERR_RANGE for
+ * text over 4 GiB or when the regex engine gives up) out keeps the ids it
+ * had before the call. Time is O(n log n) in len; scratch is per call. */
 int tokenizer_encode(const struct tokenizer *tk, const char *text, size_t len,
 		     unsigned flags, struct token_ids *out, ing_err *err);
 

@@ -101,6 +101,12 @@ static void setup_eog(struct tokenizer *tk)
 	mark_eog(tk, tk->fim_sep);
 	for (const char *const *s = eog_texts; *s; s++) {
 		int32_t id = find_str(tk, *s);
+		/* llama.cpp lists "</s>" for paddleocr, where it is a control
+		 * token; elsewhere (Gemma 3's HTML "</s>", Phi-3's user-defined
+		 * one) it is text, so we only take it when it is control. The
+		 * vocabularies whose EOS is "</s>" get it as EOS below. */
+		if (id >= 0 && strcmp(*s, "</s>") == 0 && tk->tokens[id].type != TOKEN_TYPE_CONTROL)
+			continue;
 		if (id >= 0) {
 			mark_eog(tk, id);
 			tk->tokens[id].attr |= TOK_ATTR_CONTROL;

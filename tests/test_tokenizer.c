@@ -254,6 +254,13 @@ static void test_special(const struct tokenizer *tk)
 	CHECK(!tokenizer_is_eog(tk, -1) && !tokenizer_is_eog(tk, tokenizer_n_vocab(tk)), "out of range is not EOG");
 	CHECK(tokenizer_is_control(tk, sot), "<start_of_turn> is control");
 
+	/* user-defined tokens are split out even without the flag */
+	int32_t nl2 = tokenizer_find_token(tk, "\n\n"), strike = tokenizer_find_token(tk, "</s>");
+	encode(tk, "a\n\nb</s>c", 0, &ids);
+	CHECK(nl2 >= 0 && strike >= 0 && contains(&ids, nl2) && contains(&ids, strike),
+	      "user-defined \\n\\n and </s> are single tokens");
+	CHECK(!tokenizer_is_eog(tk, strike), "Gemma's HTML </s> does not end generation");
+
 	int32_t chat[] = {tokenizer_bos(tk), sot};
 	char *s;
 	size_t n;
