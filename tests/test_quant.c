@@ -13,6 +13,19 @@
 #include "quant.h"
 #include "quant_int.h"
 
+/* Where SIMDe's headers are installed (Debian: libsimde-dev), the AVX-512
+ * kernels are also compiled into this test through SIMDe's portable
+ * emulation, so they get checked against the reference on CPUs without
+ * AVX-512 too. */
+#if defined(__has_include)
+#if __has_include(<simde/x86/avx512.h>)
+#define QUANT_AVX512_SIMDE 1
+/* 512-bit vector types passed by value without -mavx512f: ABI notes only */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "quant_avx512.c"
+#endif
+#endif
+
 static const enum qtype all_types[] = {
 	QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,
 	QTYPE_Q8_1, QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_Q8_K,
@@ -617,6 +630,21 @@ static void test_isa(void)
 		unsetenv("INGOT_ISA");
 }
 
+/* The AVX-512 kernels under SIMDe, on top of the scalar table (only the
+ * entries quant_avx512.c provides differ from the reference). */
+static void test_avx512_emulated(void)
+{
+#ifdef QUANT_AVX512_SIMDE
+	struct quant_kernels k = *quant_kernels_get(QUANT_ISA_SCALAR);
+	k.isa = QUANT_ISA_AVX512;
+	quant_avx512_simde_register(&k);
+	printf("testing avx512 kernels under SIMDe emulation\n");
+	test_simd_dot(&k);
+#else
+	printf("SKIP avx512 emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
+#endif
+}
+
 int main(void)
 {
 	test_traits();
@@ -643,5 +671,6 @@ int main(void)
 		test_simd_dot(k);
 		test_simd_quantize(k);
 	}
+	test_avx512_emulated();
 	return check_summary("test_quant");
 }
