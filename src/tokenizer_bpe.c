@@ -179,7 +179,7 @@ static int pair_push(struct bpe_ctx *c, int32_t l, int32_t r)
 	const struct tok_merge *m = merge_find(c->tk, c->syms[l].id, c->syms[r].id);
 	if (!m)
 		return ING_OK;
-	struct tok_heap_item it = {.k1 = (uint64_t)m->rank, .k2 = (uint64_t)l, .a = (uint32_t)r,
+	struct tok_heap_item it = {.key = ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)l, .a = (uint32_t)r,
 				   .b = c->syms[l].n + c->syms[r].n};
 	return tok_heap_push(&c->heap, it);
 }
@@ -191,7 +191,7 @@ static int merge_word(struct bpe_ctx *c, size_t n)
 		rc = pair_push(c, (int32_t)i - 1, (int32_t)i);
 	struct tok_heap_item it;
 	while (!rc && tok_heap_pop(&c->heap, &it)) {
-		int32_t l = (int32_t)it.k2, r = (int32_t)it.a;
+		int32_t l = (int32_t)(uint32_t)it.key, r = (int32_t)it.a;
 		struct bpe_sym *ls = &c->syms[l], *rs = &c->syms[r];
 		if (ls->n == 0 || rs->n == 0 || ls->n + rs->n != it.b)
 			continue; /* stale */
@@ -257,6 +257,8 @@ static int32_t whole_word(struct bpe_ctx *c, const char *word, size_t len)
 static int bpe_word(void *ctx, const char *word, size_t len, ing_err *err)
 {
 	struct bpe_ctx *c = ctx;
+	if (len > INT32_MAX)
+		return ing_err_set(err, ING_ERR_RANGE, "tokenizer: word of %zu bytes is too long", len);
 	int rc = reserve(c, len);
 	if (rc)
 		return ing_err_set(err, rc, "tokenizer: out of memory for a %zu-byte word", len);

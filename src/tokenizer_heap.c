@@ -1,15 +1,15 @@
 /* tokenizer_heap.c — a plain binary min-heap for the tokenizer's merge
  * loops (SPM bigrams by score, BPE bigrams by rank, special-token
- * candidates by length). Items carry a two-part key so each user can
- * encode its ordering (priority, then position) as integers. */
+ * candidates by length). Each user encodes its ordering (priority, then
+ * position) in one integer key. */
 #include "tokenizer_int.h"
 
 #include "mem.h"
 
-static bool heap_less(const struct tok_heap_item *x, const struct tok_heap_item *y)
-{
-	return x->k1 < y->k1 || (x->k1 == y->k1 && x->k2 < y->k2);
-}
+/* A 4-ary heap: half the depth of a binary one, and a node's children lie
+ * next to each other in memory, which is what counts once the heap is
+ * larger than the cache. */
+#define ARITY 4
 
 int tok_heap_push(struct tok_heap *h, struct tok_heap_item it)
 {
@@ -23,8 +23,8 @@ int tok_heap_push(struct tok_heap *h, struct tok_heap_item it)
 	}
 	size_t i = h->n++;
 	while (i > 0) {
-		size_t parent = (i - 1) / 2;
-		if (!heap_less(&it, &h->items[parent]))
+		size_t parent = (i - 1) / ARITY;
+		if (h->items[parent].key <= it.key)
 			break;
 		h->items[i] = h->items[parent];
 		i = parent;
@@ -41,15 +41,14 @@ bool tok_heap_pop(struct tok_heap *h, struct tok_heap_item *it)
 	struct tok_heap_item last = h->items[--h->n];
 	size_t i = 0, n = h->n;
 	for (;;) {
-		size_t l = 2 * i + 1, best = i;
-		const struct tok_heap_item *cur = &last;
-		if (l < n && heap_less(&h->items[l], cur)) {
-			best = l;
-			cur = &h->items[l];
-		}
-		if (l + 1 < n && heap_less(&h->items[l + 1], cur))
-			best = l + 1;
-		if (best == i)
+		size_t first = ARITY * i + 1, best = first;
+		if (first >= n)
+			break;
+		size_t end = first + ARITY < n ? first + ARITY : n;
+		for (size_t c = first + 1; c < end; c++)
+			if (h->items[c].key < h->items[best].key)
+				best = c;
+		if (h->items[best].key >= last.key)
 			break;
 		h->items[i] = h->items[best];
 		i = best;

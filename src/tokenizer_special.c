@@ -200,7 +200,7 @@ static int trie_node_new(struct tok_trie *t, uint8_t byte, int32_t *out)
 		t->nodes = p;
 		t->cap = cap;
 	}
-	t->nodes[t->n] = (struct tok_trie_node){.child = -1, .sibling = -1, .token = -1, .byte = byte};
+	t->nodes[t->n] = (struct tok_trie_node){.child = -1, .sibling = -1, .token = -1, .rank = 0, .byte = byte};
 	*out = (int32_t)t->n++;
 	return ING_OK;
 }
@@ -234,7 +234,7 @@ static int trie_child(struct tok_trie *t, int32_t node, uint8_t b, int32_t *out)
 	return ING_OK;
 }
 
-static int trie_insert(struct tok_trie *t, const char *s, size_t len, int32_t token)
+static int trie_insert(struct tok_trie *t, const char *s, size_t len, int32_t token, uint32_t rank)
 {
 	int32_t node = -1;
 	for (size_t i = 0; i < len; i++) {
@@ -243,6 +243,7 @@ static int trie_insert(struct tok_trie *t, const char *s, size_t len, int32_t to
 			return rc;
 	}
 	t->nodes[node].token = token;
+	t->nodes[node].rank = rank;
 	return ING_OK;
 }
 
@@ -253,16 +254,37 @@ void tok_trie_free(struct tok_trie *t)
 	t->n = t->cap = 0;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The trie of special texts. Each node's rank is its token's place in
+ * llama.cpp's order: longest text first (ties by id, which llama.cpp
+ * leaves to its unstable sort). */
 static int build_trie(struct tokenizer *tk, ing_err *err)
 {
 	memset(tk->special.root, 0xff, sizeof tk->special.root);
-	for (int32_t id = 0; id < tk->n_vocab; id++) {
-		if (!is_special_attr(tk->tokens[id].attr))
-			continue;
-		int rc = trie_insert(&tk->special, tok_text(tk, id), tk->tokens[id].text_len, id);
-		if (rc)
-			return ing_err_set(err, rc, "tokenizer: out of memory for special tokens");
+	size_t n = 0;
+	for (int32_t id = 0; id < tk->n_vocab; id++)
+		n += is_special_attr(tk->tokens[id].attr);
+	uint64_t *order = ing_malloc_array(n ? n : 1, sizeof *order); /* (~len, id) */
+	if (!order)
+		return ing_err_set(err, ING_ERR_NOMEM, "tokenizer: out of memory for special tokens");
+	n = 0;
+	for (int32_t id = 0; id < tk->n_vocab; id++)
+		if (is_special_attr(tk->tokens[id].attr))
+			order[n++] = ((uint64_t)(UINT32_MAX - tk->tokens[id].text_len) << 32) | (uint32_t)id;
+	qsort(order, n, sizeof *order, u64_cmp);
+	int rc = ING_OK;
+	for (size_t k = 0; k < n && !rc; k++) {
+		int32_t id = (int32_t)(uint32_t)order[k];
+		rc = trie_insert(&tk->special, tok_text(tk, id), tk->tokens[id].text_len, id, (uint32_t)k);
 	}
+	ing_free(order);
+	if (rc)
+		return ing_err_set(err, rc, "tokenizer: out of memory for special tokens");
 	return ING_OK;
 }
 
@@ -295,9 +317,9 @@ static bool eligible(const struct tokenizer *tk, int32_t id, bool parse_special)
 }
 
 /* Longest eligible special text at text[p..len) shorter than bound bytes;
- * returns its length (0 none) and the token in *id. */
+ * returns its length (0 none), its trie node in *node_out. */
 static uint32_t longest_at(const struct tokenizer *tk, const char *text, size_t len, size_t p,
-			   uint32_t bound, bool parse_special, int32_t *id)
+			   uint32_t bound, bool parse_special, const struct tok_trie_node **node_out)
 {
 	const struct tok_trie *t = &tk->special;
 	uint32_t best = 0;
@@ -309,7 +331,7 @@ static uint32_t longest_at(const struct tokenizer *tk, const char *text, size_t 
 		int32_t tok = t->nodes[node].token;
 		if (tok >= 0 && eligible(tk, tok, parse_special)) {
 			best = depth;
-			*id = tok;
+			*node_out = &t->nodes[node];
 		}
 		if (q >= len)
 			break;
@@ -321,13 +343,12 @@ static uint32_t longest_at(const struct tokenizer *tk, const char *text, size_t 
 	return best;
 }
 
-static int push_candidate(struct tok_heap *h, size_t p, uint32_t n, int32_t id)
+static int push_candidate(struct tok_heap *h, size_t p, uint32_t n, const struct tok_trie_node *node)
 {
 	struct tok_heap_item it = {
-		.k1 = ((uint64_t)(UINT32_MAX - n) << 32) | (uint32_t)id,
-		.k2 = p,
+		.key = ((uint64_t)node->rank << 32) | (uint32_t)p,
 		.a = n,
-		.b = (uint32_t)id,
+		.b = (uint32_t)node->token,
 	};
 	return tok_heap_push(h, it);
 }
@@ -361,24 +382,23 @@ static int run_candidates(const struct tokenizer *tk, const char *text, size_t l
 {
 	struct tok_heap h = {0};
 	int rc = ING_OK;
+	const struct tok_trie_node *node;
 	for (size_t p = 0; p < len && !rc; p++) {
-		int32_t id;
-		uint32_t n = longest_at(tk, text, len, p, UINT32_MAX, parse_special, &id);
+		uint32_t n = longest_at(tk, text, len, p, UINT32_MAX, parse_special, &node);
 		if (n)
-			rc = push_candidate(&h, p, n, id);
+			rc = push_candidate(&h, p, n, node);
 	}
 	struct tok_heap_item it;
 	while (!rc && tok_heap_pop(&h, &it)) {
-		size_t p = it.k2;
+		size_t p = (uint32_t)it.key;
 		if (span_raw(state, p, it.a)) {
 			take(tk, text, len, state, p, it.a, (int32_t)it.b);
-			rc = tok_heap_push(taken, (struct tok_heap_item){.k1 = p, .a = it.a, .b = it.b});
+			rc = tok_heap_push(taken, (struct tok_heap_item){.key = p, .a = it.a, .b = it.b});
 			continue;
 		}
-		int32_t id;
-		uint32_t n = longest_at(tk, text, len, p, it.a, parse_special, &id);
+		uint32_t n = longest_at(tk, text, len, p, it.a, parse_special, &node);
 		if (n)
-			rc = push_candidate(&h, p, n, id);
+			rc = push_candidate(&h, p, n, node);
 	}
 	tok_heap_free(&h);
 	return rc;
@@ -426,10 +446,10 @@ static int collect(const uint8_t *state, size_t len, struct tok_heap *taken, str
 	struct tok_heap_item it;
 	int rc = ING_OK;
 	while (!rc && tok_heap_pop(taken, &it)) {
-		rc = push_raw_runs(state, cursor, it.k1, v, n, &cap);
+		rc = push_raw_runs(state, cursor, it.key, v, n, &cap);
 		if (!rc)
-			rc = frag_push(v, n, &cap, (struct tok_frag){(int32_t)it.b, (uint32_t)it.k1, it.a});
-		cursor = it.k1 + it.a;
+			rc = frag_push(v, n, &cap, (struct tok_frag){(int32_t)it.b, (uint32_t)it.key, it.a});
+		cursor = it.key + it.a;
 	}
 	if (!rc)
 		rc = push_raw_runs(state, cursor, len, v, n, &cap);

@@ -43,7 +43,7 @@ static int try_pair(const struct tokenizer *tk, const char *text, const struct s
 	if (id < 0)
 		return ING_OK;
 	struct tok_heap_item it = {
-		.k1 = score_key(tk->tokens[id].score), .k2 = (uint64_t)l, .a = (uint32_t)r, .b = n};
+		.key = (score_key(tk->tokens[id].score) << 32) | (uint32_t)l, .a = (uint32_t)r, .b = n};
 	return tok_heap_push(h, it);
 }
 
@@ -90,7 +90,7 @@ static int merge_all(const struct tokenizer *tk, const char *text, struct spm_sy
 		rc = try_pair(tk, text, syms, (int32_t)i - 1, (int32_t)i, h);
 	struct tok_heap_item it;
 	while (!rc && tok_heap_pop(h, &it)) {
-		int32_t l = (int32_t)it.k2, r = (int32_t)it.a;
+		int32_t l = (int32_t)(uint32_t)it.key, r = (int32_t)it.a;
 		struct spm_sym *ls = &syms[l], *rs = &syms[r];
 		if (ls->n == 0 || rs->n == 0 || ls->n + rs->n != it.b)
 			continue; /* stale */
@@ -111,6 +111,8 @@ int tok_spm_encode(const struct tokenizer *tk, const char *text, size_t len, str
 {
 	if (len == 0)
 		return ING_OK;
+	if (len > INT32_MAX)
+		return ing_err_set(err, ING_ERR_RANGE, "tokenizer: fragment of %zu bytes is too long", len);
 	struct spm_sym *syms = ing_malloc_array(len, sizeof *syms);
 	struct tok_heap h = {0};
 	int rc = syms ? ING_OK : ING_ERR_NOMEM;
