@@ -17,6 +17,7 @@
 #include "gguf.h"
 #include "mem.h"
 #include "tokenizer.h"
+#include "tokenizer_int.h" /* the pre-tokenizer table, tested directly */
 
 static double now(void)
 {
@@ -487,9 +488,73 @@ static void test_alloc_failures(const char *path, const char *name)
 	gguf_close(g);
 }
 
+/* ---- pre-tokenizers without a vocabulary in testdata ------------------- */
+
+struct words {
+	char buf[512];
+	size_t n;
+};
+
+static int collect_word(void *ctx, const char *w, size_t len, ing_err *err)
+{
+	struct words *ws = ctx;
+	if (ws->n + len + 1 < sizeof ws->buf) {
+		memcpy(ws->buf + ws->n, w, len);
+		ws->n += len;
+		ws->buf[ws->n++] = '|';
+	}
+	return ING_OK;
+}
+
+/* Splits text with pre-tokenizer name; want is the words joined by '|'. */
+static void check_split(const char *name, const char *text, const char *want)
+{
+	const struct pre_tokenizer *pre = tok_pre_find(name);
+	CHECK(pre != NULL, "pre-tokenizer %s is known", name);
+	if (!pre)
+		return;
+	void *st = NULL;
+	ing_err err = {0};
+	int rc = tok_pre_compile(pre, &st, &err);
+	CHECK(rc == ING_OK, "%s compiles: %s", name, err.msg);
+	if (rc)
+		return;
+	struct words ws = {.n = 0};
+	rc = tok_pre_split(st, text, strlen(text), collect_word, &ws, &err);
+	ws.buf[ws.n] = '\0';
+	CHECK(rc == ING_OK && strcmp(ws.buf, want) == 0, "%s splits '%s' as '%s', got '%s'", name, text, want,
+	      ws.buf);
+	tok_pre_free(st);
+}
+
+static void test_pre_tokenizers(void)
+{
+	static const char *const names[] = {
+		"default", "gpt-2", "mpt", "olmo", "llama3", "llama-bpe", "dbrx", "smaug-bpe", "chatglm-bpe",
+		"qwen2", "stablelm2", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "starcoder",
+		"refact", "command-r", "smollm", "poro-chat", "bloom", "viking", "tekken", "gpt-4o", "llama4",
+		"seed-coder", "bailingmoe", "exaone", "codeshell", "jais", "megrez", NULL,
+	};
+	for (const char *const *n = names; *n; n++)
+		check_split(*n, "Hello world", "Hello| world|"); /* compiles, splits words */
+	CHECK(tok_pre_find("no-such-pre") == NULL, "unknown pre-tokenizer is NULL");
+
+	check_split("gpt-2", "it's  12345 x\n\ny", "it|'s| | 12345| x|\n|\n|y|");
+	check_split("llama3", "I'M 12345 don't\n\n  x", "I|'M| |123|45| don|'t|\n\n| | x|");
+	check_split("qwen2", "a 123", "a| |1|2|3|");
+	check_split("starcoder", "x=123", "x|=|1|2|3|");
+	check_split("falcon", "1234567 a.b", "123|456|7| a|.|b|");
+	check_split("deepseek-coder", "ab12 cd!", "ab|1|2| cd|!|");
+	check_split("deepseek-llm", "ab 12\nc  ", "ab| |12|\n|c|  |");
+	check_split("gpt-4o", "HelloWorld ABCdef", "Hello|World| ABCdef|");
+	check_split("tekken", "HelloWorld", "Hello|World|");
+	check_split("bloom", "a, b", "a|,| b|");
+}
+
 int main(void)
 {
 	test_conformance();
+	test_pre_tokenizers();
 
 	char path[1024];
 	snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", check_testdata_dir());
