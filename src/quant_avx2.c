@@ -322,6 +322,15 @@ static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
 	*out = hsum_ps(acc) - hsum_ps128(accm);
 }
 
+/* ---- K-quants with 16-element sub-blocks (Q2_K, Q3_K, Q6_K) ----
+ *
+ * These decode 32 elements at a time into unsigned quants u (q plus a fixed
+ * offset). A 32-element quarter spans two sub-blocks: after maddubs the low
+ * 128-bit lane holds the first, the high lane the second, so the int16
+ * scales are broadcast pairwise (scales_pair) before madd. The offset is
+ * taken back once per super-block from the activation bsums:
+ * sum_s sc[s] * (sum u*a - off * bsum[s]). */
+
 /* Control for _mm256_shuffle_epi8 that puts int16 element 2k of the lane in
  * every slot of the low lane and element 2k+1 in every slot of the high one
  * (both lanes holding the same 8 scales). */
@@ -332,48 +341,143 @@ static inline __m256i bcast_pair16(int k)
 	return _mm256_set_m128i(hi, lo);
 }
 
-/* Q6_K: quants are unsigned 6-bit values u = q + 32, so the dot is
- * sum_s sc[s] * (sum u*a - 32 * bsum[s]); the correction comes from the
- * activation block's bsums once per super-block. Each 32-element quarter
- * spans two sub-blocks of 16: the low 128-bit lane of maddubs covers the
- * first, the high lane the second, hence bcast_pair16. */
+/* The 8 int16 scales of half h (sub-blocks 8h .. 8h+7) in both lanes. */
+static inline __m256i scales_half(__m256i sc16, int h)
+{
+	return h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+		 : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+}
+
+/* Scaled int32 partial sums of quarter k of a half: u the 32 unsigned
+ * quants, q8 its 32 activations, sc from scales_half(). */
+static inline __m256i quarter_dot(__m256i u, const int8_t *q8, __m256i sc, int k)
+{
+	__m256i p = _mm256_maddubs_epi16(u, load256(q8));
+	return _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, bcast_pair16(k)));
+}
+
+/* -off * sum_s sc[s] * bsum[s] as 8 int32: the start of a super-block's
+ * integer sum (off a power of two, 1 << off_log2). */
+static inline __m256i offset_correction(__m256i sc16, const int16_t *bsums, int off_log2)
+{
+	__m256i corr = _mm256_madd_epi16(sc16, load256(bsums));
+	return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, off_log2));
+}
+
+/* Q6_K: u = q + 32 (6 bits: 4 from ql, 2 from qh). */
+static inline __m256i q6k_half_dot(const struct block_q6_K *b, const int8_t *q8, __m256i sc16, int h)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+	const uint8_t *ql = b->ql + 64 * h;
+	__m256i sc = scales_half(sc16, h);
+	__m256i qh = load256(b->qh + 32 * h);
+	__m256i l0 = load256(ql), l1 = load256(ql + 32);
+	__m256i u0 = _mm256_and_si256(l0, m4);
+	__m256i u1 = _mm256_and_si256(l1, m4);
+	__m256i u2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
+	__m256i u3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
+	u0 = _mm256_or_si256(u0, _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+	u1 = _mm256_or_si256(u1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+	u2 = _mm256_or_si256(u2, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+	u3 = _mm256_or_si256(u3, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+	__m256i s01 = _mm256_add_epi32(quarter_dot(u0, q8, sc, 0), quarter_dot(u1, q8 + 32, sc, 1));
+	__m256i s23 = _mm256_add_epi32(quarter_dot(u2, q8 + 64, sc, 2), quarter_dot(u3, q8 + 96, sc, 3));
+	return _mm256_add_epi32(s01, s23);
+}
+
 static void dot_q6_K(int64_t n, float *out, const void *vw, const void *va)
 {
 	const struct block_q6_K *w = vw;
 	const struct block_q8_K *a = va;
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t i = 0; i < n / QK_K; i++) {
 		float d = half_load(w[i].d) * a[i].d;
 		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-		__m256i corr = _mm256_madd_epi16(sc16, load256(a[i].bsums));
-		__m256i sumi = _mm256_slli_epi32(corr, 5);
-		sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
-		for (int h = 0; h < 2; h++) {
-			const uint8_t *ql = w[i].ql + 64 * h;
-			const int8_t *q8 = a[i].qs + 128 * h;
-			__m256i sc = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
-				       : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-			__m256i qh = load256(w[i].qh + 32 * h);
-			__m256i l0 = load256(ql), l1 = load256(ql + 32);
-			__m256i u[4];
-			u[0] = _mm256_and_si256(l0, m4);
-			u[1] = _mm256_and_si256(l1, m4);
-			u[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
-			u[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-			u[0] = _mm256_or_si256(u[0], _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-			u[1] = _mm256_or_si256(u[1], _mm256_slli_epi16(
-							     _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-			u[2] = _mm256_or_si256(u[2], _mm256_slli_epi16(
-							     _mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-			u[3] = _mm256_or_si256(u[3], _mm256_slli_epi16(
-							     _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-			for (int k = 0; k < 4; k++) {
-				__m256i p = _mm256_maddubs_epi16(u[k], load256(q8 + 32 * k));
-				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
-				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
-			}
-		}
+		__m256i sumi = offset_correction(sc16, a[i].bsums, 5);
+		sumi = _mm256_add_epi32(sumi, q6k_half_dot(&w[i], a[i].qs, sc16, 0));
+		sumi = _mm256_add_epi32(sumi, q6k_half_dot(&w[i], a[i].qs + 128, sc16, 1));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum_ps(acc);
+}
+
+/* Q2_K: u = q (2 bits at 2j of qs[32n + l]), no offset; the mins are a
+ * separate term: value = d*sc*q - dmin*m. */
+static inline __m256i q2k_half_dot(const uint8_t *qs, const int8_t *q8, __m256i sc)
+{
+	const __m256i m2 = _mm256_set1_epi8(3);
+	__m256i q = load256(qs);
+	__m256i s0 = quarter_dot(_mm256_and_si256(q, m2), q8, sc, 0);
+	__m256i s1 = quarter_dot(_mm256_and_si256(_mm256_srli_epi16(q, 2), m2), q8 + 32, sc, 1);
+	__m256i s2 = quarter_dot(_mm256_and_si256(_mm256_srli_epi16(q, 4), m2), q8 + 64, sc, 2);
+	__m256i s3 = quarter_dot(_mm256_and_si256(_mm256_srli_epi16(q, 6), m2), q8 + 96, sc, 3);
+	return _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
+}
+
+static void dot_q2_K(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q2_K *w = vw;
+	const struct block_q8_K *a = va;
+	const __m128i m4 = _mm_set1_epi8(0x0f);
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float d = half_load(w[i].d) * a[i].d;
+		float dmin = half_load(w[i].dmin) * a[i].d;
+		__m128i raw = load128(w[i].scales);
+		__m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+		__m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+		__m256i msum = _mm256_madd_epi16(mn16, load256(a[i].bsums));
+		accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(msum), accm);
+		__m256i sumi = q2k_half_dot(w[i].qs, a[i].qs, scales_half(sc16, 0));
+		sumi = _mm256_add_epi32(sumi, q2k_half_dot(w[i].qs + 32, a[i].qs + 128, scales_half(sc16, 1)));
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	*out = hsum_ps(acc) - hsum_ps(accm);
+}
+
+/* Q3_K scales: 16 six-bit values minus 32 as int16 (the layout of
+ * quant_q3k_scales_unpack, four at a time: low nibbles from bytes 0..7,
+ * high bit pairs from bytes 8..11). */
+static inline __m256i q3k_scales(const uint8_t p[12])
+{
+	uint32_t u[3];
+	memcpy(u, p, 12);
+	uint32_t s0 = (u[0] & 0x0f0f0f0f) | (u[2] & 0x03030303) << 4;
+	uint32_t s1 = (u[1] & 0x0f0f0f0f) | ((u[2] >> 2) & 0x03030303) << 4;
+	uint32_t s2 = ((u[0] >> 4) & 0x0f0f0f0f) | ((u[2] >> 4) & 0x03030303) << 4;
+	uint32_t s3 = ((u[1] >> 4) & 0x0f0f0f0f) | ((u[2] >> 6) & 0x03030303) << 4;
+	__m128i s = _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+	return _mm256_cvtepi8_epi16(s);
+}
+
+/* Q3_K: u = q + 4 = 2 low bits | hmask bit << 2 (the bit is set when no 4
+ * is subtracted). Half h uses hmask bits 4h .. 4h+3. */
+static inline __m256i q3k_half_dot(const struct block_q3_K *b, const int8_t *q8, __m256i sc16, int h)
+{
+	const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+	__m256i sc = scales_half(sc16, h);
+	__m256i q = load256(b->qs + 32 * h), hm = load256(b->hmask);
+	__m256i sum = _mm256_setzero_si256();
+	for (int j = 0; j < 4; j++) {
+		__m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m2);
+		__m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+		__m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+		sum = _mm256_add_epi32(sum, quarter_dot(u, q8 + 32 * j, sc, j));
+	}
+	return sum;
+}
+
+static void dot_q3_K(int64_t n, float *out, const void *vw, const void *va)
+{
+	const struct block_q3_K *w = vw;
+	const struct block_q8_K *a = va;
+	__m256 acc = _mm256_setzero_ps();
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float d = half_load(w[i].d) * a[i].d;
+		__m256i sc16 = q3k_scales(w[i].scales);
+		__m256i sumi = offset_correction(sc16, a[i].bsums, 2);
+		sumi = _mm256_add_epi32(sumi, q3k_half_dot(&w[i], a[i].qs, sc16, 0));
+		sumi = _mm256_add_epi32(sumi, q3k_half_dot(&w[i], a[i].qs + 128, sc16, 1));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
 	}
 	*out = hsum_ps(acc);
@@ -552,6 +656,8 @@ void quant_avx2_register(struct quant_kernels *k)
 	k->dot[QTYPE_Q5_0] = dot_q5_0;
 	k->dot[QTYPE_Q5_1] = dot_q5_1;
 	k->dot[QTYPE_Q8_0] = dot_q8_0;
+	k->dot[QTYPE_Q2_K] = dot_q2_K;
+	k->dot[QTYPE_Q3_K] = dot_q3_K;
 	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q5_K] = dot_q5_K;
 	k->dot[QTYPE_Q6_K] = dot_q6_K;
