@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "gguf.h"
+#include "gguf_writer.h"
 #include "mem.h"
 #include "tokenizer.h"
 #include "tokenizer_int.h" /* the pre-tokenizer table, tested directly */
@@ -551,10 +552,220 @@ static void test_pre_tokenizers(void)
 	check_split("bloom", "a, b", "a|,| b|");
 }
 
+/* ---- small vocabularies built in memory --------------------------------- */
+
+/* Opens a tokenizer over the GGUF w describes; returns the status and
+ * leaves the message in err. */
+static int open_written(struct gguf_writer *w, struct tokenizer **tk, ing_err *err)
+{
+	uint8_t *buf;
+	size_t size;
+	struct gguf *g;
+	gguf_writer_finish(w, &buf, &size);
+	int rc = gguf_open_memory(buf, size, &g, err);
+	CHECK(rc == ING_OK, "written GGUF opens: %s", err->msg);
+	*tk = NULL;
+	if (!rc) {
+		rc = tokenizer_open(g, tk, err);
+		gguf_close(g);
+	}
+	free(buf);
+	gguf_writer_free(w);
+	return rc;
+}
+
+/* A byte-level vocabulary: the 256 byte stand-ins, then "ab", "abc", "xyz"
+ * (no merges lead to it), "<|eot_id|>" (control), "<tag>" (user-defined). */
+static struct tokenizer *bpe_vocab(const char *pre)
+{
+	static char chars[256][3];
+	const char *toks[261];
+	int32_t types[261];
+	for (int b = 0; b < 256; b++) {
+		size_t n = tok_bpe_byte_char((uint8_t)b, chars[b]);
+		chars[b][n] = '\0';
+		toks[b] = chars[b];
+		types[b] = TOKEN_TYPE_NORMAL;
+	}
+	const char *extra[] = {"ab", "abc", "xyz", "<|eot_id|>", "<tag>"};
+	const int32_t extra_type[] = {1, 1, 1, 3, 4};
+	for (int i = 0; i < 5; i++) {
+		toks[256 + i] = extra[i];
+		types[256 + i] = extra_type[i];
+	}
+	const char *merges[] = {"a b", "ab c"};
+	struct gguf_writer w;
+	gguf_writer_init(&w, 3);
+	gguf_writer_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+	gguf_writer_kv_str(&w, "tokenizer.ggml.pre", pre);
+	gguf_writer_kv_arr_str(&w, "tokenizer.ggml.tokens", 261, toks);
+	gguf_writer_kv_arr_i32(&w, "tokenizer.ggml.token_type", 261, types);
+	gguf_writer_kv_arr_str(&w, "tokenizer.ggml.merges", 2, merges);
+	struct tokenizer *tk;
+	ing_err err = {0};
+	int rc = open_written(&w, &tk, &err);
+	CHECK(rc == ING_OK, "byte-level vocab (%s) opens: %s", pre, err.msg);
+	return tk;
+}
+
+static bool ids_are(const struct token_ids *ids, size_t n, const int32_t *want)
+{
+	return ids->n == n && memcmp(ids->ids, want, n * sizeof *want) == 0;
+}
+
+static void test_bpe_synthetic(void)
+{
+	struct tokenizer *gpt2 = bpe_vocab("gpt-2"), *llama3 = bpe_vocab("llama3");
+	if (!gpt2 || !llama3) {
+		tokenizer_close(gpt2);
+		tokenizer_close(llama3);
+		return;
+	}
+	struct token_ids ids = {0};
+	int32_t x = tokenizer_find_token(gpt2, "x"), y = tokenizer_find_token(gpt2, "y"),
+		z = tokenizer_find_token(gpt2, "z");
+	encode(gpt2, "abc", 0, &ids);
+	CHECK(ids_are(&ids, 1, (int32_t[]){257}), "merges build abc");
+	encode(gpt2, "xyz", 0, &ids);
+	CHECK(ids_are(&ids, 3, (int32_t[]){x, y, z}), "no merge leads to xyz under gpt-2");
+	encode(llama3, "xyz", 0, &ids);
+	CHECK(ids_are(&ids, 1, (int32_t[]){258}), "llama3 ignores merges for a whole-word token");
+
+	encode(gpt2, "a<tag>b", 0, &ids);
+	CHECK(ids.n == 3 && ids.ids[1] == 260, "user-defined <tag> split out without the flag");
+	encode(gpt2, "<|eot_id|>", 0, &ids);
+	CHECK(ids.n > 1 && !contains(&ids, 259), "control text is plain without the flag");
+	encode(gpt2, "<|eot_id|>", TOKENIZER_PARSE_SPECIAL, &ids);
+	CHECK(ids_are(&ids, 1, (int32_t[]){259}), "control text parsed with the flag");
+	CHECK(tokenizer_is_eog(gpt2, 259) && tokenizer_eot(gpt2) == 259, "<|eot_id|> is EOT and EOG");
+
+	char *s;
+	size_t n;
+	ing_err err = {0};
+	encode(gpt2, "a ,b 's", 0, &ids);
+	CHECK(tokenizer_decode(gpt2, ids.ids, ids.n, 0, &s, &n, &err) == ING_OK && strcmp(s, "a,b's") == 0,
+	      "gpt-2 decode cleans spaces before punctuation");
+	ing_free(s);
+	token_ids_free(&ids);
+	tokenizer_close(gpt2);
+	tokenizer_close(llama3);
+}
+
+/* A SentencePiece vocabulary named name: <unk> <s> </s>, byte tokens,
+ * "▁", "▁x", "x", "<|end|>" (control). */
+static struct tokenizer *spm_vocab(const char *name)
+{
+	static char bytes[256][7];
+	const char *toks[263];
+	int32_t types[263];
+	float scores[263];
+	const char *head[] = {"<unk>", "<s>", "</s>"};
+	const int32_t head_type[] = {2, 3, 3};
+	for (int i = 0; i < 3; i++) {
+		toks[i] = head[i];
+		types[i] = head_type[i];
+	}
+	for (int b = 0; b < 256; b++) {
+		snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+		toks[3 + b] = bytes[b];
+		types[3 + b] = TOKEN_TYPE_BYTE;
+	}
+	const char *tail[] = {"\xe2\x96\x81", "\xe2\x96\x81x", "x", "<|end|>"};
+	const int32_t tail_type[] = {1, 1, 1, 3};
+	for (int i = 0; i < 4; i++) {
+		toks[259 + i] = tail[i];
+		types[259 + i] = tail_type[i];
+	}
+	for (int i = 0; i < 263; i++)
+		scores[i] = -(float)i;
+	struct gguf_writer w;
+	gguf_writer_init(&w, 3);
+	gguf_writer_kv_str(&w, "general.name", name);
+	gguf_writer_kv_str(&w, "tokenizer.ggml.model", "llama");
+	gguf_writer_kv_arr_str(&w, "tokenizer.ggml.tokens", 263, toks);
+	gguf_writer_kv_arr_i32(&w, "tokenizer.ggml.token_type", 263, types);
+	gguf_writer_kv_arr_f32(&w, "tokenizer.ggml.scores", 263, scores);
+	struct tokenizer *tk;
+	ing_err err = {0};
+	int rc = open_written(&w, &tk, &err);
+	CHECK(rc == ING_OK, "SPM vocab (%s) opens: %s", name, err.msg);
+	return tk;
+}
+
+static void test_spm_synthetic(void)
+{
+	struct tokenizer *phi3 = spm_vocab("Phi3"), *other = spm_vocab("other");
+	if (!phi3 || !other) {
+		tokenizer_close(phi3);
+		tokenizer_close(other);
+		return;
+	}
+	struct token_ids ids = {0};
+	const int32_t sp = 259, spx = 260, end = 262, a = 3 + 'a';
+	/* Phi-3 strips the spaces after its special tokens (RSTRIP) */
+	encode(phi3, "a<|end|>  x", TOKENIZER_PARSE_SPECIAL | TOKENIZER_ADD_SPECIAL, &ids);
+	CHECK(ids_are(&ids, 5, (int32_t[]){1, sp, a, end, spx}), "phi3: rstrip after <|end|>");
+	encode(other, "a<|end|>  x", TOKENIZER_PARSE_SPECIAL, &ids);
+	CHECK(ids_are(&ids, 6, (int32_t[]){sp, a, end, sp, sp, spx}), "others keep the spaces");
+	encode(other, "x", TOKENIZER_ADD_SPECIAL, &ids);
+	CHECK(ids_are(&ids, 2, (int32_t[]){1, spx}), "SPM: BOS and the space prefix");
+
+	char *s;
+	size_t n;
+	ing_err err = {0};
+	CHECK(tokenizer_decode(other, ids.ids, ids.n, TOKENIZER_REMOVE_SPECIAL, &s, &n, &err) == ING_OK &&
+		      strcmp(s, " x") == 0,
+	      "REMOVE_SPECIAL drops BOS and keeps the space, as llama.cpp");
+	ing_free(s);
+	CHECK(tokenizer_decode(other, ids.ids + 1, 1, 0, &s, &n, &err) == ING_OK && strcmp(s, "x") == 0,
+	      "the first token loses its space prefix");
+	ing_free(s);
+	token_ids_free(&ids);
+	tokenizer_close(phi3);
+	tokenizer_close(other);
+}
+
+/* Metadata the tokenizer must refuse, with the right status. */
+static void test_bad_metadata(void)
+{
+	static const struct {
+		const char *model, *pre;
+		int ntok, dup, want;
+	} cases[] = {
+		{NULL, NULL, 3, 0, ING_ERR_NOTFOUND},      /* no tokenizer.ggml.model */
+		{"bert", NULL, 3, 0, ING_ERR_UNSUPPORTED},
+		{"gpt2", "no-such-pre", 3, 0, ING_ERR_UNSUPPORTED},
+		{"llama", NULL, 0, 0, ING_ERR_NOTFOUND},   /* no tokens */
+		{"llama", NULL, 3, 1, ING_ERR_FORMAT},     /* duplicate token */
+		{"gpt2", "gpt-2", 3, 0, ING_ERR_FORMAT},   /* no merges */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const char *toks[] = {"a", "b", cases[i].dup ? "a" : "c"};
+		struct gguf_writer w;
+		gguf_writer_init(&w, 3);
+		if (cases[i].model)
+			gguf_writer_kv_str(&w, "tokenizer.ggml.model", cases[i].model);
+		if (cases[i].pre)
+			gguf_writer_kv_str(&w, "tokenizer.ggml.pre", cases[i].pre);
+		if (cases[i].ntok)
+			gguf_writer_kv_arr_str(&w, "tokenizer.ggml.tokens", (size_t)cases[i].ntok, toks);
+		struct tokenizer *tk;
+		ing_err err = {0};
+		int rc = open_written(&w, &tk, &err);
+		CHECK(rc == cases[i].want && tk == NULL, "bad metadata %zu: status %d (%s), want %d", i, rc,
+		      err.msg, cases[i].want);
+		CHECK(rc == ING_OK || err.msg[0] != '\0', "bad metadata %zu has a message", i);
+		tokenizer_close(tk);
+	}
+}
+
 int main(void)
 {
 	test_conformance();
 	test_pre_tokenizers();
+	test_bpe_synthetic();
+	test_spm_synthetic();
+	test_bad_metadata();
 
 	char path[1024];
 	snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", check_testdata_dir());
