@@ -151,7 +151,7 @@ int tokenizer_encode(const struct tokenizer *tk, const char *text, size_t len, u
 	ing_free(frags);
 	if (rc) {
 		out->n = n0;
-		if (rc == ING_ERR_NOMEM && (!err || err->code != ING_ERR_NOMEM))
+		if (rc == ING_ERR_NOMEM) /* token_ids_push fails without a message */
 			ing_err_set(err, rc, "tokenizer: out of memory encoding %zu bytes", len);
 	}
 	return rc;
