@@ -13,18 +13,10 @@
 #include "quant.h"
 #include "quant_int.h"
 
-/* Where SIMDe's headers are installed (Debian: libsimde-dev), the AVX-512
- * kernels are also compiled into this test through SIMDe's portable
- * emulation, so they get checked against the reference on CPUs without
- * AVX-512 too. */
-#if defined(__has_include)
-#if __has_include(<simde/x86/avx512.h>)
-#define QUANT_AVX512_SIMDE 1
-/* 512-bit vector types passed by value without -mavx512f: ABI notes only */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#include "quant_avx512.c"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h> /* before SIMDe (below), whose aliases would clash */
 #endif
-#endif
+
 
 static const enum qtype all_types[] = {
 	QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,
@@ -189,6 +181,43 @@ static void test_fp16_random(void)
 		bad += !ok;
 	}
 	CHECK(bad == 0, "f32_to_fp16: %ld random floats not rounded to nearest even", bad);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The SIMD kernels convert fp16 with the F16C instructions, so those must
+ * agree with fp16_to_f32 / f32_to_fp16 bit for bit: all 65536 halves one
+ * way, random bit patterns (NaN, inf, subnormals included) the other. The
+ * one allowed difference: F16C sets the quiet bit of a signalling NaN half,
+ * fp16_to_f32 keeps the payload as it is (both are NaN). */
+__attribute__((target("f16c"))) static void test_fp16_vs_f16c(void)
+{
+	long bad_dec = 0, bad_enc = 0;
+	for (uint32_t h = 0; h < 65536; h++) {
+		uint32_t hw = f32_bits(_cvtsh_ss((uint16_t)h)), sw = f32_bits(fp16_to_f32((uint16_t)h));
+		if (isnan(f32_from_bits(sw))) /* F16C quiets signalling NaNs; we keep them */
+			hw &= ~0x00400000u, sw &= ~0x00400000u;
+		bad_dec += hw != sw;
+	}
+	for (int i = 0; i < 1000000; i++) {
+		float x = f32_from_bits(rng_u32() ^ rng_u32() << 16);
+		if (i % 4 == 0) /* concentrate on the half range */
+			x = f32_from_bits((rng_u32() & 0x807fffffu) | (97u + rng_u32() % 50) << 23);
+		bad_enc += _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT) != f32_to_fp16(x);
+	}
+	CHECK(bad_dec == 0, "fp16_to_f32 differs from F16C on %ld halves", bad_dec);
+	CHECK(bad_enc == 0, "f32_to_fp16 differs from F16C on %ld floats", bad_enc);
+}
+#endif
+
+static void test_fp16_hw(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (quant_kernels_get(QUANT_ISA_AVX2)) { /* implies F16C, OS-enabled */
+		test_fp16_vs_f16c();
+		return;
+	}
+#endif
+	printf("SKIP fp16 vs F16C: CPU lacks AVX2/F16C\n");
 }
 
 static void test_bf16(void)
@@ -630,6 +659,20 @@ static void test_isa(void)
 		unsetenv("INGOT_ISA");
 }
 
+/* Where SIMDe's headers are installed (Debian: libsimde-dev), the AVX-512
+ * kernels are also compiled into this test (last, as its macros rename
+ * intrinsics) through SIMDe's portable
+ * emulation, so they get checked against the reference on CPUs without
+ * AVX-512 too. */
+#if defined(__has_include)
+#if __has_include(<simde/x86/avx512.h>)
+#define QUANT_AVX512_SIMDE 1
+/* 512-bit vector types passed by value without -mavx512f: ABI notes only */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#include "quant_avx512.c"
+#endif
+#endif
+
 /* The AVX-512 kernels under SIMDe, on top of the scalar table (only the
  * entries quant_avx512.c provides differ from the reference). */
 static void test_avx512_emulated(void)
@@ -650,6 +693,7 @@ int main(void)
 	test_traits();
 	test_fp16_exhaustive();
 	test_fp16_random();
+	test_fp16_hw();
 	test_bf16();
 	test_hand_q4_0();
 	test_hand_q8_0();
