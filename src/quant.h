@@ -71,16 +71,24 @@ uint16_t f32_to_bf16(float f);
 
 /* ---- scalar reference kernels (quant_ref.c) ---- */
 
-/* dst[0..n) = the values stored in src (n elements of type t). */
+/* dst[0..n) = the values stored in src (n elements of type t), with the
+ * float expressions of ggml's dequantize_row_* (so bit-identical to ggml
+ * and to gguf-py's gguf.quants.dequantize). */
 void quant_dequantize_ref(enum qtype t, const void *src, float *dst, int64_t n);
 
-/* Quantizes n floats into type t. Defined for every type qtype_traits knows.
- * (For K-quants a simple round-to-nearest quantizer: exact format, not
- * llama.cpp's error-minimizing search.) */
+/* Quantizes n finite floats into type t. Defined for every type qtype_traits
+ * knows. Legacy types (Q4_0 .. Q8_1) and Q8_K follow ggml's reference
+ * quantizers exactly (Q8_0: d = amax/127, q = roundf(x * (1/d)); Q8_K:
+ * d = max/-127 with max the first element of largest |x|, nearest-even
+ * rounding, bsums); for Q2_K..Q6_K a simple round-to-nearest quantizer:
+ * exact format, not llama.cpp's error-minimizing search. */
 void quant_quantize_ref(enum qtype t, const float *src, void *dst, int64_t n);
 
 /* Dot product of a weight row w (type t, n elements) with an activation row
- * a already quantized to qtype_traits(t)->act_type. */
+ * a already quantized to qtype_traits(t)->act_type. Like ggml: exact integer
+ * sums per (sub-)block, then scaled in float. Activations must come from
+ * quant_quantize_ref or a quantize_act kernel: the SIMD kernels rely on
+ * their quants never being -128. */
 float quant_dot_ref(enum qtype t, const void *w, const void *a, int64_t n);
 
 /* ---- run-time kernel selection ---- */
