@@ -14,7 +14,7 @@
  *
  * The activation quantizers are byte-identical to the reference: same
  * scalar formulas for the scales, IEEE mul/div in the same order, and the
- * same rounding (roundf = ties away from zero for Q8_0/Q8_1, nearest-even
+ * same rounding (nearest-even for Q8_0/Q8_1 as llama.cpp's x86 kernels, nearest-even
  * for Q8_K). */
 #include <immintrin.h>
 #include <string.h>
@@ -26,6 +26,22 @@
 static inline float half_load(uint16_t h)
 {
 	return _cvtsh_ss(h);
+}
+
+/* The fp16 at p, where at least 4 bytes are readable from p (a scale at the
+ * start of a block): a plain 32-bit load instead of a word insert, which
+ * keeps the shuffle ports free for the quants. */
+static inline __m128 half_load4(const void *p)
+{
+	int32_t u;
+	memcpy(&u, p, sizeof u);
+	return _mm_cvtph_ps(_mm_cvtsi32_si128(u));
+}
+
+/* d_w * d_a of two blocks that both start with their fp16 scale, broadcast. */
+static inline __m256 scale_product(const void *w, const void *a)
+{
+	return _mm256_broadcastss_ps(_mm_mul_ss(half_load4(w), half_load4(a)));
 }
 
 static inline float hsum_ps(__m256 v)
@@ -79,8 +95,8 @@ static inline __m256i dot_u8_i8(__m256i x, __m256i y)
  * of byte e, element e >= 16 the high nibble of byte e - 16. */
 static inline __m256i nibbles_expand(const uint8_t *qs)
 {
-	__m128i t = load128(qs);
-	__m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+	__m256i t = _mm256_broadcastsi128_si256(load128(qs));
+	__m256i v = _mm256_blend_epi32(t, _mm256_srli_epi16(t, 4), 0xf0);
 	return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
 }
 
@@ -108,14 +124,14 @@ static void dot_q8_0(int64_t n, float *out, const void *vw, const void *va)
 	for (; i + 1 < nb; i += 2) {
 		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
 		__m256i p1 = dot_i8_i8(load256(w[i + 1].qs), load256(a[i + 1].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
-		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
+		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
 	}
 	if (i < nb) {
 		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 	}
 	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -144,14 +160,14 @@ static void dot_q4_0(int64_t n, float *out, const void *vw, const void *va)
 	for (; i + 1 < nb; i += 2) {
 		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
 		__m256i p1 = dot_i8_i8(q4_0_quants(&w[i + 1]), load256(a[i + 1].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
-		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
+		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
 	}
 	if (i < nb) {
 		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 	}
 	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -166,14 +182,14 @@ static void dot_q5_0(int64_t n, float *out, const void *vw, const void *va)
 	for (; i + 1 < nb; i += 2) {
 		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
 		__m256i p1 = dot_i8_i8(q5_0_quants(&w[i + 1]), load256(a[i + 1].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
-		__m256 d1 = _mm256_set1_ps(half_load(w[i + 1].d) * half_load(a[i + 1].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
+		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
 	}
 	if (i < nb) {
 		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
-		__m256 d0 = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d0 = scale_product(&w[i], &a[i]);
 		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
 	}
 	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -189,7 +205,7 @@ static void dot_q4_1(int64_t n, float *out, const void *vw, const void *va)
 	float summ = 0.0f;
 	for (int64_t i = 0; i < n / QK; i++) {
 		__m256i p = dot_u8_i8(nibbles_expand(w[i].qs), load256(a[i].qs));
-		__m256 d = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d = scale_product(&w[i], &a[i]);
 		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
 		summ += half_load(w[i].m) * half_load(a[i].s);
 	}
@@ -206,7 +222,7 @@ static void dot_q5_1(int64_t n, float *out, const void *vw, const void *va)
 		__m256i hi = _mm256_and_si256(bits_expand(w[i].qh), _mm256_set1_epi8(0x10));
 		__m256i q = _mm256_or_si256(nibbles_expand(w[i].qs), hi);
 		__m256i p = dot_u8_i8(q, load256(a[i].qs));
-		__m256 d = _mm256_set1_ps(half_load(w[i].d) * half_load(a[i].d));
+		__m256 d = scale_product(&w[i], &a[i]);
 		acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
 		summ += half_load(w[i].m) * half_load(a[i].s);
 	}
@@ -552,16 +568,6 @@ static inline float hmax_ps(__m256 v)
 	return _mm_cvtss_f32(m);
 }
 
-/* roundf(): ties away from zero. x - trunc(x) is exact for every float. */
-static inline __m256 round_away_ps(__m256 x)
-{
-	__m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-	__m256 frac = abs_ps(_mm256_sub_ps(x, t));
-	__m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
-	__m256 up = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
-	return _mm256_add_ps(t, up);
-}
-
 /* Packs 4 x 8 int32 (each within int8 range) into 32 bytes in order. */
 static inline __m256i pack_i32_to_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3)
 {
@@ -579,12 +585,14 @@ static float q8_block(const float *x, int8_t *qs, uint16_t *d16, int *sum)
 		v[k] = _mm256_loadu_ps(x + 8 * k);
 		amax = _mm256_max_ps(amax, abs_ps(v[k]));
 	}
-	float d = hmax_ps(amax) / 127.0f;
-	float id = d ? 1.0f / d : 0.0f;
+	float mx = hmax_ps(amax);
+	float d = mx / 127.0f;
+	float id = mx != 0.0f ? 127.0f / mx : 0.0f;
 	*d16 = f32_to_fp16(d);
 	__m256i q[4];
 	for (int k = 0; k < 4; k++)
-		q[k] = _mm256_cvttps_epi32(round_away_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+		q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
+							  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 	_mm256_storeu_si256((__m256i *)qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
 	*sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
 	return d;
