@@ -6,13 +6,16 @@
 #include "ops.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
+	/* squares in float, sum in double: exactly ggml's rms_norm, so that
+	 * activations land on the same side of quantization rounding ties */
 	double ss = 0.0;
 	for (int64_t i = 0; i < n; i++)
-		ss += (double)x[i] * x[i];
+		ss += (double)(x[i] * x[i]);
 	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
 	if (w)
 		for (int64_t i = 0; i < n; i++)
@@ -106,11 +109,35 @@ static inline float gelu_tanh(float x)
 
 static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* GELU as llama.cpp's CPU backend computes it (GGML_GELU_FP16): the input
+ * rounded to fp16 indexes a table of fp16 results; |x| >= 10 is exact. We
+ * follow it because GGUF models are tuned and judged against llama.cpp, and
+ * greedy outputs agree far more often with the same activation; the table
+ * is also faster than tanhf. */
+static uint16_t gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void)
+{
+	for (uint32_t i = 0; i < (1u << 16); i++)
+		gelu_table[i] = f32_to_fp16(gelu_tanh(fp16_to_f32((uint16_t)i)));
+}
+
+float ops_gelu(float x)
+{
+	if (x <= -10.0f)
+		return 0.0f;
+	if (x >= 10.0f)
+		return x;
+	pthread_once(&gelu_once, gelu_table_init);
+	return fp16_to_f32(gelu_table[f32_to_fp16(x)]);
+}
+
 void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 {
 	if (act == ACT_GELU_TANH)
 		for (int64_t i = 0; i < n; i++)
-			g[i] = gelu_tanh(g[i]) * u[i];
+			g[i] = ops_gelu(g[i]) * u[i];
 	else
 		for (int64_t i = 0; i < n; i++)
 			g[i] = silu(g[i]) * u[i];

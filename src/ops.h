@@ -44,6 +44,9 @@ void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);
 void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
 	      float scale, const float *freq_factors, enum rope_kind kind);
 
+/* GELU (tanh form) through llama.cpp's fp16 lookup table. */
+float ops_gelu(float x);
+
 /* g[i] = act(g[i]) * u[i] for i < n. */
 void ops_glu(float *g, const float *u, int64_t n, enum act_kind act);
 

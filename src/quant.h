@@ -77,8 +77,9 @@ uint16_t f32_to_bf16(float f);
 void quant_dequantize_ref(enum qtype t, const void *src, float *dst, int64_t n);
 
 /* Quantizes n finite floats into type t. Defined for every type qtype_traits
- * knows. Legacy types (Q4_0 .. Q8_1) and Q8_K follow ggml's reference
- * quantizers exactly (Q8_0: d = amax/127, q = roundf(x * (1/d)); Q8_K:
+ * knows. Legacy types (Q4_0 .. Q5_1) and Q8_K follow ggml's reference
+ * quantizers; Q8_0/Q8_1 follow llama.cpp's x86 run-time kernels
+ * (d = amax/127, q = rint(x * (127/amax)), ties to even); Q8_K:
  * d = max/-127 with max the first element of largest |x|, nearest-even
  * rounding, bsums); for Q2_K..Q6_K a simple round-to-nearest quantizer:
  * exact format, not llama.cpp's error-minimizing search. */

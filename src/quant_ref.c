@@ -502,15 +502,19 @@ static void quantize_asym(const float *x, uint8_t qs[16], uint32_t *qh, uint16_t
 	}
 }
 
-/* Q8_0 / Q8_1: d = amax / 127, q = roundf(x / d) (ties away from zero). */
+/* Q8_0 / Q8_1: d = amax / 127, q = x * (127 / amax) rounded half to even.
+ * This is what llama.cpp's x86 kernels compute at run time (not its _ref
+ * C code, which uses x / d and roundf). Activations sit on rounding ties
+ * surprisingly often (x/d = -42.5 exactly in Gemma 3's first layer), and
+ * one flipped step moves the logits by ~1%, so we match the runtime. */
 static float quantize_q8_block(const float *x, int8_t qs[QK], uint16_t *d16)
 {
 	float amax = block_amax(x, QK, NULL);
 	float d = amax / 127.0f;
-	float id = d ? 1.0f / d : 0.0f;
+	float id = amax != 0.0f ? 127.0f / amax : 0.0f;
 	*d16 = f32_to_fp16(d);
 	for (int j = 0; j < QK; j++)
-		qs[j] = (int8_t)roundf(x[j] * id);
+		qs[j] = (int8_t)nearbyintf(x[j] * id);
 	return d;
 }
 

@@ -56,8 +56,14 @@ TOOL = os.environ.get("INGOT_LOGITS_TOOL", os.path.join(ROOT, "build", "release"
 OUT = os.path.join(ROOT, "build", "tiny")
 TIMEOUT_S = 300
 
-TOL = {"f32": 1e-4, "f16": 5e-3, "quant": 8e-2}
-TOL_GELU_TABLE = 1e-3     # gemma3 F32, against the reference with ggml's fp16 GELU table
+# quant: the reference quantizes activations with ingot's (llama.cpp's x86)
+# rules, so cases without a rounding flip agree to ~1e-7; but the reference
+# computes in float64, and where float32-vs-float64 noise lands on a
+# quantization tie one activation moves a whole step and every later layer
+# re-quantizes: measured 1e-2..2e-2 on some tiny models, about the level
+# llama.cpp itself shows against this reference. 5e-2 still catches any
+# structural error (those give 0.1..1).
+TOL = {"f32": 1e-4, "f16": 5e-3, "quant": 5e-2}
 
 
 def prompts(n_vocab, bos):
@@ -139,17 +145,12 @@ def main(argv):
                 failed += 1
                 print(f"FAIL {case}: {msg}")
                 continue
-            r = forward_ref.logits(path, ids)
+            # ingot's GELU is llama.cpp's fp16 lookup table (src/ops.c), so
+            # gemma3 is held to the reference computed the same way.
+            r = forward_ref.logits(path, ids, gelu_f16_table=(m.arch == "gemma3"))
             e = rel_err(a, r)
             ok = e <= TOL[t]
-            note = ""
-            if not ok and t == "f32" and m.arch == "gemma3":
-                e2 = rel_err(a, forward_ref.logits(path, ids, gelu_f16_table=True))
-                if e2 <= TOL_GELU_TABLE:
-                    ok = True
-                    note = f" (matches the fp16 GELU table variant: {e2:.2e} <= {TOL_GELU_TABLE:.0e})"
-                else:
-                    note = f" (fp16 GELU table variant: {e2:.2e})"
+            note = " (fp16 GELU table)" if m.arch == "gemma3" else ""
             line = f"{case:<22} [{t}] max rel err {e:.2e} (tol {TOL[t]:.0e}){note}  {dt:.2f}s"
             if ok:
                 passed += 1

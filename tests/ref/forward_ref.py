@@ -18,7 +18,7 @@ converts the activation row to the weight's "vec_dot_type" before every matrix
 multiplication with a quantized or F16 weight, and so does ingot.  The
 reference does the same, in float32 like ggml, then dequantizes it again and
 dots in float64:
-    Q4_0 Q4_1 Q5_0 Q5_1 Q8_0      -> Q8_0 (32-blocks, fp16 scale, roundf)
+    Q4_0 Q4_1 Q5_0 Q5_1 Q8_0      -> Q8_0 (32-blocks, fp16 scale, rint(x*127/amax))
     Q2_K .. Q6_K                  -> Q8_K (256-blocks, fp32 scale, ggml's
                                      quantize_row_q8_K_ref)
     F16 / BF16                    -> rounded to F16 / BF16
@@ -54,15 +54,16 @@ def _roundf(a):
 
 
 def act_q8_0(x):
-    """quantize_row_q8_0_ref then dequantize. x: [n, k] float, k % 32 == 0."""
+    """quantize_row_q8_0 (x86 kernel semantics) then dequantize. x: [n, k] float, k % 32 == 0."""
     x = np.asarray(x, dtype=np.float32)
     n, k = x.shape
     b = x.reshape(n, k // 32, 32)
     amax = np.abs(b).max(axis=2, keepdims=True)
     d = (amax / np.float32(127)).astype(np.float32)
+    # llama.cpp's x86 run-time quantizer (and ingot's): id = 127/amax, ties to even
     with np.errstate(divide="ignore"):
-        idv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    q = _roundf((b * idv).astype(np.float32))
+        idv = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    q = np.rint((b * idv).astype(np.float32))
     d16 = d.astype(np.float16).astype(np.float64)
     return (q.astype(np.float64) * d16).reshape(n, k)
 
