@@ -44,7 +44,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:tests/%.c=$(BUILD)/testobj/%.o)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all release debug asan test test-asan test-deps run clean tests-build
+.PHONY: all release debug asan test test-asan test-deps build-deps run clean tests-build
 .DEFAULT_GOAL := all
 
 ifeq ($(MODE),release)
@@ -86,19 +86,23 @@ tests-build: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/ingot
 $(BUILD)/obj $(BUILD)/tests $(BUILD)/testobj $(BUILD)/tools:
 	mkdir -p $@
 
+build-deps:
+	@scripts/setup.sh build
 test-deps:
-	@scripts/setup.sh
+	@scripts/setup.sh test
 
 test: test-deps
 	$(MAKE) MODE=release all tests-build
 	$(MAKE) MODE=asan tests-build
+	./ingot pull > /dev/null
 	@tests/run.sh
 
 test-asan: test-deps
 	$(MAKE) MODE=asan tests-build
 	@INGOT_TEST_MODE=asan tests/run.sh
 
-run: all
+run: build-deps
+	$(MAKE) MODE=release all
 	./ingot pull
 	./ingot run -p "The capital of France is" -n 32
 

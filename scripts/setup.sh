@@ -2,8 +2,12 @@
 # Installs what ingot's build and tests need, and nothing system-wide that
 # pip would touch: Debian -dev packages via apt, Python test packages into a
 # private target directory ($INGOT_PYDEPS, default ~/.cache/ingot/pip/test).
-# Idempotent and fast when everything is present. Used by `make test` and CI.
+# Idempotent and fast when everything is present.
+#
+#   scripts/setup.sh build    Debian packages needed to build ingot
+#   scripts/setup.sh test     those plus what the tests need (default)
 set -euo pipefail
+WHAT=${1:-test}
 APT_PKGS=(pkg-config libpcre2-dev)
 PY_PKGS=(gguf==0.19.0 numpy)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
@@ -18,6 +22,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
+
+[ "$WHAT" = build ] && exit 0
 
 stamp="$PYDEPS/.ingot-stamp"
 want="${PY_PKGS[*]}"

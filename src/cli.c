@@ -13,6 +13,7 @@ static const struct cli_command commands[] = {
 	{ "info", cmd_info },
 	{ "tokenize", cmd_tokenize },
 	{ "run", cmd_run },
+	{ "perplexity", cmd_perplexity },
 };
 
 const struct cli_command *cli_command_find(const char *name)

@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		"  tokenize [-m MODEL] [-p TEXT] [--special]\n"
 		"                           token ids of TEXT (or of stdin, exactly as given)\n"
 		"  run -p TEXT [options]    generate text (ingot run --help for options)\n"
+		"  perplexity -f FILE [--ctx N]\n"
+		"                           perplexity on FILE, computed as llama.cpp's llama-perplexity\n"
 		"\n"
 		"-m defaults to the model installed by `ingot pull`.\n");
 }
