@@ -9,9 +9,11 @@
 set -euo pipefail
 WHAT=${1:-test}
 APT_PKGS=(pkg-config libpcre2-dev)
+TEST_APT_PKGS=(libsimde-dev)
 PY_PKGS=(gguf==0.19.0 numpy)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
 
+[ "$WHAT" = test ] && APT_PKGS+=("${TEST_APT_PKGS[@]}")
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

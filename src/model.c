@@ -154,6 +154,24 @@ static int bind(struct model *m, const char *name, int64_t ne0, int64_t ne1, boo
 	return ING_OK;
 }
 
+/* Whether layer il uses the sliding window: `{arch}.attention.
+ * sliding_window_pattern` as a per-layer bool array or as a period n (every
+ * n-th layer global), else the architecture's default period. */
+static bool layer_is_swa(const struct model *m, int64_t il)
+{
+	char key[128];
+	snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch->name);
+	const struct gguf_kv *kv = gguf_kv_find(m->gguf, key);
+	int64_t pat = m->arch->swa_pattern;
+	if (kv && kv->val.type == GGUF_VT_ARRAY && kv->val.arr.elem_type == GGUF_VT_BOOL)
+		return (uint64_t)il < kv->val.arr.n && gguf_arr_u64(&kv->val.arr, (uint64_t)il);
+	if (kv)
+		gguf_get_i64(m->gguf, key, &pat);
+	if (pat <= 0)
+		return pat == 0 && kv; /* llama.cpp: period 0 means every layer local */
+	return (il % pat) < pat - 1;
+}
+
 static int bind_layer(struct model *m, int64_t il, ing_err *err)
 {
 	const struct model_hparams *hp = &m->hp;
@@ -187,8 +205,7 @@ static int bind_layer(struct model *m, int64_t il, ing_err *err)
 	    (rc = bind(m, n[14], Dk, 0, f & ARCH_QKV_BIAS, &l->bk, err)) ||
 	    (rc = bind(m, n[15], Dv, 0, f & ARCH_QKV_BIAS, &l->bv, err)))
 		return rc;
-	int pat = m->arch->swa_pattern;
-	l->is_swa = hp->sliding_window > 0 && pat > 0 && (il % pat) < pat - 1;
+	l->is_swa = hp->sliding_window > 0 && layer_is_swa(m, il);
 	l->rope_base = l->is_swa ? hp->rope_base_swa : hp->rope_base;
 	return ING_OK;
 }
