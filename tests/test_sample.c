@@ -1,0 +1,171 @@
+/* test_sample.c — the sampling chain on synthetic logits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mem.h"
+#include "sample.h"
+
+#define V 16
+
+static struct sampler *make(struct sample_params p)
+{
+	struct sampler *s;
+	ing_err err = { 0 };
+	int rc = sampler_create(&p, V, &s, &err);
+	CHECK(rc == ING_OK, "sampler_create: %s", err.msg);
+	return rc ? NULL : s;
+}
+
+/* logits where token i has logit log(w[i]) so probabilities are w/sum(w) */
+static void set_logits(float *l, const float *w)
+{
+	for (int i = 0; i < V; i++)
+		l[i] = w[i] > 0 ? logf(w[i]) : -INFINITY;
+}
+
+static int in_set(const int32_t *ids, int64_t n, int32_t t)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (ids[i] == t)
+			return 1;
+	return 0;
+}
+
+static void test_greedy(void)
+{
+	struct sample_params p = sample_params_default();
+	p.temperature = 0;
+	struct sampler *s = make(p);
+	float l[V] = { 0 };
+	l[7] = 3;
+	l[3] = 3; /* tie: lowest id wins */
+	CHECK(sampler_sample(s, l) == 3, "greedy tie -> lowest id");
+	sampler_free(s);
+}
+
+static void test_truncation(void)
+{
+	/* probabilities 0.4 0.3 0.2 0.05 0.05 0 ... */
+	const float w[V] = { 0.4f, 0.3f, 0.2f, 0.05f, 0.05f };
+	float l[V];
+	const int32_t *ids;
+	const float *pr;
+	struct sample_params p = { .temperature = 1, .top_p = 1, .repeat_penalty = 1, .seed = 1 };
+
+	p.top_k = 2;
+	struct sampler *s = make(p);
+	set_logits(l, w);
+	sampler_sample(s, l);
+	int64_t n = sampler_candidates(s, &ids, &pr);
+	CHECK(n == 2 && in_set(ids, n, 0) && in_set(ids, n, 1), "top-k 2 keeps {0,1}, got %lld", (long long)n);
+	CHECK(fabsf(pr[0] - 4.0f / 7) < 1e-5f, "top-k renormalizes: %g", pr[0]);
+	sampler_free(s);
+
+	p.top_k = 0;
+	p.top_p = 0.75f; /* 0.4 + 0.3 = 0.7 < 0.75 -> needs the third */
+	s = make(p);
+	set_logits(l, w);
+	sampler_sample(s, l);
+	n = sampler_candidates(s, &ids, &pr);
+	CHECK(n == 3 && in_set(ids, n, 2), "top-p 0.75 keeps 3, got %lld", (long long)n);
+	sampler_free(s);
+
+	p.top_p = 1;
+	p.min_p = 0.45f; /* keep p >= 0.18 */
+	s = make(p);
+	set_logits(l, w);
+	sampler_sample(s, l);
+	n = sampler_candidates(s, &ids, &pr);
+	CHECK(n == 3 && !in_set(ids, n, 3), "min-p 0.45 keeps 3, got %lld", (long long)n);
+	sampler_free(s);
+}
+
+static void test_seed_and_distribution(void)
+{
+	const float w[V] = { 0.5f, 0.25f, 0.25f };
+	struct sample_params p = { .temperature = 1, .top_p = 1, .repeat_penalty = 1, .seed = 42 };
+	struct sampler *a = make(p), *b = make(p);
+	int count[3] = { 0 }, same = 1;
+	float l[V];
+	for (int i = 0; i < 20000; i++) {
+		set_logits(l, w);
+		int32_t x = sampler_sample(a, l);
+		set_logits(l, w);
+		int32_t y = sampler_sample(b, l);
+		same &= x == y;
+		if (x >= 0 && x < 3)
+			count[x]++;
+	}
+	CHECK(same, "same seed, same tokens");
+	CHECK(abs(count[0] - 10000) < 400 && abs(count[1] - 5000) < 350,
+	      "frequencies follow p: %d %d %d", count[0], count[1], count[2]);
+	sampler_free(a);
+	sampler_free(b);
+	p.seed = 43;
+	struct sampler *c = make(p);
+	p.seed = 42;
+	struct sampler *d = make(p);
+	int diff = 0;
+	for (int i = 0; i < 64; i++) {
+		set_logits(l, w);
+		int32_t x = sampler_sample(c, l);
+		set_logits(l, w);
+		diff |= x != sampler_sample(d, l);
+	}
+	CHECK(diff, "different seeds differ");
+	sampler_free(c);
+	sampler_free(d);
+}
+
+static void test_penalties(void)
+{
+	struct sample_params p = { .temperature = 0, .top_p = 1, .repeat_penalty = 2,
+				   .penalty_last_n = 4, .presence_penalty = 0.5f,
+				   .frequency_penalty = 0.25f };
+	struct sampler *s = make(p);
+	sampler_accept(s, 1);
+	sampler_accept(s, 1);
+	sampler_accept(s, 2);
+	float l[V] = { 0 };
+	l[1] = 4;
+	l[2] = -1;
+	sampler_sample(s, l);
+	CHECK(fabsf(l[1] - (4.0f / 2 - 2 * 0.25f - 0.5f)) < 1e-6f, "penalized positive logit %g", l[1]);
+	CHECK(fabsf(l[2] - (-1.0f * 2 - 0.25f - 0.5f)) < 1e-6f, "penalized negative logit %g", l[2]);
+	/* the window forgets: 4 more tokens push out both 1s */
+	for (int i = 0; i < 4; i++)
+		sampler_accept(s, 5);
+	float m[V] = { 0 };
+	m[1] = 4;
+	sampler_sample(s, m);
+	CHECK(m[1] == 4, "token outside the window is not penalized (%g)", m[1]);
+	sampler_free(s);
+}
+
+static void test_params(void)
+{
+	ing_err err = { 0 };
+	struct sample_params p = sample_params_default();
+	p.top_p = 1.5f;
+	CHECK(sample_params_check(&p, &err) == ING_ERR_RANGE && strstr(err.msg, "top_p"), "top_p > 1");
+	p = sample_params_default();
+	p.temperature = NAN;
+	CHECK(sample_params_check(&p, &err) == ING_ERR_RANGE, "NaN temperature");
+	p = sample_params_default();
+	p.repeat_penalty = 0;
+	CHECK(sample_params_check(&p, &err) == ING_ERR_RANGE, "zero repeat penalty");
+}
+
+int main(void)
+{
+	size_t live = ing_mem_live();
+	test_greedy();
+	test_truncation();
+	test_seed_and_distribution();
+	test_penalties();
+	test_params();
+	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
+	return check_summary("test_sample");
+}
