@@ -1,0 +1,99 @@
+"""Black-box tests of the ingot CLI on the default model: pull (idempotent),
+info, run (greedy determinism, seeded sampling, chat, errors), exit codes."""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INGOT = os.path.join(ROOT, "ingot")
+results = []
+
+
+def ingot(*args, stdin=None, env=None, timeout=300):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([INGOT] + list(args), input=stdin, capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+def check(name, cond, detail=""):
+    results.append(cond)
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + detail))
+
+
+def main():
+    r = ingot("pull")
+    path = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    check("pull prints the model path last", r.returncode == 0 and path.endswith(".gguf")
+          and os.path.exists(path), r.stderr)
+    r2 = ingot("pull", timeout=60)
+    check("pull is idempotent", r2.returncode == 0 and r2.stdout.strip().endswith(path), r2.stderr)
+
+    r = ingot("info")
+    check("info names the architecture", r.returncode == 0 and "gemma3" in r.stdout and
+          "Q8_0" in r.stdout and "chat template" in r.stdout, r.stderr)
+
+    with tempfile.TemporaryDirectory() as d:
+        r = ingot("info", env={"INGOT_HOME": d})
+        check("missing default model: says how to get it", r.returncode == 1 and
+              "ingot pull" in r.stderr, r.stderr)
+        bad = os.path.join(d, "bad.gguf")
+        open(bad, "wb").write(b"GGUF\x03\x00\x00\x00" + b"\xff" * 8)
+        r = ingot("info", "-m", bad)
+        check("corrupt model: clean error", r.returncode == 1 and "offset" in r.stderr, r.stderr)
+        r = ingot("run", "-m", bad, "-p", "x")
+        check("run on corrupt model: clean error", r.returncode == 1, r.stderr)
+
+    r = ingot("frobnicate")
+    check("unknown command -> exit 2", r.returncode == 2, r.stderr)
+    r = ingot("run", "-p", "x", "--top-p", "7")
+    check("bad option value -> exit 2", r.returncode == 2, r.stderr)
+    r = ingot("run")
+    check("run without prompt -> exit 2", r.returncode == 2, r.stderr)
+
+    long_prompt = "word " * 300
+    r = ingot("run", "-p", long_prompt, "--ctx", "64", "-n", "4")
+    check("prompt longer than the context: clear error", r.returncode == 1 and
+          "context" in r.stderr, r.stderr)
+
+    a = ingot("run", "-p", "The capital of France is", "-n", "12", "--temp", "0", "--ids")
+    b = ingot("run", "-p", "The capital of France is", "-n", "12", "--temp", "0", "--ids",
+              "-t", "1")
+    check("greedy ids are deterministic across thread counts",
+          a.returncode == 0 and a.stdout == b.stdout and len(a.stdout.split()) == 12,
+          a.stderr + b.stderr)
+    check("summary on stderr", "prompt:" in a.stderr and "generated:" in a.stderr and
+          "stop:" in a.stderr, a.stderr)
+
+    s1 = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", "7", "--ids")
+    s2 = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", "7", "--ids")
+    s3 = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", "8", "--ids")
+    check("seeded sampling reproduces", s1.returncode == 0 and s1.stdout == s2.stdout,
+          s1.stderr)
+    check("another seed gives other tokens", s1.stdout != s3.stdout, s1.stdout)
+
+    r = ingot("run", "--chat", "-p", "Say hello.", "-n", "24", "--temp", "0")
+    check("chat mode generates and stops or hits the limit", r.returncode == 0 and
+          r.stdout.strip() != "" and ("stop:      eos" in r.stderr or "length" in r.stderr),
+          r.stderr)
+
+    r = ingot("tokenize", "-p", "<start_of_turn>user", "--special")
+    ids = r.stdout.split()
+    check("--special parses control tokens and adds BOS", r.returncode == 0 and
+          ids[:2] == ["2", "105"], r.stdout)
+    r = ingot("tokenize", "-p", "<start_of_turn>user")
+    check("without --special control text is plain text", r.returncode == 0 and
+          "105" not in r.stdout.split(), r.stdout)
+    r = ingot("tokenize", stdin="Hello world\n")
+    r2 = ingot("tokenize", "-p", "Hello world")
+    check("stdin keeps its final newline", r.returncode == 0 and r.stdout != r2.stdout,
+          r.stdout + r2.stdout)
+
+    passed = sum(results)
+    print("%d passed, %d failed" % (passed, len(results) - passed))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
