@@ -16,6 +16,7 @@
 
 #include "mem.h"
 #include "ops.h"
+#include "pool.h"
 
 enum act_src { SRC_ATTN_IN, SRC_ATTN_OUT, SRC_FFN_IN, SRC_FFN_HID, SRC_OUT, SRC_COUNT };
 enum act_fmt { FMT_Q8_0, FMT_Q8_1, FMT_Q8_K, FMT_F32, FMT_COUNT };
@@ -477,6 +478,39 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 	case OP_OUT_IN: exec_out_in(f, u0, u1); break;
 	case OP_LM_HEAD: exec_lm_head(f, u0, u1); break;
 	case OP_KIND_COUNT: break;
+	}
+}
+
+static bool weight_rows(const struct gguf_tensor *W, int64_t r0, int64_t r1, const void **base,
+			size_t *bytes)
+{
+	if (r1 <= r0)
+		return false;
+	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
+	*base = (const uint8_t *)W->data + (size_t)r0 * row_bytes;
+	*bytes = (size_t)(r1 - r0) * row_bytes;
+	return true;
+}
+
+bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, int nth,
+			const void **base, size_t *bytes)
+{
+	long u0, u1;
+	pool_split((long)op->n_units, ith, nth, &u0, &u1);
+	const struct model_layer *l = op->layer < f->hp->n_layer ? &f->m->layers[op->layer] : NULL;
+	switch (op->kind) {
+	case OP_QKV: /* first matrix this thread touches */
+		if (u0 < f->Dq)
+			return weight_rows(l->wq, u0, u1 < f->Dq ? u1 : f->Dq, base, bytes);
+		if (u0 < f->Dq + f->Dk)
+			return weight_rows(l->wk, u0 - f->Dq, u1 - f->Dq < f->Dk ? u1 - f->Dq : f->Dk,
+					   base, bytes);
+		return weight_rows(l->wv, u0 - f->Dq - f->Dk, u1 - f->Dq - f->Dk, base, bytes);
+	case OP_WO: return weight_rows(l->wo, u0, u1, base, bytes);
+	case OP_GATE_UP: return weight_rows(l->w_gate, u0, u1, base, bytes);
+	case OP_DOWN: return weight_rows(l->w_down, u0, u1, base, bytes);
+	case OP_LM_HEAD: return weight_rows(f->m->output, u0, u1, base, bytes);
+	default: return false;
 	}
 }
 

@@ -1,8 +1,9 @@
 /* mem.c — counting, fault-injecting allocator wrapper (see mem.h).
  *
- * Each block carries a 16-byte header holding its size so that ing_free can
- * keep the live-byte count exact. Counters are atomics: the wrapper is used
- * from worker and server threads alike. */
+ * Every block is 64-byte aligned (a cache line: structs with _Alignas(64)
+ * counters and SIMD buffers rely on it) and carries a 64-byte header holding
+ * its size so that ing_free can keep the live-byte count exact. Counters are
+ * atomics: the wrapper is used from worker and server threads alike. */
 #include "mem.h"
 
 #include <stdatomic.h>
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HDR 16
+#define HDR 64
 
 static atomic_size_t live_bytes;
 static atomic_long alloc_count;
@@ -30,9 +31,10 @@ void *ing_malloc(size_t size)
 {
 	if (size > SIZE_MAX - HDR || should_fail())
 		return NULL;
-	unsigned char *p = malloc(size + HDR);
-	if (!p)
+	void *raw;
+	if (posix_memalign(&raw, HDR, size + HDR) != 0)
 		return NULL;
+	unsigned char *p = raw;
 	memcpy(p, &size, sizeof size);
 	atomic_fetch_add(&live_bytes, size);
 	return p + HDR;
@@ -57,18 +59,14 @@ void *ing_realloc(void *ptr, size_t size)
 {
 	if (!ptr)
 		return ing_malloc(size);
-	if (size > SIZE_MAX - HDR || should_fail())
-		return NULL;
-	unsigned char *base = (unsigned char *)ptr - HDR;
 	size_t old;
-	memcpy(&old, base, sizeof old);
-	unsigned char *p = realloc(base, size + HDR);
+	memcpy(&old, (unsigned char *)ptr - HDR, sizeof old);
+	void *p = ing_malloc(size); /* no aligned realloc in libc: copy */
 	if (!p)
 		return NULL;
-	memcpy(p, &size, sizeof size);
-	atomic_fetch_sub(&live_bytes, old);
-	atomic_fetch_add(&live_bytes, size);
-	return p + HDR;
+	memcpy(p, ptr, old < size ? old : size);
+	ing_free(ptr);
+	return p;
 }
 
 void ing_free(void *ptr)

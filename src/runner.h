@@ -4,6 +4,9 @@
  * unit ranges of the ops fwd_plan() produced.
  *   RUNNER_GRAPH  one parallel dispatch per op, a barrier after each (the
  *                 baseline every engine starts from).
+ *   RUNNER_MEGA   one dispatch per step: threads run the whole plan, wait
+ *                 on per-op counters and prefetch weights while waiting
+ *                 (runner_mega.c).
  * Both produce bit-identical logits: each unit is computed by the same code
  * whichever thread runs it. */
 #ifndef INGOT_RUNNER_H
@@ -13,7 +16,7 @@
 #include "forward.h"
 #include "pool.h"
 
-enum runner_kind { RUNNER_GRAPH };
+enum runner_kind { RUNNER_GRAPH, RUNNER_MEGA };
 
 struct runner;
 
@@ -25,7 +28,11 @@ void runner_destroy(struct runner *r);
 /* Plans and runs one step; logits via fwd_logits(). */
 int runner_step(struct runner *r, const struct fwd_batch *b, ing_err *err);
 
-/* "graph" -> RUNNER_GRAPH; -1 when unknown. */
+/* "graph" / "mega" -> kind; -1 when unknown. */
 int runner_kind_parse(const char *name);
+const char *runner_kind_name(enum runner_kind kind);
+
+/* Megakernel only: weight prefetch while waiting on/off (bench). */
+void runner_mega_set_prefetch(struct runner *r, int on);
 
 #endif
