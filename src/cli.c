@@ -13,6 +13,7 @@ static const struct cli_command commands[] = {
 	{ "info", cmd_info },
 	{ "tokenize", cmd_tokenize },
 	{ "run", cmd_run },
+	{ "bench", cmd_bench },
 	{ "perplexity", cmd_perplexity },
 };
 

@@ -32,6 +32,7 @@ int cmd_pull(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
 #endif

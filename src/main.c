@@ -26,6 +26,7 @@ static void usage(FILE *f)
 		"  tokenize [-m MODEL] [-p TEXT] [--special]\n"
 		"                           token ids of TEXT (or of stdin, exactly as given)\n"
 		"  run -p TEXT [options]    generate text (ingot run --help for options)\n"
+		"  bench [options]          decode/prefill speed vs memory bandwidth, per runner\n"
 		"  perplexity -f FILE [--ctx N]\n"
 		"                           perplexity on FILE, computed as llama.cpp's llama-perplexity\n"
 		"\n"

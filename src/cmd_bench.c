@@ -1,0 +1,325 @@
+/* cmd_bench.c — `ingot bench`: decode and prefill speed against the
+ * machine's measured memory bandwidth, for each runner and batch size.
+ *
+ * Decode: B sequences, each prefilled with an 8-token prompt, then `gen`
+ * steps of B rows (one token per sequence, greedy); tok/s = B*gen / time,
+ * median (min, max) over `runs`. Weights are read once per step, so the
+ * achieved bandwidth is weight_bytes * steps/s. Prefill: one sequence of
+ * `prompt` tokens in chunks of up to 512 rows, median of 3. The streaming
+ * bandwidth is measured in the same run with the same threads. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "forward.h"
+#include "generate.h"
+#include "kv.h"
+#include "mem.h"
+#include "model.h"
+#include "ops.h"
+#include "pool.h"
+#include "quant.h"
+#include "runner.h"
+
+#define MAX_LIST 16
+
+struct bench_opts {
+	const char *model;
+	int runners[MAX_LIST], n_runners;
+	int batches[MAX_LIST], n_batches;
+	int prompt, gen, runs, threads, json, prefetch;
+};
+
+struct bench_row {
+	int runner, batch;
+	double tok_s, tok_min, tok_max, ms_step, bw_gbs, bw_pct, prefill_tok_s;
+};
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
+		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n");
+	return 2;
+}
+
+static int parse_ints(const char *s, int *out, int max, int lo, int hi)
+{
+	int n = 0;
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+		char *end;
+		long v = strtol(tok, &end, 10);
+		if (*end || v < lo || v > hi || n == max)
+			return -1;
+		out[n++] = (int)v;
+	}
+	return n;
+}
+
+static int parse_runners(const char *s, int *out)
+{
+	int n = 0;
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+		int k = runner_kind_parse(tok);
+		if (k < 0 || n == MAX_LIST)
+			return -1;
+		out[n++] = k;
+	}
+	return n;
+}
+
+static int parse_args(int argc, char **argv, struct bench_opts *o)
+{
+	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH };
+	static const struct option lo[] = {
+		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
+		{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
+		{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
+		{ 0 }
+	};
+	*o = (struct bench_opts){ .runners = { RUNNER_MEGA, RUNNER_GRAPH }, .n_runners = 2,
+				  .batches = { 1 }, .n_batches = 1, .prompt = 512, .gen = 32,
+				  .runs = 5, .prefetch = 1 };
+	int opt, bad = 0;
+	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'm': o->model = optarg; break;
+		case 't': bad |= (o->threads = atoi(optarg)) < 1 || o->threads > 1024; break;
+		case O_BATCH: bad |= (o->n_batches = parse_ints(optarg, o->batches, MAX_LIST, 1, 256)) < 1; break;
+		case O_RUNNER: bad |= (o->n_runners = parse_runners(optarg, o->runners)) < 1; break;
+		case O_PROMPT: bad |= (o->prompt = atoi(optarg)) < 1 || o->prompt > 8192; break;
+		case O_GEN: bad |= (o->gen = atoi(optarg)) < 1 || o->gen > 4096; break;
+		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
+		case O_JSON: o->json = 1; break;
+		case O_PREFETCH: o->prefetch = !strcmp(optarg, "on"); bad |= strcmp(optarg, "on") && strcmp(optarg, "off"); break;
+		default: return -1;
+		}
+	}
+	return bad || optind != argc ? -1 : 0;
+}
+
+struct bench_ctx {
+	struct model *m;
+	struct pool *pool;
+	int prefetch;
+	ing_err err;
+};
+
+static int open_runner(struct bench_ctx *c, int kind, const struct fwd_config *cfg,
+		       struct fwd **f, struct runner **r)
+{
+	*r = NULL;
+	if (fwd_create(c->m, cfg, f, &c->err))
+		return -1;
+	if (runner_create((enum runner_kind)kind, *f, c->pool, r, &c->err)) {
+		fwd_destroy(*f);
+		return -1;
+	}
+	runner_mega_set_prefetch(*r, c->prefetch);
+	return 0;
+}
+
+/* One decode run: prefill B sequences, time `gen` steps. Seconds or -1. */
+static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, int B, int gen)
+{
+	static const int32_t prompt[8] = { 2, 818, 5279, 529, 7001, 563, 506, 5279 };
+	int32_t tok[256 * 8], pos[256 * 8], seq[256 * 8];
+	struct kv_cache *kv = fwd_kv(f);
+	for (int s = 0; s < B; s++) {
+		kv_seq_truncate(kv, s, 0);
+		for (int i = 0; i < 8; i++) {
+			tok[s * 8 + i] = prompt[i];
+			pos[s * 8 + i] = i;
+			seq[s * 8 + i] = s;
+		}
+	}
+	bool want[256 * 8] = { 0 };
+	for (int s = 0; s < B; s++)
+		want[s * 8 + 7] = true;
+	struct fwd_batch b = { .n = 8 * B, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
+	if (runner_step(r, &b, &c->err))
+		return -1;
+	const int64_t V = c->m->hp.n_vocab;
+	double t0 = gen_now();
+	for (int g = 0; g < gen; g++) {
+		int64_t n_out;
+		const float *lg = fwd_logits(f, &n_out);
+		for (int s = 0; s < B; s++) {
+			tok[s] = (int32_t)ops_argmax(lg + (size_t)s * V, V);
+			pos[s] = 8 + g;
+			seq[s] = s;
+		}
+		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq };
+		bool w[256];
+		for (int s = 0; s < B; s++)
+			w[s] = true;
+		d.want_logits = w;
+		if (runner_step(r, &d, &c->err))
+			return -1;
+	}
+	return gen_now() - t0;
+}
+
+static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, int kind, int B,
+			struct bench_row *row)
+{
+	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = 8 * B, .n_ctx = 8 + o->gen + 1,
+				  .n_seq = B, .n_threads = pool_threads(c->pool),
+				  .kv_type = QTYPE_F32 };
+	struct fwd *f;
+	struct runner *r;
+	if (open_runner(c, kind, &cfg, &f, &r))
+		return -1;
+	double tps[64];
+	int rc = 0;
+	decode_once(c, f, r, B, 4); /* warm-up: page in the weights */
+	for (int i = 0; i < o->runs && !rc; i++) {
+		double s = decode_once(c, f, r, B, o->gen);
+		rc = s < 0;
+		tps[i] = (double)B * o->gen / s;
+	}
+	runner_destroy(r);
+	fwd_destroy(f);
+	if (rc)
+		return -1;
+	row->tok_min = row->tok_max = tps[0];
+	for (int i = 1; i < o->runs; i++) {
+		row->tok_min = tps[i] < row->tok_min ? tps[i] : row->tok_min;
+		row->tok_max = tps[i] > row->tok_max ? tps[i] : row->tok_max;
+	}
+	row->tok_s = bench_median(tps, o->runs);
+	row->ms_step = 1e3 * B / row->tok_s;
+	return 0;
+}
+
+static int bench_prefill(struct bench_ctx *c, const struct bench_opts *o, int kind, double *out)
+{
+	const int chunk = o->prompt < 512 ? o->prompt : 512;
+	struct fwd_config cfg = { .max_batch = chunk, .max_logits = 1, .n_ctx = o->prompt,
+				  .n_seq = 1, .n_threads = pool_threads(c->pool),
+				  .kv_type = QTYPE_F32 };
+	struct fwd *f;
+	struct runner *r;
+	if (open_runner(c, kind, &cfg, &f, &r))
+		return -1;
+	int32_t *tok = ing_malloc_array((size_t)o->prompt, sizeof *tok);
+	int32_t *pos = ing_malloc_array((size_t)o->prompt, sizeof *pos);
+	int32_t *seq = ing_calloc((size_t)o->prompt, sizeof *seq);
+	uint64_t x = 12345;
+	for (int i = 0; tok && pos && i < o->prompt; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		tok[i] = i == 0 ? 2 : (int32_t)(1000 + (x >> 33) % 20000);
+		pos[i] = i;
+	}
+	double t[3];
+	int rc = !tok || !pos || !seq;
+	for (int run = 0; run < 3 && !rc; run++) {
+		kv_seq_truncate(fwd_kv(f), 0, 0);
+		double t0 = gen_now();
+		for (int i = 0; i < o->prompt && !rc; i += chunk) {
+			int n = o->prompt - i < chunk ? o->prompt - i : chunk;
+			struct fwd_batch b = { .n = n, .tokens = tok + i, .pos = pos + i, .seq = seq };
+			rc = runner_step(r, &b, &c->err) != ING_OK;
+		}
+		t[run] = o->prompt / (gen_now() - t0);
+	}
+	ing_free(tok);
+	ing_free(pos);
+	ing_free(seq);
+	runner_destroy(r);
+	fwd_destroy(f);
+	if (!rc)
+		*out = bench_median(t, 3);
+	return rc ? -1 : 0;
+}
+
+static void print_table(const struct bench_opts *o, const struct bench_ctx *c, double bw,
+			uint64_t wbytes, const struct bench_row *rows, int n)
+{
+	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels\n",
+	       c->m->path, c->m->arch->name, wbytes / 1e6, pool_threads(c->pool),
+	       quant_isa_name(quant_kernels_best()->isa));
+	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB)\n", bw,
+	       pool_threads(c->pool), wbytes / 1e6);
+	printf("%-6s %5s %14s %17s %8s %7s %6s %14s\n", "runner", "batch", "decode tok/s",
+	       "(min .. max)", "ms/step", "GB/s", "% bw", "prefill tok/s");
+	for (int i = 0; i < n; i++)
+		printf("%-6s %5d %14.1f %7.1f .. %7.1f %8.2f %7.1f %5.0f%% %14.1f\n",
+		       runner_kind_name((enum runner_kind)rows[i].runner), rows[i].batch,
+		       rows[i].tok_s, rows[i].tok_min, rows[i].tok_max, rows[i].ms_step,
+		       rows[i].bw_gbs, rows[i].bw_pct, rows[i].prefill_tok_s);
+	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median; prefetch %s)\n",
+	       o->prompt, o->gen, o->runs, o->prefetch ? "on" : "off");
+}
+
+static void print_json(const struct bench_opts *o, const struct bench_ctx *c, double bw,
+		       uint64_t wbytes, const struct bench_row *rows, int n)
+{
+	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"prefetch\": %s, "
+	       "\"stream_bw_gbs\": %.3f, \"weight_bytes_per_token\": %llu, \"prompt\": %d, "
+	       "\"results\": [", c->m->path, pool_threads(c->pool),
+	       quant_isa_name(quant_kernels_best()->isa), o->prefetch ? "true" : "false", bw,
+	       (unsigned long long)wbytes, o->prompt);
+	for (int i = 0; i < n; i++)
+		printf("%s{\"runner\": \"%s\", \"batch\": %d, \"decode_tok_s\": %.3f, "
+		       "\"decode_tok_s_min\": %.3f, \"decode_tok_s_max\": %.3f, \"ms_per_step\": %.4f, "
+		       "\"bw_gbs\": %.3f, \"bw_pct\": %.2f, \"prefill_tok_s\": %.3f}",
+		       i ? ", " : "", runner_kind_name((enum runner_kind)rows[i].runner),
+		       rows[i].batch, rows[i].tok_s, rows[i].tok_min, rows[i].tok_max,
+		       rows[i].ms_step, rows[i].bw_gbs, rows[i].bw_pct, rows[i].prefill_tok_s);
+	printf("]}\n");
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	struct bench_opts o;
+	if (parse_args(argc, argv, &o))
+		return usage();
+	char path[4096];
+	if (cli_model_path(o.model, path, sizeof path))
+		return 1;
+	struct bench_ctx c = { .prefetch = o.prefetch };
+	int threads = o.threads ? o.threads : pool_physical_cores();
+	if (model_open(path, &c.m, &c.err) || pool_create(threads, 1, &c.pool, &c.err)) {
+		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
+		model_close(c.m);
+		return 1;
+	}
+	const uint64_t wbytes = model_weight_bytes(c.m);
+	double bw = bench_stream_bw(c.pool, (size_t)wbytes, 5);
+	struct bench_row rows[MAX_LIST * MAX_LIST];
+	int n = 0, status = 0;
+	for (int ri = 0; ri < o.n_runners && !status; ri++) {
+		double prefill = 0;
+		if (bench_prefill(&c, &o, o.runners[ri], &prefill))
+			status = 1;
+		for (int bi = 0; bi < o.n_batches && !status; bi++) {
+			struct bench_row *row = &rows[n];
+			*row = (struct bench_row){ .runner = o.runners[ri], .batch = o.batches[bi],
+						   .prefill_tok_s = prefill };
+			if (bench_decode(&c, &o, o.runners[ri], o.batches[bi], row)) {
+				status = 1;
+				break;
+			}
+			row->bw_gbs = (double)wbytes * row->tok_s / row->batch / 1e9;
+			row->bw_pct = bw > 0 ? 100.0 * row->bw_gbs / bw : 0;
+			n++;
+		}
+	}
+	if (status)
+		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
+	else if (o.json)
+		print_json(&o, &c, bw, wbytes, rows, n);
+	else
+		print_table(&o, &c, bw, wbytes, rows, n);
+	pool_destroy(c.pool);
+	model_close(c.m);
+	return status;
+}
