@@ -3,7 +3,8 @@
  * Penalty counts are kept incrementally: a ring of the last N accepted
  * tokens and a per-token count array, so applying penalties costs O(N), not
  * O(V). Top-k uses a quickselect on (logit, id) pairs; top-p sorts only the
- * survivors of top-k (or, with top-k off, all V candidates). */
+ * survivors of top-k (or, with top-k off, all V candidates) with an in-place
+ * heapsort. */
 #include "sample.h"
 
 #include <math.h>
@@ -174,10 +175,36 @@ static int cand_before(const struct cand *a, const struct cand *b)
 	return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static int cand_cmp(const void *x, const void *y)
+/* In-place heapsort, best candidate first. Not qsort: glibc's qsort may
+ * malloc a merge buffer, and sampling must not allocate. */
+static void sift_down(struct cand *c, int64_t root, int64_t n)
 {
-	const struct cand *a = x, *b = y;
-	return cand_before(a, b) ? -1 : cand_before(b, a) ? 1 : 0;
+	for (;;) {
+		int64_t child = 2 * root + 1;
+		if (child >= n)
+			return;
+		/* min-heap on "before": the worst candidate sits at the root */
+		if (child + 1 < n && cand_before(&c[child], &c[child + 1]))
+			child++;
+		if (!cand_before(&c[root], &c[child]))
+			return;
+		struct cand t = c[root];
+		c[root] = c[child];
+		c[child] = t;
+		root = child;
+	}
+}
+
+static void sort_cands(struct cand *c, int64_t n)
+{
+	for (int64_t i = n / 2 - 1; i >= 0; i--)
+		sift_down(c, i, n);
+	for (int64_t end = n - 1; end > 0; end--) {
+		struct cand t = c[0];
+		c[0] = c[end];
+		c[end] = t;
+		sift_down(c, 0, end);
+	}
 }
 
 /* Moves the k best candidates to the front (unordered). */
@@ -266,7 +293,7 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 		select_top_k(s->cand, V, s->p.top_k);
 		n = s->p.top_k;
 	}
-	qsort(s->cand, (size_t)n, sizeof *s->cand, cand_cmp);
+	sort_cands(s->cand, n);
 	n = truncate_p(s, n);
 	softmax(s->cand, n, s->p.temperature, s->cand_probs);
 	double r = rng_uniform(s->rng), cum = 0;

@@ -24,7 +24,10 @@ Checks:
      (4 of 10 do on this machine's AVX2 kernels).
   3. First generated position: the same top-1 token, and for each of
      llama.cpp's top-5 tokens ingot's logit within LOGIT_TOL (absolute;
-     logits here are ~20, so 0.35 is under 2%).
+     logits here are 15..25; the largest difference measured over the 10
+     prompts is 0.44, from the repacked-kernel rounding described above, so
+     0.6 is about 3% of a logit). A wrong mask, rope or norm moves logits by
+     several units.
 """
 import json
 import os
@@ -38,7 +41,7 @@ REF = os.path.join(ROOT, "tests", "reference", "gemma3-270m-greedy.jsonl")
 INGOT = os.path.join(ROOT, "ingot")
 LOGITS = os.path.join(ROOT, "build", "release", "tools", "logits")
 TIE_GAP = 0.35
-LOGIT_TOL = 0.35
+LOGIT_TOL = 0.6
 MIN_EXACT = 3
 
 
