@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "pool.h"
 #include "pull.h"
 
 static const struct cli_command commands[] = {
@@ -71,4 +72,18 @@ char *cli_read_stdin(size_t *len)
 	}
 	*len = n;
 	return buf;
+}
+
+int cli_threads(int requested)
+{
+	int cpus = pool_cpu_count();
+	if (requested <= 0)
+		return pool_physical_cores();
+	if (requested > cpus) {
+		fprintf(stderr, "ingot: note: %d threads requested but only %d CPUs are available; "
+				"using %d (spinning workers must not outnumber cores)\n",
+			requested, cpus, cpus);
+		return cpus;
+	}
+	return requested;
 }

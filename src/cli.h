@@ -20,6 +20,10 @@ const struct cli_command *cli_command_find(const char *name);
  * model; prints how to get it and returns -1 when it is missing. */
 int cli_model_path(const char *arg, char *buf, size_t cap);
 
+/* Thread count to use: physical cores when requested <= 0, else requested
+ * capped (with a note on stderr) at the CPUs we may run on. */
+int cli_threads(int requested);
+
 /* Reads all of stdin into a malloc'd buffer (ing_free); NULL on failure. */
 char *cli_read_stdin(size_t *len);
 

@@ -286,7 +286,7 @@ int cmd_bench(int argc, char **argv)
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;
 	struct bench_ctx c = { .prefetch = o.prefetch };
-	int threads = o.threads ? o.threads : pool_physical_cores();
+	int threads = cli_threads(o.threads);
 	if (model_open(path, &c.m, &c.err) || pool_create(threads, 1, &c.pool, &c.err)) {
 		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
 		model_close(c.m);

@@ -272,7 +272,7 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 		return rc;
 	if (cli_tokenizer_open(path, &c->tk))
 		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
-	int threads = o->threads ? o->threads : pool_physical_cores();
+	int threads = cli_threads(o->threads);
 	struct fwd_config fc = { .max_batch = o->batch, .max_logits = 1,
 				 .n_ctx = o->n_ctx ? o->n_ctx : default_ctx(c->m), .n_seq = 1,
 				 .n_threads = threads, .kv_type = QTYPE_F32 };
