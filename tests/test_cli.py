@@ -45,6 +45,13 @@ def main():
         r = ingot("run", "-m", bad, "-p", "x")
         check("run on corrupt model: clean error", r.returncode == 1, r.stderr)
 
+    with tempfile.TemporaryDirectory() as d:
+        r = ingot("pull", env={"INGOT_HOME": d, "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+                               "PIP_RETRIES": "0", "PIP_TIMEOUT": "2"}, timeout=120)
+        check("pull offline: clear error, no partial file", r.returncode == 1 and
+              "unreachable" in r.stderr and not [f for f in os.listdir(d) if f.endswith(".gguf")],
+              r.stderr)
+
     r = ingot("frobnicate")
     check("unknown command -> exit 2", r.returncode == 2, r.stderr)
     r = ingot("run", "-p", "x", "--top-p", "7")
