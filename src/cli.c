@@ -5,8 +5,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "quant.h"
+
 #include "mem.h"
+#include "forward.h"
+#include "model.h"
 #include "pool.h"
+#include "runner.h"
+#include "tokenizer.h"
 #include "pull.h"
 
 static const struct cli_command commands[] = {
@@ -86,4 +92,46 @@ int cli_threads(int requested)
 		return cpus;
 	}
 	return requested;
+}
+
+/* Default context: the trained length, capped so the F32 KV cache stays
+ * under a quarter of physical memory. */
+static int64_t default_ctx(const struct model *m)
+{
+	const struct model_hparams *hp = &m->hp;
+	double per_pos = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 4;
+	double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+	int64_t cap = (int64_t)(mem / 4 / per_pos);
+	int64_t n = hp->ctx_train < cap ? hp->ctx_train : cap;
+	return n > 0 ? n : 512;
+}
+
+int cli_session_open(struct cli_session *s, const char *path, struct fwd_config *fc,
+		     int threads, int runner_kind, const char *who, ing_err *err)
+{
+	int rc = model_open(path, &s->m, err);
+	if (rc)
+		return rc;
+	if (cli_tokenizer_open(path, &s->tk))
+		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
+	fc->n_threads = cli_threads(threads);
+	if (fc->n_ctx <= 0)
+		fc->n_ctx = default_ctx(s->m);
+	if ((rc = fwd_create(s->m, fc, &s->f, err)) ||
+	    (rc = pool_create(fc->n_threads, 1, &s->pool, err)))
+		return rc;
+	if (err->msg[0])
+		fprintf(stderr, "%s: note: %s\n", who, err->msg);
+	ing_err_clear(err);
+	return runner_create((enum runner_kind)runner_kind, s->f, s->pool, &s->r, err);
+}
+
+void cli_session_close(struct cli_session *s)
+{
+	runner_destroy(s->r);
+	pool_destroy(s->pool);
+	fwd_destroy(s->f);
+	tokenizer_close(s->tk);
+	model_close(s->m);
+	*s = (struct cli_session){ 0 };
 }

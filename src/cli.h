@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "err.h"
+
 struct cli_command {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -28,6 +30,30 @@ int cli_threads(int requested);
 char *cli_read_stdin(size_t *len);
 
 struct tokenizer;
+struct model;
+struct fwd;
+struct fwd_config;
+struct pool;
+struct runner;
+
+/* What run, perplexity and friends hold: the model, its vocabulary, a
+ * forward context, the thread pool and a runner over them. */
+struct cli_session {
+	struct model *m;
+	struct tokenizer *tk;
+	struct fwd *f;
+	struct pool *pool;
+	struct runner *r;
+};
+
+/* Opens everything for the model at path. fc->n_ctx <= 0 picks the default
+ * context (trained length capped by memory); fc->n_threads is set from
+ * `threads` (cli_threads). `who` prefixes notes on stderr. On failure err
+ * says why; close with cli_session_close() either way. */
+int cli_session_open(struct cli_session *s, const char *path, struct fwd_config *fc,
+		     int threads, int runner_kind, const char *who, ing_err *err);
+void cli_session_close(struct cli_session *s);
+
 /* Opens the vocabulary of the model file at path; prints the error and
  * returns -1 on failure. */
 int cli_tokenizer_open(const char *path, struct tokenizer **tk);

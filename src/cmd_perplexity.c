@@ -131,11 +131,7 @@ static char *read_text(const char *path, size_t *len)
 /* ---- engine ---- */
 
 struct ppl_ctx {
-	struct model *m;
-	struct tokenizer *tk;
-	struct fwd *f;
-	struct pool *pool;
-	struct runner *r;
+	struct cli_session ses;
 	int32_t *tok, *pos, *seq; /* [B] one sub-batch */
 	bool *want;               /* [B] */
 	double *nll;              /* [B] per scored row, filled by the pool */
@@ -148,32 +144,17 @@ static void ppl_ctx_close(struct ppl_ctx *c)
 	ing_free(c->seq);
 	ing_free(c->pos);
 	ing_free(c->tok);
-	runner_destroy(c->r);
-	pool_destroy(c->pool);
-	fwd_destroy(c->f);
-	tokenizer_close(c->tk);
-	model_close(c->m);
+	cli_session_close(&c->ses);
 }
 
 static int ppl_ctx_open(struct ppl_ctx *c, const char *path, const struct ppl_opts *o,
 			ing_err *err)
 {
-	int rc = model_open(path, &c->m, err);
-	if (rc)
-		return rc;
-	if (cli_tokenizer_open(path, &c->tk))
-		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
-	int threads = cli_threads(o->threads);
 	struct fwd_config fc = { .max_batch = o->batch, .max_logits = o->batch,
-				 .n_ctx = o->n_ctx, .n_seq = 1, .n_threads = threads,
-				 .kv_type = QTYPE_F32 };
-	if ((rc = fwd_create(c->m, &fc, &c->f, err)) ||
-	    (rc = pool_create(threads, 1, &c->pool, err)))
-		return rc;
-	if (err->msg[0])
-		fprintf(stderr, "ingot perplexity: note: %s\n", err->msg);
-	ing_err_clear(err);
-	if ((rc = runner_create(RUNNER_GRAPH, c->f, c->pool, &c->r, err)))
+				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = QTYPE_F32 };
+	int rc = cli_session_open(&c->ses, path, &fc, o->threads, RUNNER_MEGA, "ingot perplexity",
+				  err);
+	if (rc)
 		return rc;
 	size_t b = (size_t)o->batch;
 	c->tok = ing_malloc(b * sizeof *c->tok);
@@ -227,8 +208,8 @@ struct ppl_sums {
 static int eval_chunk(struct ppl_ctx *c, const int32_t *tokens, int64_t C, int64_t B,
 		      struct ppl_sums *s, ing_err *err)
 {
-	const int64_t first = C / 2, V = c->m->hp.n_vocab;
-	kv_seq_truncate(fwd_kv(c->f), 0, 0);
+	const int64_t first = C / 2, V = c->ses.m->hp.n_vocab;
+	kv_seq_truncate(fwd_kv(c->ses.f), 0, 0);
 	for (int64_t p0 = 0; p0 < C; p0 += B) {
 		int64_t n = C - p0 < B ? C - p0 : B;
 		for (int64_t i = 0; i < n; i++) {
@@ -240,17 +221,17 @@ static int eval_chunk(struct ppl_ctx *c, const int32_t *tokens, int64_t C, int64
 		}
 		struct fwd_batch b = { .n = n, .tokens = c->tok, .pos = c->pos, .seq = c->seq,
 				       .want_logits = c->want };
-		int rc = runner_step(c->r, &b, err);
+		int rc = runner_step(c->ses.r, &b, err);
 		if (rc)
 			return rc;
 		int64_t n_out;
-		float *logits = fwd_logits(c->f, &n_out);
+		float *logits = fwd_logits(c->ses.f, &n_out);
 		if (n_out == 0)
 			continue;
 		int64_t p_first = p0 > first ? p0 : first; /* position of logits row 0 */
 		struct score_job j = { .logits = logits, .target = tokens + p_first + 1,
 				       .nll = c->nll, .n = n_out, .V = V };
-		pool_run(c->pool, score_rows, &j);
+		pool_run(c->ses.pool, score_rows, &j);
 		for (int64_t r = 0; r < n_out; r++) {
 			s->nll += c->nll[r];
 			s->nll2 += c->nll[r] * c->nll[r];
@@ -266,7 +247,7 @@ static int tokenize_text(const struct ppl_ctx *c, const char *text, size_t len,
 			 struct token_ids *ids)
 {
 	ing_err err = { 0 };
-	if (tokenizer_encode(c->tk, text, len, TOKENIZER_ADD_SPECIAL, ids, &err)) {
+	if (tokenizer_encode(c->ses.tk, text, len, TOKENIZER_ADD_SPECIAL, ids, &err)) {
 		fprintf(stderr, "ingot perplexity: %s\n", err.msg);
 		return -1;
 	}
@@ -288,15 +269,15 @@ static int run_chunks(struct ppl_ctx *c, const struct ppl_opts *o, struct token_
 	int64_t n_chunk = (int64_t)ids->n / C;
 	if (o->n_chunks > 0 && o->n_chunks < n_chunk)
 		n_chunk = o->n_chunks;
-	const bool add_bos = tokenizer_adds_bos(c->tk);
+	const bool add_bos = tokenizer_adds_bos(c->ses.tk);
 	fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, batch %lld, %d threads\n",
 		ids->n, (long long)n_chunk, (long long)C, (long long)o->batch,
-		pool_threads(c->pool));
+		pool_threads(c->ses.pool));
 	double t0 = now_s();
 	for (int64_t k = 0; k < n_chunk; k++) {
 		int32_t *chunk = ids->ids + k * C, saved = chunk[0];
 		if (add_bos)
-			chunk[0] = tokenizer_bos(c->tk);
+			chunk[0] = tokenizer_bos(c->ses.tk);
 		ing_err err = { 0 };
 		int rc = eval_chunk(c, chunk, C, o->batch, s, &err);
 		chunk[0] = saved;

@@ -49,7 +49,7 @@ static int usage(void)
 		"      --ctx N             context length (default: the model's, capped by memory)\n"
 		"      --batch N           prefill chunk size (default 256)\n"
 		"  -t, --threads N         compute threads (default: physical cores)\n"
-		"      --runner graph      schedule (default graph)\n"
+		"      --runner mega|graph schedule: megakernel (default) or one dispatch per op\n"
 		"      --ignore-eos        keep generating past end-of-sequence tokens\n");
 	return 2;
 }
@@ -111,7 +111,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS }, { 0 }
 	};
-	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "graph",
+	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega",
 				.sp = sample_params_default() };
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", lo, NULL)) != -1)
@@ -231,60 +231,28 @@ static int print_token(void *ud, int32_t tok)
 	return 0;
 }
 
-/* Default context: the trained length, capped so the F32 KV cache stays
- * under a quarter of physical memory. */
-static int64_t default_ctx(const struct model *m)
-{
-	const struct model_hparams *hp = &m->hp;
-	double per_pos = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 4;
-	double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-	int64_t cap = (int64_t)(mem / 4 / per_pos);
-	int64_t n = hp->ctx_train < cap ? hp->ctx_train : cap;
-	return n > 0 ? n : 512;
-}
-
 struct run_ctx {
-	struct model *m;
-	struct tokenizer *tk;
-	struct fwd *f;
-	struct pool *pool;
-	struct runner *r;
+	struct cli_session ses;
 	struct sampler *s;
 };
 
 static void run_ctx_close(struct run_ctx *c)
 {
 	sampler_free(c->s);
-	runner_destroy(c->r);
-	pool_destroy(c->pool);
-	fwd_destroy(c->f);
-	tokenizer_close(c->tk);
-	model_close(c->m);
+	cli_session_close(&c->ses);
 }
 
 static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_opts *o, ing_err *err)
 {
 	int kind = runner_kind_parse(o->runner);
 	if (kind < 0)
-		return ing_err_set(err, ING_ERR_INVALID, "unknown runner '%s' (graph)", o->runner);
-	int rc = model_open(path, &c->m, err);
-	if (rc)
-		return rc;
-	if (cli_tokenizer_open(path, &c->tk))
-		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
-	int threads = cli_threads(o->threads);
-	struct fwd_config fc = { .max_batch = o->batch, .max_logits = 1,
-				 .n_ctx = o->n_ctx ? o->n_ctx : default_ctx(c->m), .n_seq = 1,
-				 .n_threads = threads, .kv_type = QTYPE_F32 };
-	if ((rc = fwd_create(c->m, &fc, &c->f, err)) ||
-	    (rc = pool_create(threads, 1, &c->pool, err)))
-		return rc;
-	if (err->msg[0])
-		fprintf(stderr, "ingot run: note: %s\n", err->msg);
-	if ((rc = runner_create((enum runner_kind)kind, c->f, c->pool, &c->r, err)) ||
-	    (rc = sampler_create(&o->sp, c->m->hp.n_vocab, &c->s, err)))
-		return rc;
-	return ING_OK;
+		return ing_err_set(err, ING_ERR_INVALID, "unknown runner '%s' (mega, graph)", o->runner);
+	struct fwd_config fc = { .max_batch = o->batch, .max_logits = 1, .n_ctx = o->n_ctx,
+				 .n_seq = 1, .kv_type = QTYPE_F32 };
+	int rc = cli_session_open(&c->ses, path, &fc, o->threads, kind, "ingot run", err);
+	if (rc == ING_OK)
+		rc = sampler_create(&o->sp, c->ses.m->hp.n_vocab, &c->s, err);
+	return rc;
 }
 
 static void print_summary(const struct gen_stats *st)
@@ -311,17 +279,17 @@ int cmd_run(int argc, char **argv)
 	struct printer pr = { .ids = o.ids };
 	int status = 1;
 	if (run_ctx_open(&c, path, &o, &err) ||
-	    tokenizer_stream_init(&pr.ts, c.tk, 0, &err)) {
+	    tokenizer_stream_init(&pr.ts, c.ses.tk, 0, &err)) {
 		fprintf(stderr, "ingot run: %s\n", err.msg);
 		goto out;
 	}
-	pr.tk = c.tk;
-	if (build_prompt(&o, c.tk, &ids))
+	pr.tk = c.ses.tk;
+	if (build_prompt(&o, c.ses.tk, &ids))
 		goto out;
 	struct gen_config gc = { .n_predict = o.n_predict, .prefill_chunk = o.batch,
 				 .ignore_eos = o.ignore_eos };
 	struct gen_stats st;
-	if (generate(c.r, c.f, c.s, c.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
+	if (generate(c.ses.r, c.ses.f, c.s, c.ses.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
 		fprintf(stderr, "ingot run: %s\n", err.msg);
 		goto out;
 	}
