@@ -8,7 +8,7 @@
 #   scripts/setup.sh test     those plus what the tests need (default)
 set -euo pipefail
 WHAT=${1:-test}
-APT_PKGS=(pkg-config libpcre2-dev)
+APT_PKGS=(pkg-config libpcre2-dev libcjson-dev)
 TEST_APT_PKGS=(libsimde-dev)
 PY_PKGS=(gguf==0.19.0 numpy)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
