@@ -6,7 +6,10 @@
  * Kernel tables are built once, on first use, under pthread_once: every
  * entry starts as a thin wrapper over the scalar reference and the ISA file
  * then overwrites the entries it implements. Tables are immutable after
- * that, so callers may share the returned pointers across threads. */
+ * that, so callers may share the returned pointers across threads.
+ * dot_multi entries start NULL (quant_dot_multi then calls dot per row);
+ * an ISA file that replaces a dot entry also sets or clears its dot_multi
+ * entry, so the two never come from different ISAs. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,4 +198,27 @@ const struct quant_kernels *quant_kernels_best(void)
 {
 	const struct quant_kernels *k = quant_kernels_get(quant_isa_detect());
 	return k ? k : quant_kernels_get(QUANT_ISA_SCALAR);
+}
+
+/* ---- multi-row dot ---- */
+
+void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, float *out,
+		     const void *w, const void *a, size_t a_stride, int ncols)
+{
+	const uint8_t *row = a;
+	quant_dot_multi_fn multi = k->dot_multi[t];
+	quant_dot_fn dot = k->dot[t];
+	for (int c = 0; c < ncols;) {
+		int m = ncols - c < QUANT_MULTI_MAX ? ncols - c : QUANT_MULTI_MAX;
+		if (multi)
+			multi(n, out + c, w, row, a_stride, m);
+		else if (dot)
+			for (int j = 0; j < m; j++)
+				dot(n, out + c + j, w, row + (size_t)j * a_stride);
+		else
+			for (int j = 0; j < m; j++)
+				out[c + j] = quant_dot_ref(t, w, row + (size_t)j * a_stride, n);
+		c += m;
+		row += (size_t)m * a_stride;
+	}
 }

@@ -104,12 +104,37 @@ enum quant_isa {
 typedef void (*quant_dot_fn)(int64_t n, float *out, const void *w, const void *a);
 typedef void (*quant_quantize_fn)(const float *x, void *dst, int64_t n);
 
-/* One kernel table per ISA. A NULL dot entry means "use the reference". */
+/* Most activation rows one dot_multi kernel call takes. */
+#define QUANT_MULTI_MAX 4
+
+/* One weight row w against ncols (1 .. QUANT_MULTI_MAX) activation rows,
+ * the first at a, the next a_stride bytes further each: out[c] = dot of w
+ * with row c. Each weight block is unpacked once for all the rows. The
+ * result for every row is bit-for-bit what the same table's dot entry
+ * returns for that row alone (same integer sums, same float operations in
+ * the same order), so a row's result does not depend on the batch it is
+ * computed in. a_stride must keep every row aligned like its blocks (a
+ * multiple of 4 bytes does for every activation format). */
+typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const void *a,
+				   size_t a_stride, int ncols);
+
+/* One kernel table per ISA. A NULL dot entry means "use the reference"; a
+ * NULL dot_multi entry means "call dot once per row" (quant_dot_multi does
+ * that, so callers need not care). */
 struct quant_kernels {
 	enum quant_isa isa;
 	quant_dot_fn dot[QTYPE_COUNT];               /* indexed by weight type */
+	quant_dot_multi_fn dot_multi[QTYPE_COUNT];   /* indexed by weight type */
 	quant_quantize_fn quantize_act[QTYPE_COUNT]; /* indexed by act type */
 };
+
+/* out[c] = dot of weight row w (type t, n elements) with activation row c,
+ * for c < ncols, the rows a_stride bytes apart from a. Any ncols >= 0: the
+ * rows go to k's dot_multi kernel QUANT_MULTI_MAX at a time, or one by one
+ * to its dot where the type has no multi kernel. Bit-identical, row by row,
+ * to calling k->dot[t] on each row alone. */
+void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, float *out,
+		     const void *w, const void *a, size_t a_stride, int ncols);
 
 /* Best ISA this CPU (and OS, for AVX-512 state) supports and ingot has.
  * The environment variable INGOT_ISA=scalar|avx2|avx512 caps the result
@@ -128,7 +153,9 @@ const char *quant_isa_name(enum quant_isa isa);
  * quantizes into that type; it is the reference except for the activation
  * formats Q8_0, Q8_1 and Q8_K, whose SIMD versions are byte-identical to
  * quant_quantize_ref). Dot kernels may differ from quant_dot_ref only in the
- * order of float additions: the integer sums are the same. */
+ * order of float additions: the integer sums are the same. dot_multi entries
+ * are set only where the ISA has a multi-row kernel for the type; within a
+ * table they always agree bit for bit with the dot entry. */
 const struct quant_kernels *quant_kernels_get(enum quant_isa isa);
 const struct quant_kernels *quant_kernels_best(void);
 

@@ -307,10 +307,16 @@ static void dot_q6_K(int64_t n, float *out, const void *vw, const void *va)
 	*out = _mm512_reduce_add_ps(acc);
 }
 
+/* The AVX2 table's dot_multi entries for these types match the AVX2 dots,
+ * not these: clear them (quant_dot_multi then calls these dots per row). */
 void quant_avx512_register(struct quant_kernels *k)
 {
 	k->dot[QTYPE_Q8_0] = dot_q8_0;
 	k->dot[QTYPE_Q5_0] = dot_q5_0;
 	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q6_K] = dot_q6_K;
+	k->dot_multi[QTYPE_Q8_0] = NULL;
+	k->dot_multi[QTYPE_Q5_0] = NULL;
+	k->dot_multi[QTYPE_Q4_K] = NULL;
+	k->dot_multi[QTYPE_Q6_K] = NULL;
 }

@@ -611,6 +611,97 @@ static void test_simd_dot(const struct quant_kernels *k)
 	free(x), free(xa), free(wd), free(ad), free(w), free(a);
 }
 
+/* ---- multi-row dots ---- */
+
+#define MULTI_ROWS (2 * QUANT_MULTI_MAX + 1) /* rows per quant_dot_multi call, at most */
+
+/* One weight row against `rows` activation rows stride bytes apart through
+ * quant_dot_multi (and, for 1 .. QUANT_MULTI_MAX rows, the table's
+ * dot_multi kernel directly): each result must be bit for bit the table's
+ * dot of that row alone, and nothing past out[rows - 1] may be written. */
+static void multi_check_rows(const struct quant_kernels *k, enum qtype t, int64_t n, const void *w,
+			     const uint8_t *a, size_t stride, int rows, const char *what)
+{
+	float out[MULTI_ROWS + 2], one[MULTI_ROWS];
+	const float canary = -12345.0f;
+	for (int c = 0; c < rows; c++)
+		k->dot[t](n, &one[c], w, a + (size_t)c * stride);
+	for (int direct = 0; direct < 2; direct++) {
+		if (direct && (!k->dot_multi[t] || rows < 1 || rows > QUANT_MULTI_MAX))
+			continue;
+		for (int c = 0; c < MULTI_ROWS + 2; c++)
+			out[c] = canary;
+		if (direct)
+			k->dot_multi[t](n, out, w, a, stride, rows);
+		else
+			quant_dot_multi(k, t, n, out, w, a, stride, rows);
+		int bad = 0;
+		for (int c = 0; c < rows; c++)
+			bad += memcmp(&out[c], &one[c], sizeof out[c]) != 0;
+		CHECK(bad == 0, "%s %s %s n=%lld rows=%d %s: %d results differ from dot (row 0: %.9g vs %.9g)",
+		      quant_isa_name(k->isa), qtype_traits(t)->name, direct ? "dot_multi" : "quant_dot_multi",
+		      (long long)n, rows, what, bad, out[0], one[0]);
+		CHECK(out[rows] == canary && out[rows + 1] == canary, "%s %s rows=%d: wrote past out[%d]",
+		      quant_isa_name(k->isa), qtype_traits(t)->name, rows, rows - 1);
+	}
+}
+
+/* Every type, several n, quantized and random-bit weights, 0 .. MULTI_ROWS
+ * activation rows at a padded stride: results bit-identical to dot row by
+ * row; where the table has a multi kernel, also within the reference
+ * tolerance of test_simd_dot. */
+static void test_dot_multi(const struct quant_kernels *k)
+{
+	static const int64_t blocks[] = { 1, 2, 3, 5, 16 };
+	float *x = malloc(NMAX * sizeof *x), *wd = malloc(NMAX * sizeof *wd), *ad = malloc(NMAX * sizeof *ad);
+	void *w = malloc(row_bytes(QTYPE_F32, NMAX));
+	size_t a_bytes = MULTI_ROWS * (row_bytes(QTYPE_F32, NMAX) + 64);
+	uint8_t *a = malloc(a_bytes);
+	int multi_kernels = 0;
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		enum qtype t = all_types[ti], at = qtype_traits(t)->act_type;
+		int64_t be = qtype_traits(t)->block_elems == 1 ? 32 : qtype_traits(t)->block_elems;
+		multi_kernels += k->dot_multi[t] != NULL;
+		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+			int64_t n = blocks[bi] * be;
+			for (int rb = 0; rb < 2; rb++) {
+				/* rows 4-byte aligned (Q8_K's float d), then a few
+				 * words of padding so stride != row size */
+				size_t stride = (row_bytes(at, n) + 3) / 4 * 4 + 4 * (rng_u32() % 4);
+				memset(a, 0xcd, a_bytes);
+				fill_data(x, n);
+				weights_make(t, x, w, n, rb);
+				for (int c = 0; c < MULTI_ROWS; c++) {
+					fill_data(x, n);
+					if (c == 2)
+						memset(x, 0, (size_t)n * sizeof *x); /* an all-zero row */
+					quant_quantize_ref(at, x, a + (size_t)c * stride, n);
+				}
+				const char *what = rb ? "random bits" : "quantized";
+				for (int rows = 0; rows <= MULTI_ROWS; rows++)
+					multi_check_rows(k, t, n, w, a, stride, rows, what);
+				if (!k->dot_multi[t])
+					continue;
+				float out[QUANT_MULTI_MAX];
+				k->dot_multi[t](n, out, w, a, stride, QUANT_MULTI_MAX);
+				for (int c = 0; c < QUANT_MULTI_MAX; c++) {
+					const uint8_t *ac = a + (size_t)c * stride;
+					float ref = quant_dot_ref(t, w, ac, n);
+					quant_dequantize_ref(at, ac, ad, n);
+					double tol = 1e-5 * dot_terms_magnitude(t, w, wd, ad, n) + 1e-30;
+					CHECK(fabsf(out[c] - ref) <= tol,
+					      "%s %s dot_multi n=%lld row %d %s: %.9g ref %.9g (tol %.3g)",
+					      quant_isa_name(k->isa), qtype_traits(t)->name, (long long)n, c,
+					      what, out[c], ref, tol);
+				}
+			}
+		}
+	}
+	if (k->isa != QUANT_ISA_SCALAR)
+		printf("  %d types with dot_multi kernels\n", multi_kernels);
+	free(x), free(wd), free(ad), free(w), free(a);
+}
+
 static void test_simd_quantize(const struct quant_kernels *k)
 {
 	static const enum qtype acts[] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K };
@@ -685,6 +776,17 @@ static void test_avx512_emulated(void)
 	quant_avx512_simde_register(&k);
 	printf("testing avx512 kernels under SIMDe emulation\n");
 	test_simd_dot(&k);
+	test_dot_multi(&k);
+	/* As quant.c composes the real AVX-512 table: AVX2 first, then the
+	 * AVX-512 file, which must not leave AVX2 multi kernels beside its
+	 * own dots. */
+	if (quant_kernels_get(QUANT_ISA_AVX2)) {
+		k = *quant_kernels_get(QUANT_ISA_AVX2);
+		k.isa = QUANT_ISA_AVX512;
+		quant_avx512_simde_register(&k);
+		printf("testing avx2 + emulated avx512 table composition\n");
+		test_dot_multi(&k);
+	}
 #else
 	printf("SKIP avx512 emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
 #endif
@@ -716,6 +818,7 @@ int main(void)
 		printf("testing %s kernels\n", quant_isa_name(k->isa));
 		test_simd_dot(k);
 		test_simd_quantize(k);
+		test_dot_multi(k);
 	}
 	test_avx512_emulated();
 	return check_summary("test_quant");
