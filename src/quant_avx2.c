@@ -77,14 +77,6 @@ static inline __m128i load128(const void *p)
 	return _mm_loadu_si128((const __m128i *)p);
 }
 
-/* Signed bytes x * y summed in groups of four into 8 int32 (the sign trick
- * makes x unsigned for maddubs: |x| * (y with x's sign)). */
-static inline __m256i dot_i8_i8(__m256i x, __m256i y)
-{
-	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
 /* Unsigned bytes x (< 64) * signed bytes y, grouped by four into int32. */
 static inline __m256i dot_u8_i8(__m256i x, __m256i y)
 {
@@ -114,28 +106,50 @@ static inline __m256i bits_expand(const uint8_t *qh)
 	return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
-/* ---- legacy 32-element blocks ---- */
+/* ---- multi-row kernels ----
+ *
+ * The kernels that have a dot_multi twin (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) are
+ * written once, as an always-inlined body over nc activation rows, nc a
+ * constant 1 .. QUANT_MULTI_MAX at each instance: each weight block is
+ * unpacked once, then every row runs the float computation of the
+ * single-row kernel on its own accumulators: the same int32 lanes per block,
+ * scaled by the same float product, FMA'd in the same order, reduced the
+ * same way at the end. dot is the nc = 1 instance and dot_multi dispatches
+ * to the instance for its ncols, so the two agree bit for bit: a row's
+ * result does not depend on the batch it is computed in. Integer work may
+ * be regrouped freely between instances (it is exact), float work may not.
+ * That includes the compiler's: the build's -std=c11 implies
+ * -ffp-contract=off, so no instance gets a mul+add fused that another
+ * keeps apart. */
 
-static void dot_q8_0(int64_t n, float *out, const void *vw, const void *va)
-{
-	const struct block_q8_0 *w = vw, *a = va;
-	int64_t nb = n / QK, i = 0;
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-	for (; i + 1 < nb; i += 2) {
-		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
-		__m256i p1 = dot_i8_i8(load256(w[i + 1].qs), load256(a[i + 1].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Loop over the activation rows, fully unrolled so the per-row accumulator
+ * arrays below live in registers. */
+#define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
+
+/* Activation row c of a multi-row call, as an array of blocks. */
+#define ACT_ROW(type, a, a_stride, c) ((const type *)((const uint8_t *)(a) + (size_t)(c) * (a_stride)))
+
+/* dot_<name> (one row) and dot_multi_<name> (1 .. 4 rows) from the body
+ * <body>(n, out, w, a, a_stride, nc). */
+#define DOT_AND_MULTI(name, body)                                                          \
+	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
+	{                                                                                  \
+		body(n, out, w, a, 0, 1);                                                  \
+	}                                                                                  \
+	static void dot_multi_##name(int64_t n, float *out, const void *w, const void *a,    \
+				     size_t a_stride, int ncols)                           \
+	{                                                                                  \
+		switch (ncols) {                                                           \
+		case 1: body(n, out, w, a, a_stride, 1); break;                            \
+		case 2: body(n, out, w, a, a_stride, 2); break;                            \
+		case 3: body(n, out, w, a, a_stride, 3); break;                            \
+		default: assert(ncols == 4); body(n, out, w, a, a_stride, 4); break;       \
+		}                                                                          \
 	}
-	if (i < nb) {
-		__m256i p0 = dot_i8_i8(load256(w[i].qs), load256(a[i].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-	}
-	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
+
+/* ---- legacy 32-element blocks ---- */
 
 /* Signed quants of one Q4_0 block: nibble - 8. */
 static inline __m256i q4_0_quants(const struct block_q4_0 *b)
@@ -151,49 +165,81 @@ static inline __m256i q5_0_quants(const struct block_q5_0 *b)
 	return _mm256_or_si256(nibbles_expand(b->qs), hi);
 }
 
-static void dot_q4_0(int64_t n, float *out, const void *vw, const void *va)
+/* Block i of a Q4_0 / Q5_0 / Q8_0 row (all start with their fp16 d). */
+ALWAYS_INLINE const void *legacy_block(enum qtype t, const void *w, int64_t i)
 {
-	const struct block_q4_0 *w = vw;
-	const struct block_q8_0 *a = va;
-	int64_t nb = n / QK, i = 0;
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-	for (; i + 1 < nb; i += 2) {
-		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
-		__m256i p1 = dot_i8_i8(q4_0_quants(&w[i + 1]), load256(a[i + 1].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+	switch (t) {
+	case QTYPE_Q4_0: return (const struct block_q4_0 *)w + i;
+	case QTYPE_Q5_0: return (const struct block_q5_0 *)w + i;
+	default: return (const struct block_q8_0 *)w + i;
 	}
-	if (i < nb) {
-		__m256i p0 = dot_i8_i8(q4_0_quants(&w[i]), load256(a[i].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-	}
-	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-static void dot_q5_0(int64_t n, float *out, const void *vw, const void *va)
+/* Its 32 quants as signed bytes. */
+ALWAYS_INLINE __m256i legacy_quants(enum qtype t, const void *w, int64_t i)
 {
-	const struct block_q5_0 *w = vw;
-	const struct block_q8_0 *a = va;
+	switch (t) {
+	case QTYPE_Q4_0: return q4_0_quants((const struct block_q4_0 *)w + i);
+	case QTYPE_Q5_0: return q5_0_quants((const struct block_q5_0 *)w + i);
+	default: return load256(((const struct block_q8_0 *)w)[i].qs);
+	}
+}
+
+/* The int32 lanes of one block's dot (lane j: elements 4j .. 4j+3): q the
+ * signed weight quants, q_abs = |q| (shared by the rows), qa the row's. */
+static inline __m256i legacy_block_dot(__m256i q, __m256i q_abs, const int8_t *qa)
+{
+	__m256i p = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(load256(qa), q));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* Q4_0, Q5_0, Q8_0 weights of type t against Q8_0 activation rows: per block
+ * the exact int32 lanes, scaled by d_w * d_a with one FMA, even blocks into
+ * acc0 and odd ones into acc1 (two dependency chains), one reduction. */
+ALWAYS_INLINE void legacy_dot_rows(enum qtype t, int64_t n, float *out, const void *w,
+				   const void *a, size_t a_stride, int nc)
+{
 	int64_t nb = n / QK, i = 0;
-	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	__m256 acc0[QUANT_MULTI_MAX], acc1[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc) {
+		acc0[c] = _mm256_setzero_ps();
+		acc1[c] = _mm256_setzero_ps();
+	}
 	for (; i + 1 < nb; i += 2) {
-		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
-		__m256i p1 = dot_i8_i8(q5_0_quants(&w[i + 1]), load256(a[i + 1].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		__m256 d1 = scale_product(&w[i + 1], &a[i + 1]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-		acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+		__m256i q0 = legacy_quants(t, w, i), q1 = legacy_quants(t, w, i + 1);
+		__m256i q0_abs = _mm256_sign_epi8(q0, q0), q1_abs = _mm256_sign_epi8(q1, q1);
+		__m128 dw0 = half_load4(legacy_block(t, w, i));
+		__m128 dw1 = half_load4(legacy_block(t, w, i + 1));
+		FOR_COLS(c, nc) {
+			const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
+			__m256i p0 = legacy_block_dot(q0, q0_abs, ac[i].qs);
+			__m256i p1 = legacy_block_dot(q1, q1_abs, ac[i + 1].qs);
+			__m256 d0 = _mm256_broadcastss_ps(_mm_mul_ss(dw0, half_load4(&ac[i])));
+			__m256 d1 = _mm256_broadcastss_ps(_mm_mul_ss(dw1, half_load4(&ac[i + 1])));
+			acc0[c] = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0[c]);
+			acc1[c] = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1[c]);
+		}
 	}
 	if (i < nb) {
-		__m256i p0 = dot_i8_i8(q5_0_quants(&w[i]), load256(a[i].qs));
-		__m256 d0 = scale_product(&w[i], &a[i]);
-		acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+		__m256i q0 = legacy_quants(t, w, i), q0_abs = _mm256_sign_epi8(q0, q0);
+		__m128 dw0 = half_load4(legacy_block(t, w, i));
+		FOR_COLS(c, nc) {
+			const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
+			__m256i p0 = legacy_block_dot(q0, q0_abs, ac[i].qs);
+			__m256 d0 = _mm256_broadcastss_ps(_mm_mul_ss(dw0, half_load4(&ac[i])));
+			acc0[c] = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0[c]);
+		}
 	}
-	*out = hsum_ps(_mm256_add_ps(acc0, acc1));
+	FOR_COLS(c, nc)
+		out[c] = hsum_ps(_mm256_add_ps(acc0[c], acc1[c]));
 }
+
+#define Q8_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q8_0, n, out, w, a, s, nc)
+#define Q4_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q4_0, n, out, w, a, s, nc)
+#define Q5_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q5_0, n, out, w, a, s, nc)
+DOT_AND_MULTI(q8_0, Q8_0_ROWS)
+DOT_AND_MULTI(q4_0, Q4_0_ROWS)
+DOT_AND_MULTI(q5_0, Q5_0_ROWS)
 
 /* Q4_1 and Q5_1 against Q8_1: unsigned quants, value = q*d + m; the min
  * term m * s uses the activation block's s = d * sum(q). */
@@ -267,38 +313,53 @@ static inline __m256i k4_chunk(__m256i q_lo, __m256i q_hi, const int8_t *a, __m2
 	return _mm256_add_epi32(p_lo, p_hi);
 }
 
-static void dot_q4_K(int64_t n, float *out, const void *vw, const void *va)
+/* Q4_K against Q8_K rows. Per super-block and row: the scale part as 8 int32
+ * lanes (FMA'd with d_w * d_a into acc), the min part as 4 (FMA'd with
+ * dmin_w * d_a into accm); the result is their difference. The unpacked
+ * scales and nibbles of each 64-element chunk are shared by the rows. */
+ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
 {
 	const struct block_q4_K *w = vw;
-	const struct block_q8_K *a = va;
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
-	__m256 acc = _mm256_setzero_ps();
-	__m128 accm = _mm_setzero_ps();
-	for (int64_t i = 0; i < n / QK_K; i++) {
-		float d = half_load(w[i].d) * a[i].d;
-		float dmin = half_load(w[i].dmin) * a[i].d;
-		__m256i sm = k4_scales_mins(w[i].scales);
-		accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_sums(sm, a[i].bsums)), accm);
-		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-		__m256i sumi = _mm256_setzero_si256();
-#define Q4K_CHUNK(j)                                                                        \
-	do {                                                                                \
-		__m256i q = load256(w[i].qs + 32 * (j));                                    \
-		__m256i lo = _mm256_and_si256(q, m4);                                       \
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                  \
-		sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, a[i].qs + 64 * (j),           \
-						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j))), \
-						       _mm256_shuffle_epi8(sc, BCAST16(2 * (j) + 1)))); \
-	} while (0)
-		Q4K_CHUNK(0);
-		Q4K_CHUNK(1);
-		Q4K_CHUNK(2);
-		Q4K_CHUNK(3);
-#undef Q4K_CHUNK
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	__m256 acc[QUANT_MULTI_MAX];
+	__m128 accm[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc) {
+		acc[c] = _mm256_setzero_ps();
+		accm[c] = _mm_setzero_ps();
 	}
-	*out = hsum_ps(acc) - hsum_ps128(accm);
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float dw = half_load(w[i].d), dminw = half_load(w[i].dmin);
+		__m256i sm = k4_scales_mins(w[i].scales);
+		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		__m256i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			__m128 mins = _mm_cvtepi32_ps(k4_min_sums(sm, ac->bsums));
+			accm[c] = _mm_fmadd_ps(_mm_set1_ps(dminw * ac->d), mins, accm[c]);
+			sumi[c] = _mm256_setzero_si256();
+		}
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+			__m256i q = load256(w[i].qs + 32 * j);
+			__m256i lo = _mm256_and_si256(q, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+			__m256i s_lo = _mm256_shuffle_epi8(sc, BCAST16(2 * j));
+			__m256i s_hi = _mm256_shuffle_epi8(sc, BCAST16(2 * j + 1));
+			FOR_COLS(c, nc) {
+				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+				sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
+			}
+		}
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ac->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+		}
+	}
+	FOR_COLS(c, nc)
+		out[c] = hsum_ps(acc[c]) - hsum_ps128(accm[c]);
 }
+
+DOT_AND_MULTI(q4_K, q4_K_dot_rows)
 
 static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
 {
@@ -380,42 +441,60 @@ static inline __m256i offset_correction(__m256i sc16, const int16_t *bsums, int 
 	return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, off_log2));
 }
 
-/* Q6_K: u = q + 32 (6 bits: 4 from ql, 2 from qh). */
-static inline __m256i q6k_half_dot(const struct block_q6_K *b, const int8_t *q8, __m256i sc16, int h)
+/* Q6_K: u = q + 32 (6 bits: 4 from ql, 2 from qh). Quarter k (elements
+ * 32k .. 32k+32) of half h: the low (k < 2) or high (k >= 2) nibbles of l,
+ * the ql bytes 64h + 32(k & 1) .. +32, below bits 2k, 2k+1 of qh, the qh
+ * bytes 32h .. 32h+32. */
+static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
-	const uint8_t *ql = b->ql + 64 * h;
-	__m256i sc = scales_half(sc16, h);
-	__m256i qh = load256(b->qh + 32 * h);
-	__m256i l0 = load256(ql), l1 = load256(ql + 32);
-	__m256i u0 = _mm256_and_si256(l0, m4);
-	__m256i u1 = _mm256_and_si256(l1, m4);
-	__m256i u2 = _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4);
-	__m256i u3 = _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-	u0 = _mm256_or_si256(u0, _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-	u1 = _mm256_or_si256(u1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-	u2 = _mm256_or_si256(u2, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-	u3 = _mm256_or_si256(u3, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-	__m256i s01 = _mm256_add_epi32(quarter_dot(u0, q8, sc, 0), quarter_dot(u1, q8 + 32, sc, 1));
-	__m256i s23 = _mm256_add_epi32(quarter_dot(u2, q8 + 64, sc, 2), quarter_dot(u3, q8 + 96, sc, 3));
-	return _mm256_add_epi32(s01, s23);
+	__m256i lo = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+	__m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
+	return _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
 }
 
-static void dot_q6_K(int64_t n, float *out, const void *vw, const void *va)
+/* Q6_K against Q8_K rows: per super-block and row, the offset correction
+ * plus the scaled sums of the 16 sub-blocks as 8 int32 lanes, FMA'd with
+ * d_w * d_a. Each quarter's quants and scales are shared by the rows. */
+ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
 {
 	const struct block_q6_K *w = vw;
-	const struct block_q8_K *a = va;
-	__m256 acc = _mm256_setzero_ps();
+	__m256 acc[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc)
+		acc[c] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < n / QK_K; i++) {
-		float d = half_load(w[i].d) * a[i].d;
+		float dw = half_load(w[i].d);
 		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-		__m256i sumi = offset_correction(sc16, a[i].bsums, 5);
-		sumi = _mm256_add_epi32(sumi, q6k_half_dot(&w[i], a[i].qs, sc16, 0));
-		sumi = _mm256_add_epi32(sumi, q6k_half_dot(&w[i], a[i].qs + 128, sc16, 1));
-		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+		__m256i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			sumi[c] = offset_correction(sc16, ac->bsums, 5);
+		}
+		for (int h = 0; h < 2; h++) {
+			__m256i sc = scales_half(sc16, h);
+			__m256i qh = load256(w[i].qh + 32 * h);
+			__m256i l0 = load256(w[i].ql + 64 * h), l1 = load256(w[i].ql + 64 * h + 32);
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+				__m256i u = q6k_quarter(k & 1 ? l1 : l0, qh, k);
+				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
+				FOR_COLS(c, nc) {
+					const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+					__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
+					sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
+				}
+			}
+		}
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ac->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+		}
 	}
-	*out = hsum_ps(acc);
+	FOR_COLS(c, nc)
+		out[c] = hsum_ps(acc[c]);
 }
+
+DOT_AND_MULTI(q6_K, q6_K_dot_rows)
 
 /* Q2_K: u = q (2 bits at 2j of qs[32n + l]), no offset; the mins are a
  * separate term: value = d*sc*q - dmin*m. */
@@ -669,6 +748,11 @@ void quant_avx2_register(struct quant_kernels *k)
 	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q5_K] = dot_q5_K;
 	k->dot[QTYPE_Q6_K] = dot_q6_K;
+	k->dot_multi[QTYPE_Q4_0] = dot_multi_q4_0;
+	k->dot_multi[QTYPE_Q5_0] = dot_multi_q5_0;
+	k->dot_multi[QTYPE_Q8_0] = dot_multi_q8_0;
+	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
+	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
 	k->quantize_act[QTYPE_Q8_0] = quantize_q8_0;
 	k->quantize_act[QTYPE_Q8_1] = quantize_q8_1;
 	k->quantize_act[QTYPE_Q8_K] = quantize_q8_K;
