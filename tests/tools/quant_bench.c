@@ -13,6 +13,13 @@
  * whole model does not fit in cache). Every ISA the
  * CPU runs is measured; results of the ISAs are cross-checked against the
  * scalar reference so a broken kernel cannot post a good number.
+ *
+ * The "x4" columns time the same matrices through quant_dot_multi with
+ * QUANT_MULTI_MAX = 4 activation rows (prefill and batched decode): GB/s of
+ * weight bytes streamed, each byte now serving 4 rows, and the gain over 4
+ * single-row passes over the same rows (4 x single time / multi time, hot).
+ * Their results must be bit-identical to the single-row dots ("NOT
+ * IDENTICAL" otherwise).
  * Deterministic data; figures vary with the machine's load (quote ratios to
  * the read bandwidth of the same run, not absolute numbers). */
 #include <math.h>
@@ -84,6 +91,8 @@ static void weights_fill(enum qtype t, uint8_t *w, size_t bytes)
 	}
 }
 
+#define MULTI QUANT_MULTI_MAX /* activation rows of the x4 runs */
+
 /* y[r] = dot(row r of w, a) for rows rows. */
 static void matvec(const struct quant_kernels *k, enum qtype t, const uint8_t *w, int64_t n,
 		   int64_t rows, const void *a, float *y)
@@ -94,18 +103,34 @@ static void matvec(const struct quant_kernels *k, enum qtype t, const uint8_t *w
 		dot(n, &y[r], w + (size_t)r * rb, a);
 }
 
-/* Best time of several runs of matvec over `rows` rows of copies [0, copies)
- * of the matrix; runs at least min_s in total. */
+/* y[MULTI r + c] = dot(row r of w, activation row c), c < MULTI, the
+ * activation rows a_stride bytes apart. */
+static void matmul_multi(const struct quant_kernels *k, enum qtype t, const uint8_t *w, int64_t n,
+			 int64_t rows, const void *a, size_t a_stride, float *y)
+{
+	size_t rb = (size_t)(n / qtype_traits(t)->block_elems) * qtype_traits(t)->block_bytes;
+	for (int64_t r = 0; r < rows; r++)
+		quant_dot_multi(k, t, n, &y[MULTI * r], w + (size_t)r * rb, a, a_stride, MULTI);
+}
+
+/* Best time of several runs of matvec (a_stride 0) or matmul_multi over
+ * `rows` rows of copies [0, copies) of the matrix; runs at least min_s in
+ * total. y holds MULTI floats per row. */
 static double matvec_time(const struct quant_kernels *k, const struct bench_case *c,
 			  const uint8_t *w, size_t mat_bytes, int copies, int64_t rows,
-			  const void *a, float *y, double min_s)
+			  const void *a, size_t a_stride, float *y, double min_s)
 {
 	double best = INFINITY, start = now_s();
 	int runs = 0;
 	do {
 		double t0 = now_s();
-		for (int i = 0; i < copies; i++)
-			matvec(k, c->type, w + (size_t)i * mat_bytes, c->n, rows, a, y);
+		for (int i = 0; i < copies; i++) {
+			const uint8_t *wi = w + (size_t)i * mat_bytes;
+			if (a_stride)
+				matmul_multi(k, c->type, wi, c->n, rows, a, a_stride, y);
+			else
+				matvec(k, c->type, wi, c->n, rows, a, y);
+		}
 		double t = now_s() - t0;
 		best = t < best ? t : best;
 		runs++;
@@ -184,16 +209,22 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 	size_t hot_bytes = (size_t)hot_rows * row_bytes;
 	uint8_t *w = malloc(mat_bytes * (size_t)copies);
 	float *x = malloc((size_t)c->n * sizeof *x);
-	float *y = malloc((size_t)c->rows * sizeof *y), *yref = malloc((size_t)c->rows * sizeof *y);
-	void *a = malloc((size_t)c->n * sizeof(float) * 2);
-	if (!w || !x || !y || !yref || !a) {
+	float *y = malloc((size_t)c->rows * MULTI * sizeof *y), *yref = malloc((size_t)c->rows * sizeof *y);
+	float *y1 = malloc((size_t)c->rows * MULTI * sizeof *y1);
+	uint64_t a_row = 0;
+	qtype_row_bytes(tr->act_type, (uint64_t)c->n, &a_row);
+	size_t a_stride = (size_t)(a_row + 63) / 64 * 64;
+	uint8_t *a = malloc(a_stride * MULTI);
+	if (!w || !x || !y || !yref || !y1 || !a) {
 		fprintf(stderr, "quant_bench: out of memory\n");
 		return -1;
 	}
 	weights_fill(c->type, w, mat_bytes * (size_t)copies);
-	for (int64_t i = 0; i < c->n; i++)
-		x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
-	quant_quantize_ref(tr->act_type, x, a, c->n);
+	for (int j = 0; j < MULTI; j++) { /* row 0 is the one the single-row runs use */
+		for (int64_t i = 0; i < c->n; i++)
+			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_quantize_ref(tr->act_type, x, a + (size_t)j * a_stride, c->n);
+	}
 	matvec(quant_kernels_get(QUANT_ISA_SCALAR), c->type, w, c->n, c->rows, a, yref);
 	int bad = 0;
 	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
@@ -203,15 +234,29 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 		matvec(k, c->type, w, c->n, c->rows, a, y);
 		float diff = max_rel_diff(y, yref, c->rows);
 		bad |= diff > 1e-4f;
-		double t_hot = matvec_time(k, c, w, mat_bytes, 1, hot_rows, a, y, min_s);
-		double t_str = matvec_time(k, c, w, mat_bytes, copies, c->rows, a, y, min_s);
+		/* multi results against single-row dots of each activation row */
+		int64_t check_rows = c->rows < 4096 ? c->rows : 4096;
+		matmul_multi(k, c->type, w, c->n, check_rows, a, a_stride, y);
+		int same = 1;
+		for (int j = 0; j < MULTI; j++) {
+			matvec(k, c->type, w, c->n, check_rows, a + (size_t)j * a_stride, y1);
+			for (int64_t r = 0; r < check_rows; r++)
+				same &= memcmp(&y1[r], &y[MULTI * r + j], sizeof *y) == 0;
+		}
+		bad |= !same;
+		double t_hot = matvec_time(k, c, w, mat_bytes, 1, hot_rows, a, 0, y, min_s);
+		double t_str = matvec_time(k, c, w, mat_bytes, copies, c->rows, a, 0, y, min_s);
+		double t_hot4 = matvec_time(k, c, w, mat_bytes, 1, hot_rows, a, a_stride, y, min_s);
+		double t_str4 = matvec_time(k, c, w, mat_bytes, copies, c->rows, a, a_stride, y, min_s);
 		double gb_str = (double)mat_bytes * copies / t_str / 1e9;
-		printf("%-4s %-9s %4lldx%-7lld %-7s %8.2f %8.2f   %5.1f%%   %.1e%s\n", tr->name, c->name,
-		       (long long)c->n, (long long)c->rows, quant_isa_name(k->isa),
-		       (double)hot_bytes / t_hot / 1e9, gb_str, 100.0 * gb_str / bw_stream, diff,
-		       diff > 1e-4f ? "  MISMATCH" : "");
+		double gb_str4 = (double)mat_bytes * copies / t_str4 / 1e9;
+		printf("%-4s %-9s %4lldx%-7lld %-7s %8.2f %8.2f   %5.1f%%  %8.2f %8.2f   %4.2fx   %.1e%s%s\n",
+		       tr->name, c->name, (long long)c->n, (long long)c->rows, quant_isa_name(k->isa),
+		       (double)hot_bytes / t_hot / 1e9, gb_str, 100.0 * gb_str / bw_stream,
+		       (double)hot_bytes / t_hot4 / 1e9, gb_str4, MULTI * t_hot / t_hot4, diff,
+		       diff > 1e-4f ? "  MISMATCH" : "", same ? "" : "  NOT IDENTICAL");
 	}
-	free(w), free(x), free(y), free(yref), free(a);
+	free(w), free(x), free(y), free(yref), free(y1), free(a);
 	return bad ? -1 : 0;
 }
 
@@ -228,7 +273,9 @@ int main(int argc, char **argv)
 	printf("single thread; best ISA here: %s\n", quant_isa_name(quant_isa_detect()));
 	printf("plain read bandwidth: %.2f GB/s streaming %llu MiB, %.2f GB/s over 1 MiB (cached)\n\n",
 	       bw_stream, STREAM_BYTES >> 20, bw_hot);
-	printf("type kernel    n x rows      isa     hot GB/s stream GB/s  %%of read  rel.diff vs scalar\n");
+	printf("%52s  ------ x%d rows ------\n", "", MULTI);
+	printf("type kernel    n x rows      isa     hot GB/s stream GB/s  %%of read   hot GB/s stream GB/s  gain"
+	       "   rel.diff vs scalar\n");
 	int rc = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		rc |= bench_case_run(&cases[i], min_s, bw_stream);
