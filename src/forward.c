@@ -44,6 +44,7 @@ struct fwd {
 	float *hb, *hb2;             /* [max_batch][F] */
 	float *logits;               /* [max_out][V] */
 	float *scratch;              /* [n_threads][n_ctx] */
+	const float **rowptr;        /* [n_threads][2][n_ctx] K/V row pointers */
 	const float *rope_freqs;     /* [n_rot/2] or NULL */
 	struct act_buf act[SRC_COUNT];
 	/* the planned batch */
@@ -121,6 +122,7 @@ static int alloc_buffers(struct fwd *f)
 	f->hb2 = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->logits = ing_malloc_array((size_t)f->max_out, (size_t)hp->n_vocab * sizeof(float));
 	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->cfg.n_ctx * sizeof(float));
+	f->rowptr = ing_malloc_array((size_t)f->cfg.n_threads * 2, (size_t)f->cfg.n_ctx * sizeof(float *));
 	f->tokens = ing_malloc_array(B, sizeof(int32_t));
 	f->pos = ing_malloc_array(B, sizeof(int32_t));
 	f->seq = ing_malloc_array(B, sizeof(int32_t));
@@ -128,7 +130,7 @@ static int alloc_buffers(struct fwd *f)
 	f->seq_next = ing_malloc_array((size_t)f->cfg.n_seq, sizeof(int64_t));
 	f->ops = ing_malloc_array((size_t)FWD_MAX_OPS(hp->n_layer), sizeof(struct fwd_op));
 	if (!f->x || !f->tmp || !f->xb || !f->q || !f->kk || !f->vv || !f->att || !f->hb ||
-	    !f->hb2 || !f->logits || !f->scratch || !f->tokens || !f->pos || !f->seq ||
+	    !f->hb2 || !f->logits || !f->scratch || !f->rowptr || !f->tokens || !f->pos || !f->seq ||
 	    !f->out_rows || !f->seq_next || !f->ops)
 		return ING_ERR_NOMEM;
 	return ING_OK;
@@ -180,7 +182,8 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->Datt = hp->n_head * hp->head_dim_v;
 	f->max_out = cfg->max_logits > 0 ? cfg->max_logits : 1;
 	f->rope_freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
-	int rc = kv_create(hp->n_layer, cfg->n_seq, cfg->n_ctx, f->Dk, f->Dv, &f->kv, err);
+	int rc = kv_create(hp->n_layer, f->Dk, f->Dv, cfg->n_seq, cfg->n_ctx, cfg->kv_blocks, &f->kv,
+			   err);
 	if (rc)
 		goto fail;
 	if ((rc = alloc_buffers(f)) || (rc = setup_acts(f))) {
@@ -201,7 +204,7 @@ void fwd_destroy(struct fwd *f)
 		return;
 	kv_destroy(f->kv);
 	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
-			 f->logits, f->scratch, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
+			 f->logits, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
 	for (int s = 0; s < SRC_COUNT; s++)
@@ -211,6 +214,28 @@ void fwd_destroy(struct fwd *f)
 }
 
 /* ---- planning ---- */
+
+/* Reserves KV blocks for every sequence the batch extends (seq_next) and
+ * commits the new lengths; on failure releases what it reserved and leaves
+ * every length as it was. */
+static int reserve_blocks(struct fwd *f, ing_err *err)
+{
+	struct kv_cache *kv = f->kv;
+	int64_t s = 0;
+	int rc = ING_OK;
+	for (; s < f->cfg.n_seq && rc == ING_OK; s++)
+		if (f->seq_next[s] > kv->seq_len[s])
+			rc = kv_seq_reserve(kv, s, f->seq_next[s], err);
+	if (rc) {
+		for (int64_t u = 0; u < s; u++)
+			kv_seq_truncate(kv, u, kv->seq_len[u]);
+		return rc;
+	}
+	for (s = 0; s < f->cfg.n_seq; s++)
+		if (f->seq_next[s] > kv->seq_len[s])
+			kv_seq_set_len(kv, s, f->seq_next[s]);
+	return ING_OK;
+}
 
 static int check_batch(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 {
@@ -242,8 +267,7 @@ static int check_batch(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 	if (n_out > f->max_out)
 		return ing_err_set(err, ING_ERR_RANGE, "%lld rows want logits (max %lld)",
 				   (long long)n_out, (long long)f->max_out);
-	memcpy(f->kv->seq_len, f->seq_next, (size_t)f->cfg.n_seq * sizeof *f->seq_next);
-	return ING_OK;
+	return reserve_blocks(f, err);
 }
 
 static void plan_push(struct fwd *f, enum op_kind kind, int32_t layer, int64_t units)
@@ -388,19 +412,22 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 {
 	const struct model_hparams *hp = f->hp;
 	const struct model_layer *l = &f->m->layers[il];
-	const int64_t group = hp->n_head / hp->n_head_kv;
-	float *scratch = f->scratch + (size_t)ith * (size_t)f->cfg.n_ctx;
+	const int64_t group = hp->n_head / hp->n_head_kv, n_ctx = f->cfg.n_ctx;
+	float *scratch = f->scratch + (size_t)ith * (size_t)n_ctx;
+	const float **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
 	for (int64_t u = u0; u < u1; u++) {
 		const int64_t t = u / hp->n_head, h = u % hp->n_head, kvh = h / group;
 		const int64_t p = f->pos[t];
 		int64_t j0 = 0;
 		if (l->is_swa && p + 1 > hp->sliding_window)
 			j0 = p + 1 - hp->sliding_window;
-		const float *K = kv_k_row(f->kv, il, f->seq[t], 0) + kvh * hp->head_dim;
-		const float *V = kv_v_row(f->kv, il, f->seq[t], 0) + kvh * hp->head_dim_v;
+		for (int64_t j = j0; j <= p; j++) {
+			K[j - j0] = kv_k_row(f->kv, il, f->seq[t], j) + kvh * hp->head_dim;
+			V[j - j0] = kv_v_row(f->kv, il, f->seq[t], j) + kvh * hp->head_dim_v;
+		}
 		ops_attend(f->att + t * f->Datt + h * hp->head_dim_v, f->q + t * f->Dq + h * hp->head_dim,
-			   K, (size_t)f->Dk, V, (size_t)f->Dv, j0, p + 1, hp->head_dim, hp->head_dim_v,
-			   (float)hp->query_scale, (float)hp->attn_softcap, scratch);
+			   K, V, p + 1 - j0, hp->head_dim, hp->head_dim_v, (float)hp->query_scale,
+			   (float)hp->attn_softcap, scratch);
 	}
 }
 

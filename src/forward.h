@@ -33,6 +33,7 @@ struct fwd_config {
 	int64_t n_seq;      /* sequences sharing the cache */
 	int n_threads;      /* sizes per-thread scratch */
 	enum qtype kv_type; /* QTYPE_F32 (F16 later) */
+	int64_t kv_blocks;  /* KV pool size in blocks; 0: n_seq * n_ctx worth */
 };
 
 /* One step's input. Rows of the same sequence must have increasing

@@ -1,41 +1,104 @@
-/* kv.h — the key/value cache.
+/* kv.h — the paged key/value cache with automatic prefix caching.
  *
- * For now one contiguous region per (layer, sequence): K and V rows of
- * HKV*Dh floats for positions 0..n_ctx-1. Pages are committed lazily by the
- * OS, so reserving the trained context costs only what is used. (Paging,
- * block tables and prefix caching come with the server, issue #5.)
+ * Storage is one pool of blocks of KV_BLOCK positions; a block id addresses
+ * the same slot in every layer (K and V rows of k_dim / v_dim floats). Each
+ * sequence slot has a block table mapping position p to block
+ * table[p / KV_BLOCK]. Blocks are reference counted: sequences that share a
+ * prompt prefix share its full blocks.
  *
- * A sequence's length is the number of leading positions that hold valid
- * entries; kv_seq_truncate() rolls back (speculative decoding, retries). */
+ * Prefix cache: a full block whose contents are final is *published* under
+ * a chained hash of (parent block's hash, its KV_BLOCK token ids); the token
+ * ids are stored too and compared on lookup, so a hit is exact. Published
+ * blocks that no sequence references stay cached in LRU order and are
+ * evicted only when the pool has no free block. A block about to be written
+ * while shared is copied first (copy-on-write); one written while cached
+ * but unshared is simply unpublished.
+ *
+ * Sizes are fixed at creation; nothing here allocates afterwards. Not
+ * thread-safe: the engine thread owns the cache (compute workers only read
+ * and write rows of blocks the plan reserved). */
 #ifndef INGOT_KV_H
 #define INGOT_KV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
 
+#define KV_BLOCK 16
+
 struct kv_cache {
-	int64_t n_layer, n_seq, n_ctx;
-	int64_t k_dim, v_dim;   /* HKV*Dh, HKV*Dv floats per row */
-	float *k, *v;           /* [n_layer][n_seq][n_ctx][k_dim|v_dim] */
-	int64_t *seq_len;       /* [n_seq] */
+	int64_t n_layer, k_dim, v_dim;
+	int64_t n_blocks;            /* in the pool */
+	int64_t n_seq;               /* sequence slots */
+	int64_t n_ctx;               /* positions per sequence */
+	int64_t max_blocks;          /* per sequence: ceil(n_ctx / KV_BLOCK) */
+	float *k, *v;                /* [n_layer][n_blocks][KV_BLOCK][dim] */
+	int32_t *tables;             /* [n_seq][max_blocks] */
+	int64_t *seq_len;            /* [n_seq] valid positions */
+	int64_t *seq_blocks;         /* [n_seq] blocks in the table */
+	int64_t *seq_published;      /* [n_seq] leading blocks already published */
+	uint64_t *seq_chain;         /* [n_seq][max_blocks] chained hash of each
+					published block index */
+	int32_t *refs;               /* [n_blocks] */
+	int32_t *free_list;          /* stack of unreferenced, unpublished blocks */
+	int64_t n_free;
+	/* prefix cache */
+	uint64_t *hash;              /* [n_blocks] chained hash, 0 = unpublished */
+	uint64_t *parent;            /* [n_blocks] parent's chained hash */
+	int32_t *tokens;             /* [n_blocks][KV_BLOCK] */
+	int32_t *lru_prev, *lru_next;/* [n_blocks] cached unreferenced blocks */
+	int32_t lru_head, lru_tail;  /* head = least recently used */
+	int64_t n_cached;            /* blocks in the LRU */
+	int32_t *slots;              /* open-addressing table of block ids */
+	int64_t n_slots;             /* power of two */
+	/* counters for metrics */
+	uint64_t prefix_queries, prefix_hits; /* in tokens */
 };
 
-int kv_create(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim,
-	      struct kv_cache **out, ing_err *err);
+/* Creates a pool of n_blocks blocks (0: enough for every slot to hold
+ * n_ctx positions) for n_seq sequence slots of up to n_ctx positions.
+ * Memory is reserved but committed by the OS only as blocks are used. */
+int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, int64_t n_seq, int64_t n_ctx,
+	      int64_t n_blocks, struct kv_cache **out, ing_err *err);
 void kv_destroy(struct kv_cache *kv);
 
 static inline float *kv_k_row(const struct kv_cache *kv, int64_t layer, int64_t seq, int64_t pos)
 {
-	return kv->k + ((layer * kv->n_seq + seq) * kv->n_ctx + pos) * kv->k_dim;
+	int64_t b = kv->tables[seq * kv->max_blocks + pos / KV_BLOCK];
+	return kv->k + ((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) * kv->k_dim;
 }
 
 static inline float *kv_v_row(const struct kv_cache *kv, int64_t layer, int64_t seq, int64_t pos)
 {
-	return kv->v + ((layer * kv->n_seq + seq) * kv->n_ctx + pos) * kv->v_dim;
+	int64_t b = kv->tables[seq * kv->max_blocks + pos / KV_BLOCK];
+	return kv->v + ((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) * kv->v_dim;
 }
 
-/* Forgets positions >= len of seq. */
+/* Makes positions [seq_len, len) of seq writable: allocates blocks (evicting
+ * cached ones in LRU order when no block is free) and copies or unpublishes
+ * the partially filled last block if it is shared or published. Does not
+ * change seq_len. ING_ERR_NOMEM "KV cache full" when the pool is exhausted
+ * (the blocks allocated so far stay with seq; kv_seq_truncate releases
+ * them); ING_ERR_RANGE when len > n_ctx. */
+int kv_seq_reserve(struct kv_cache *kv, int64_t seq, int64_t len, ing_err *err);
+
+/* Sets the valid length (<= reserved capacity). */
+void kv_seq_set_len(struct kv_cache *kv, int64_t seq, int64_t len);
+
+/* Forgets positions >= len and releases the blocks past the new end. */
 void kv_seq_truncate(struct kv_cache *kv, int64_t seq, int64_t len);
+
+/* For an empty seq: attaches the longest run of cached full blocks that
+ * matches tokens[0, n) from the start and sets seq_len to the positions
+ * reused (a multiple of KV_BLOCK, at most n). Returns that count. */
+int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n);
+
+/* Publishes the full blocks of seq covered by tokens[0, n) (the token ids
+ * at positions 0..n-1, n <= seq_len) so later sequences can reuse them. */
+void kv_seq_publish(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n);
+
+/* Blocks referenced by some sequence (not free, not merely cached). */
+int64_t kv_blocks_used(const struct kv_cache *kv);
 
 #endif

@@ -162,30 +162,29 @@ static inline float dotf(const float *a, const float *b, int64_t n)
 	return r;
 }
 
-void ops_attend(float *out, const float *q, const float *K, size_t k_stride, const float *V,
-		size_t v_stride, int64_t j0, int64_t j1, int64_t Dh, int64_t Dv, float scale,
-		float softcap, float *scratch)
+void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
+		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
 {
 	float mx = -INFINITY;
-	for (int64_t j = j0; j < j1; j++) {
-		float s = dotf(q, K + (size_t)j * k_stride, Dh) * scale;
+	for (int64_t j = 0; j < n; j++) {
+		float s = dotf(q, K[j], Dh) * scale;
 		if (softcap > 0.0f)
 			s = softcap * tanhf(s / softcap);
-		scratch[j - j0] = s;
+		scratch[j] = s;
 		if (s > mx)
 			mx = s;
 	}
 	double sum = 0.0;
-	for (int64_t j = j0; j < j1; j++) {
-		float e = expf(scratch[j - j0] - mx);
-		scratch[j - j0] = e;
+	for (int64_t j = 0; j < n; j++) {
+		float e = expf(scratch[j] - mx);
+		scratch[j] = e;
 		sum += e;
 	}
 	const float inv = (float)(1.0 / sum);
 	memset(out, 0, (size_t)Dv * sizeof *out);
-	for (int64_t j = j0; j < j1; j++) {
-		const float p = scratch[j - j0] * inv;
-		const float *v = V + (size_t)j * v_stride;
+	for (int64_t j = 0; j < n; j++) {
+		const float p = scratch[j] * inv;
+		const float *v = V[j];
 		for (int64_t d = 0; d < Dv; d++)
 			out[d] += p * v[d];
 	}

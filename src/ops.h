@@ -53,13 +53,13 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act);
 /* y[i] += x[i] */
 void ops_add(float *y, const float *x, int64_t n);
 
-/* One head of causal attention for one query:
- *   out[Dv] = softmax(scale * q . K[j] for j in [j0, j1)) . V[j]
- * K rows are k_stride floats apart, V rows v_stride floats apart; scratch
- * holds j1 - j0 floats. softcap > 0 applies softcap * tanh(s / softcap). */
-void ops_attend(float *out, const float *q, const float *K, size_t k_stride, const float *V,
-		size_t v_stride, int64_t j0, int64_t j1, int64_t Dh, int64_t Dv, float scale,
-		float softcap, float *scratch);
+/* One head of attention for one query over n key/value rows:
+ *   out[Dv] = softmax(scale * q . K[j] for j < n) . V[j]
+ * K[j] / V[j] point at row j (rows may live in different KV blocks); the
+ * reduction runs in j order, so paging never changes the result. scratch
+ * holds n floats. softcap > 0 applies softcap * tanh(s / softcap). */
+void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
+		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
 
 /* Index of the largest x[i] (first one on ties). */
 int64_t ops_argmax(const float *x, int64_t n);
