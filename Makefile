@@ -6,6 +6,7 @@
 #   make test         installs test deps if missing, builds, runs every test
 #   make test-asan    the C tests under ASan + UBSan
 #   make run          builds, pulls the default model, generates from it
+#   make fuzz         clang libFuzzer targets, FUZZ_SECONDS=N each (fuzz/run.sh)
 #
 # Sources are globbed: every src/*.c except main.c goes into libingot.a,
 # every tests/test_*.c becomes a test binary linked against it. Files named
@@ -44,7 +45,7 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:tests/%.c=$(BUILD)/testobj/%.o)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all release debug asan test test-asan test-deps build-deps run clean tests-build
+.PHONY: all release debug asan test test-asan test-deps build-deps run clean tests-build fuzz
 .DEFAULT_GOAL := all
 
 ifeq ($(MODE),release)
@@ -105,6 +106,11 @@ run: build-deps
 	$(MAKE) MODE=release all
 	./ingot pull
 	./ingot run -p "The capital of France is" -n 32
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/setup.sh fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
 
 clean:
 	rm -rf build ingot

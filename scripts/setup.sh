@@ -6,14 +6,17 @@
 #
 #   scripts/setup.sh build    Debian packages needed to build ingot
 #   scripts/setup.sh test     those plus what the tests need (default)
+#   scripts/setup.sh fuzz     build packages plus clang and its libFuzzer runtime
 set -euo pipefail
 WHAT=${1:-test}
 APT_PKGS=(pkg-config libpcre2-dev libcjson-dev)
 TEST_APT_PKGS=(libsimde-dev)
+FUZZ_APT_PKGS=(clang libclang-rt-dev)
 PY_PKGS=(gguf==0.19.0 numpy)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
 
 [ "$WHAT" = test ] && APT_PKGS+=("${TEST_APT_PKGS[@]}")
+[ "$WHAT" = fuzz ] && APT_PKGS+=("${FUZZ_APT_PKGS[@]}")
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
 fi
 
-[ "$WHAT" = build ] && exit 0
+case $WHAT in build | fuzz) exit 0 ;; esac
 
 stamp="$PYDEPS/.ingot-stamp"
 want="${PY_PKGS[*]}"

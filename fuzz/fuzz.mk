@@ -1,0 +1,51 @@
+# fuzz.mk — clang builds of the fuzz targets, separate from the gcc builds.
+#
+#   make -f fuzz/fuzz.mk        (fuzz/run.sh does this, then runs them)
+#
+# Library sources (src/*.c but main.c) and the harness bodies are compiled
+# with libFuzzer's coverage instrumentation plus ASan and UBSan (UB is
+# fatal); each fuzz/fuzz_*.c links them into build/fuzz/fuzz_*. make_seeds
+# writes the seed corpora. Everything lands under build/fuzz/.
+
+CLANG    ?= clang
+B        := build/fuzz
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+PKGS     := libpcre2-8 libcjson
+PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LD   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8)
+CFLAGS_F := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter $(SAN) \
+            -fsanitize=fuzzer-no-link $(PKG_CF) -Isrc -Itests -pthread
+LDLIBS_F := $(PKG_LD) -lm -pthread
+
+ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+
+LIB_OBJ    := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/main.c,$(wildcard src/*.c)))
+HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_seeds check gguf_writer
+HELPER_OBJ := $(HELPERS:%=$(B)/testobj/%.o)
+FUZZERS    := $(patsubst fuzz/%.c,$(B)/%,$(wildcard fuzz/fuzz_*.c))
+HDRS       := $(wildcard src/*.h tests/*.h)
+
+.PHONY: all
+all: $(FUZZERS) $(B)/make_seeds
+
+$(B)/obj/%_avx2.o: src/%_avx2.c $(HDRS) | $(B)/obj
+	$(CLANG) $(CFLAGS_F) $(ISA_avx2) -c $< -o $@
+$(B)/obj/%_avx512.o: src/%_avx512.c $(HDRS) | $(B)/obj
+	$(CLANG) $(CFLAGS_F) $(ISA_avx512) -c $< -o $@
+$(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
+	$(CLANG) $(CFLAGS_F) -c $< -o $@
+$(B)/testobj/%.o: tests/%.c $(HDRS) | $(B)/testobj
+	$(CLANG) $(CFLAGS_F) -c $< -o $@
+
+$(B)/libingot.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/fuzz_%: fuzz/fuzz_%.c $(HELPER_OBJ) $(B)/libingot.a $(HDRS)
+	$(CLANG) $(CFLAGS_F) -fsanitize=fuzzer $< $(HELPER_OBJ) $(B)/libingot.a $(LDLIBS_F) -o $@
+
+$(B)/make_seeds: fuzz/make_seeds.c $(HELPER_OBJ) $(B)/libingot.a $(HDRS)
+	$(CLANG) $(CFLAGS_F) $< $(HELPER_OBJ) $(B)/libingot.a $(LDLIBS_F) -o $@
+
+$(B)/obj $(B)/testobj:
+	mkdir -p $@

@@ -1,0 +1,48 @@
+/* make_seeds.c — writes the harness seeds (tests/harness_seeds.c) as files.
+ *
+ *   make_seeds gguf DIR        one .gguf per GGUF seed
+ *   make_seeds tokenizer DIR   one file per (vocabulary, text) seed
+ *
+ * Exit status 0, or 1 when a file cannot be written. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness_fuzz.h"
+
+struct out {
+	const char *dir;
+	const char *ext;
+	int failed, written;
+};
+
+static void write_seed(const char *name, const uint8_t *data, size_t size, void *ctx)
+{
+	struct out *o = ctx;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s%s", o->dir, name, o->ext);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, size, f) != size) {
+		perror(path);
+		o->failed = 1;
+	} else {
+		o->written++;
+	}
+	if (f && fclose(f) != 0)
+		o->failed = 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3 || (strcmp(argv[1], "gguf") != 0 && strcmp(argv[1], "tokenizer") != 0)) {
+		fprintf(stderr, "usage: %s gguf|tokenizer DIR\n", argv[0]);
+		return 2;
+	}
+	bool gguf = strcmp(argv[1], "gguf") == 0;
+	struct out o = {argv[2], gguf ? ".gguf" : "", 0, 0};
+	if (gguf)
+		harness_gguf_seeds(write_seed, &o);
+	else
+		harness_tokenizer_seeds(write_seed, &o);
+	fprintf(stderr, "make_seeds: %d %s seeds in %s\n", o.written, argv[1], o.dir);
+	return o.failed;
+}

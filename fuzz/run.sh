@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# run.sh — builds the fuzz targets and runs each one for a while.
+#
+#   fuzz/run.sh [TARGET...]     TARGET: gguf, tokenizer (default: all)
+#   make fuzz FUZZ_SECONDS=N    the same, via the Makefile
+#
+# Environment: FUZZ_SECONDS (default 60) per target; FUZZ_ARGS, extra
+# libFuzzer flags (e.g. "-jobs=2 -workers=2"); INGOT_TESTDATA, the shared
+# test data (its vocabularies seed the corpora and back the tokenizer
+# target).
+#
+# Each target runs in one process under ASan + UBSan with leak detection;
+# abort() (a broken harness invariant) counts as a crash. Seeds are
+# regenerated into build/fuzz/seeds/<t>; what the fuzzer finds accumulates
+# in build/fuzz/corpus/<t> across runs; crash inputs are kept as
+# build/fuzz/crashes/<t>-crash-* (-oom-*, -timeout-*, -leak-*), logs in
+# build/fuzz/logs. Exit status: 0 when no target crashed.
+set -u
+cd "$(dirname "$0")/.."
+SECS=${FUZZ_SECONDS:-60}
+B=build/fuzz
+if ! command -v clang > /dev/null; then
+  echo "fuzz: clang not found (scripts/setup.sh fuzz installs it)" >&2
+  exit 2
+fi
+mkdir -p "$B/logs"
+echo "fuzz: building into $B (log: $B/logs/build.log)" >&2
+if ! make -f fuzz/fuzz.mk -j"$(nproc)" > "$B/logs/build.log" 2>&1; then
+  tail -n 30 "$B/logs/build.log" >&2
+  echo "fuzz: build failed" >&2
+  exit 2
+fi
+
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(gguf tokenizer)
+mkdir -p "$B/crashes"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+failed=()
+for t in "${targets[@]}"; do
+  case $t in
+    gguf) max_len=32768 ;;
+    tokenizer) max_len=4096 ;;
+    *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
+  esac
+  seeds=$B/seeds/$t corpus=$B/corpus/$t log=$B/logs/$t.log
+  rm -rf "$seeds" && mkdir -p "$seeds" "$corpus"
+  "$B/make_seeds" "$t" "$seeds" || { failed+=("$t"); continue; }
+  echo "fuzz: $t for ${SECS}s (log: $log)" >&2
+  # shellcheck disable=SC2086
+  "$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
+    -rss_limit_mb=2048 -detect_leaks=1 -print_final_stats=1 \
+    -dict="fuzz/$t.dict" -artifact_prefix="$B/crashes/$t-" ${FUZZ_ARGS:-} \
+    "$corpus" "$seeds" > "$log" 2>&1
+  rc=$?
+  done_line=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1)
+  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  cov=$(sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\).*/cov \1, ft \2/p' <<< "$done_line")
+  echo "fuzz: $t: rc $rc, ${execs:-?} execs, ${eps:-?} exec/s, ${cov:-no coverage line}," \
+       "corpus $(ls "$corpus" | wc -l) files" >&2
+  if [ $rc -ne 0 ]; then
+    failed+=("$t")
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|harness:|artifact_prefix|Test unit written)' "$log" | head -8 >&2
+  fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: FAILED: ${failed[*]} (inputs in $B/crashes; minimize with" \
+       "$B/fuzz_<t> -minimize_crash=1 -runs=20000 <input>)" >&2
+  exit 1
+fi
+echo "fuzz: no crashes" >&2
