@@ -416,7 +416,11 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 	float *scratch = f->scratch + (size_t)ith * (size_t)n_ctx;
 	const float **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
 	for (int64_t u = u0; u < u1; u++) {
-		const int64_t t = u / hp->n_head, h = u % hp->n_head, kvh = h / group;
+		/* rows in zig-zag order (0, T-1, 1, T-2, ...): a contiguous range
+		 * of units then mixes short and long causal rows, so threads get
+		 * similar work */
+		const int64_t i = u / hp->n_head, h = u % hp->n_head, kvh = h / group;
+		const int64_t t = i % 2 == 0 ? i / 2 : f->n - 1 - i / 2;
 		const int64_t p = f->pos[t];
 		int64_t j0 = 0;
 		if (l->is_swa && p + 1 > hp->sliding_window)

@@ -4,6 +4,7 @@
  * kernels; what is here is O(T*D) elementwise work and attention, written
  * so the compiler vectorizes the inner loops. */
 #include "ops.h"
+#include "ops_int.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -50,18 +51,18 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 {
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
-	const quant_dot_fn dot = k->dot[W->type];
 	const uint8_t *w = (const uint8_t *)W->data;
+	float s[QUANT_MULTI_MAX];
+	/* each weight row is unpacked once per QUANT_MULTI_MAX tokens; a
+	 * token's result does not depend on its group (quant.h contract) */
 	for (int64_t r = r0; r < r1; r++) {
 		const void *wr = w + (size_t)r * row_bytes;
-		for (int64_t t = 0; t < T; t++) {
-			const void *xt = (const uint8_t *)xq + (size_t)t * xq_stride;
-			float s;
-			if (dot)
-				dot(n, &s, wr, xt);
-			else
-				s = quant_dot_ref(W->type, wr, xt, n);
-			y[t * y_stride + r] = s;
+		for (int64_t t = 0; t < T; t += QUANT_MULTI_MAX) {
+			int cols = (int)(T - t < QUANT_MULTI_MAX ? T - t : QUANT_MULTI_MAX);
+			quant_dot_multi(k, W->type, n, s, wr, (const uint8_t *)xq + (size_t)t * xq_stride,
+					xq_stride, cols);
+			for (int c = 0; c < cols; c++)
+				y[(t + c) * y_stride + r] = s[c];
 		}
 	}
 }
@@ -162,12 +163,22 @@ static inline float dotf(const float *a, const float *b, int64_t n)
 	return r;
 }
 
-void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
-		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
+static void axpyf(float *y, float p, const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] += p * x[i];
+}
+
+typedef float (*dot_fn)(const float *, const float *, int64_t);
+typedef void (*axpy_fn)(float *, float, const float *, int64_t);
+
+static void attend(float *out, const float *q, const float *const *K, const float *const *V,
+		   int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch,
+		   dot_fn dot, axpy_fn axpy)
 {
 	float mx = -INFINITY;
 	for (int64_t j = 0; j < n; j++) {
-		float s = dotf(q, K[j], Dh) * scale;
+		float s = dot(q, K[j], Dh) * scale;
 		if (softcap > 0.0f)
 			s = softcap * tanhf(s / softcap);
 		scratch[j] = s;
@@ -182,12 +193,29 @@ void ops_attend(float *out, const float *q, const float *const *K, const float *
 	}
 	const float inv = (float)(1.0 / sum);
 	memset(out, 0, (size_t)Dv * sizeof *out);
-	for (int64_t j = 0; j < n; j++) {
-		const float p = scratch[j] * inv;
-		const float *v = V[j];
-		for (int64_t d = 0; d < Dv; d++)
-			out[d] += p * v[d];
-	}
+	for (int64_t j = 0; j < n; j++)
+		axpy(out, scratch[j] * inv, V[j], Dv);
+}
+
+void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
+		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
+{
+	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, dotf, axpyf);
+}
+
+static int use_avx2;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static void isa_init(void) { use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2; }
+
+void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
+		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
+{
+	pthread_once(&isa_once, isa_init);
+	if (use_avx2)
+		attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, ops_dot_avx2, ops_axpy_avx2);
+	else
+		ops_attend_ref(out, q, K, V, n, Dh, Dv, scale, softcap, scratch);
 }
 
 int64_t ops_argmax(const float *x, int64_t n)

@@ -61,6 +61,11 @@ void ops_add(float *y, const float *x, int64_t n);
 void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
 		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
 
+/* The portable scalar reference of ops_attend (which uses AVX2/FMA loops
+ * when the CPU has them). */
+void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
+		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
+
 /* Index of the largest x[i] (first one on ties). */
 int64_t ops_argmax(const float *x, int64_t n);
 

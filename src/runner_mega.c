@@ -101,28 +101,28 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Prefetches up to PREFETCH_MAX_BYTES of the weight rows thread ith will
- * read in op (no-op for ops without weights). *cursor tracks progress so
- * repeated calls while waiting continue where the last stopped. */
-static void prefetch_step(struct fwd *f, const struct fwd_op *op, int ith, int nth, size_t *cursor)
-{
-	const void *base;
-	size_t bytes;
-	if (!fwd_op_weight_span(f, op, ith, nth, &base, &bytes))
-		return;
-	if (bytes > PREFETCH_MAX_BYTES)
-		bytes = PREFETCH_MAX_BYTES;
-	for (int k = 0; k < 8 && *cursor < bytes; k++, *cursor += 64)
-		__builtin_prefetch((const char *)base + *cursor, 0, 3);
-}
-
+/* While op i's counter is not there yet, prefetches the weight rows this
+ * thread will read in op `next` (at most PREFETCH_MAX_BYTES, one cache line
+ * per spin), then just spins. */
 static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith, int nth)
 {
 	struct op_sync *s = &mg->sync[i];
-	size_t cursor = 0;
+	const char *base = NULL;
+	size_t bytes = 0, cursor = 0;
+	if (atomic_load_explicit(&s->done, memory_order_acquire) >= s->step)
+		return;
+	if (mg->prefetch && next < mg->n_ops) {
+		const void *b;
+		if (fwd_op_weight_span(f, &mg->ops[next], ith, nth, &b, &bytes))
+			base = b;
+		if (bytes > PREFETCH_MAX_BYTES)
+			bytes = PREFETCH_MAX_BYTES;
+	}
 	while (atomic_load_explicit(&s->done, memory_order_acquire) < s->step) {
-		if (mg->prefetch && next < mg->n_ops)
-			prefetch_step(f, &mg->ops[next], ith, nth, &cursor);
+		if (base && cursor < bytes) {
+			__builtin_prefetch(base + cursor, 0, 3);
+			cursor += 64;
+		}
 		cpu_relax();
 	}
 }

@@ -1,0 +1,109 @@
+/* test_ops.c — shared operations against their references: the AVX2
+ * attention against ops_attend_ref, rmsnorm, rope, the GELU table. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ops.h"
+#include "quant.h"
+
+static float frand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return ((float)(*s >> 8) / (float)(1u << 24)) * 2.0f - 1.0f;
+}
+
+static void test_attend(void)
+{
+	unsigned seed = 7;
+	enum { N = 300, DH = 256 };
+	float *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
+	float q[DH], a[DH], b[DH], sa[N], sb[N];
+	const float *K[N], *V[N];
+	for (int i = 0; i < N * DH; i++) {
+		k[i] = frand(&seed);
+		v[i] = frand(&seed);
+	}
+	for (int i = 0; i < DH; i++)
+		q[i] = 3 * frand(&seed);
+	for (int j = 0; j < N; j++) {
+		K[(j * 7) % N] = k + j * DH; /* rows in scattered order, like KV blocks */
+		V[(j * 7) % N] = v + j * DH;
+	}
+	const int dims[] = { 8, 64, 100, 256 };
+	for (int di = 0; di < 4; di++)
+		for (int n = 1; n <= N; n += 37) {
+			ops_attend_ref(a, q, K, V, n, dims[di], dims[di], 0.0625f, 0.0f, sa);
+			ops_attend(b, q, K, V, n, dims[di], dims[di], 0.0625f, 0.0f, sb);
+			float err = 0;
+			for (int i = 0; i < dims[di]; i++)
+				err = fmaxf(err, fabsf(a[i] - b[i]));
+			/* FMA and a different summation order: float rounding only */
+			CHECK(err < 1e-5f, "attend Dh=%d n=%d: max diff %g", dims[di], n, err);
+		}
+	ops_attend(b, q, K, V, 1, DH, DH, 0.0625f, 0.0f, sb);
+	CHECK(memcmp(b, v, sizeof b) == 0, "one key: the output is exactly its value row");
+	ops_attend(b, q, K, V, 5, DH, DH, 0.0625f, 30.0f, sb);
+	CHECK(isfinite(b[0]), "softcap keeps values finite");
+	free(k);
+	free(v);
+}
+
+static void test_rmsnorm(void)
+{
+	float x[640], y[640], w[640];
+	unsigned seed = 3;
+	double ss = 0;
+	for (int i = 0; i < 640; i++) {
+		x[i] = 50 * frand(&seed);
+		w[i] = 1 + frand(&seed);
+		ss += (double)x[i] * x[i];
+	}
+	ops_rmsnorm(y, x, w, 640, 1e-6f);
+	float scale = (float)(1.0 / sqrt(ss / 640 + 1e-6));
+	float err = 0;
+	for (int i = 0; i < 640; i++)
+		err = fmaxf(err, fabsf(y[i] - x[i] * scale * w[i]) / (fabsf(y[i]) + 1e-6f));
+	CHECK(err < 1e-5f, "rmsnorm relative error %g", err);
+}
+
+static void test_rope(void)
+{
+	float x[2 * 8], r[2 * 8];
+	for (int i = 0; i < 16; i++)
+		x[i] = (float)(i + 1);
+	memcpy(r, x, sizeof r);
+	ops_rope(r, 2, 8, 8, 0, 10000.0f, 1.0f, NULL, ROPE_NEOX);
+	CHECK(memcmp(r, x, sizeof r) == 0, "rope at position 0 is the identity");
+	ops_rope(r, 2, 8, 8, 3, 10000.0f, 1.0f, NULL, ROPE_NEOX);
+	/* pair (0, 4) rotates by 3 rad; norms are preserved */
+	float c = cosf(3.0f), s = sinf(3.0f);
+	CHECK(fabsf(r[0] - (x[0] * c - x[4] * s)) < 1e-5f && fabsf(r[4] - (x[0] * s + x[4] * c)) < 1e-5f,
+	      "neox pair (0,4) rotated by pos*theta_0");
+	memcpy(r, x, sizeof r);
+	ops_rope(r, 2, 8, 8, 3, 10000.0f, 1.0f, NULL, ROPE_NORM);
+	CHECK(fabsf(r[0] - (x[0] * c - x[1] * s)) < 1e-5f, "normal rope rotates adjacent pairs");
+}
+
+static void test_gelu(void)
+{
+	float err = 0;
+	for (float x = -12; x < 12; x += 0.01f) {
+		float exact = 0.5f * x * (1 + tanhf(0.7978845608f * x * (1 + 0.044715f * x * x)));
+		err = fmaxf(err, fabsf(ops_gelu(x) - exact) / (fabsf(exact) + 1e-3f));
+	}
+	/* fp16 rounding of the input (2^-11 relative, amplified up to ~2x by
+	 * the slope near the zero crossing) and of the output (2^-11) */
+	CHECK(err < 5e-3f, "gelu table within fp16 rounding of the formula: %g", err);
+	CHECK(ops_gelu(-20) == 0 && ops_gelu(20) == 20, "gelu tails");
+}
+
+int main(void)
+{
+	test_attend();
+	test_rmsnorm();
+	test_rope();
+	test_gelu();
+	return check_summary("test_ops");
+}
