@@ -48,11 +48,13 @@ static size_t piece_spm(const char *s, size_t n, char *out)
 }
 
 /* Byte-level BPE: each character names a byte. Characters outside the
- * table come out as llama.cpp writes them: "[UNK_BYTE_0x<hex>" text "]". */
-static size_t piece_bpe(const char *s, size_t n, char *out)
+ * table come out as llama.cpp writes them: "[UNK_BYTE_0x<hex>" text "]".
+ * That repeats the whole text per such character, so a piece can grow as
+ * the square of its text: measuring (out NULL) stops once past limit. */
+static size_t piece_bpe(const char *s, size_t n, char *out, size_t limit)
 {
 	size_t o = 0;
-	for (size_t i = 0; i < n;) {
+	for (size_t i = 0; i < n && o <= limit;) {
 		uint32_t cp;
 		size_t d = tok_utf8_decode((const uint8_t *)s + i, n - i, &cp);
 		if (d == 0) {
@@ -82,8 +84,9 @@ static size_t piece_bpe(const char *s, size_t n, char *out)
 	return o;
 }
 
-/* The piece of token id into out (NULL: just measure). */
-static size_t piece_of(const struct tokenizer *tk, int32_t id, char *out)
+/* The piece of token id into out (NULL: just measure, giving up with
+ * some length over limit once the piece is longer than limit). */
+static size_t piece_of(const struct tokenizer *tk, int32_t id, char *out, size_t limit)
 {
 	const struct tok_entry *e = &tk->tokens[id];
 	const char *s = tok_text(tk, id);
@@ -93,7 +96,8 @@ static size_t piece_of(const struct tokenizer *tk, int32_t id, char *out)
 		return e->text_len;
 	}
 	if (e->attr & TOK_ATTR_NORMAL)
-		return tk->kind == TOKENIZER_SPM ? piece_spm(s, e->text_len, out) : piece_bpe(s, e->text_len, out);
+		return tk->kind == TOKENIZER_SPM ? piece_spm(s, e->text_len, out)
+						 : piece_bpe(s, e->text_len, out, limit);
 	if ((e->attr & TOK_ATTR_BYTE) && e->text_len == 6 && memcmp(s, "<0x", 3) == 0 &&
 	    hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
 		if (out)
@@ -103,11 +107,29 @@ static size_t piece_of(const struct tokenizer *tk, int32_t id, char *out)
 	return 0;
 }
 
+/* Pieces may take PIECE_GROWTH times the bytes of the token texts plus
+ * PIECE_SLACK. Real vocabularies need at most about their texts' size (a
+ * piece is never longer than its text but for the rare character outside
+ * the byte table); without a bound a hostile vocabulary of a few KB would
+ * make pieces of gigabytes (n^2 per token of n such characters), and the
+ * sum could wrap. */
+#define PIECE_GROWTH 4
+#define PIECE_SLACK ((size_t)1 << 20)
+
 int tok_pieces_build(struct tokenizer *tk, ing_err *err)
 {
-	size_t total = 0;
+	size_t text = 0, total = 0;
 	for (int32_t id = 0; id < tk->n_vocab; id++)
-		total += piece_of(tk, id, NULL);
+		text += tk->tokens[id].text_len; /* <= UINT32_MAX: load_texts checked */
+	size_t budget = PIECE_GROWTH * text + PIECE_SLACK;
+	for (int32_t id = 0; id < tk->n_vocab; id++) {
+		size_t n = piece_of(tk, id, NULL, budget - total);
+		if (n > budget - total)
+			return ing_err_set(err, ING_ERR_FORMAT,
+					   "tokenizer: pieces exceed %zu bytes at token %d (%zu bytes of "
+					   "token text)", budget, id, text);
+		total += n;
+	}
 	if (total > UINT32_MAX)
 		return ing_err_set(err, ING_ERR_FORMAT, "tokenizer: pieces too large (%zu bytes)", total);
 	tk->piece = ing_malloc(total ? total : 1);
@@ -115,7 +137,7 @@ int tok_pieces_build(struct tokenizer *tk, ing_err *err)
 		return ing_err_set(err, ING_ERR_NOMEM, "tokenizer: out of memory for pieces");
 	size_t off = 0;
 	for (int32_t id = 0; id < tk->n_vocab; id++) {
-		size_t n = piece_of(tk, id, tk->piece + off);
+		size_t n = piece_of(tk, id, tk->piece + off, SIZE_MAX);
 		tk->tokens[id].piece_off = (uint32_t)off;
 		tk->tokens[id].piece_len = (uint32_t)n;
 		if (n > tk->piece_max)

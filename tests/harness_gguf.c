@@ -7,8 +7,9 @@
  * included) yields exactly n elements that agree with the numeric
  * accessors and ends on the array's last byte, lookups find each key and
  * tensor, tensor sizes follow from shape and type, and tensor bytes are
- * all readable. Then the view goes through tokenizer_open() (plus a short
- * encode/decode of fixed text when a vocabulary opens) and finally
+ * all readable. Then the view goes through tokenizer_open() (whose memory
+ * must stay proportional to the file, and when a vocabulary opens, the
+ * checks of harness_tokenizer_exercise on a fixed text) and finally
  * model_open_gguf(), which takes ownership of it. */
 #include "harness_fuzz.h"
 
@@ -214,6 +215,11 @@ static void check_view(const struct gguf *g)
 		check_tensor(g, i, buf, sizeof buf);
 }
 
+/* What a tokenizer may hold per byte of GGUF, and on top of that (regexes,
+ * tables). Tokens, hash and merges take ~10 bytes per file byte. */
+#define TOKENIZER_GROWTH 64
+#define TOKENIZER_SLACK ((size_t)16 << 20)
+
 static void check_tokenizer(const struct gguf *g)
 {
 	static const char sample[] =
@@ -221,11 +227,16 @@ static void check_tokenizer(const struct gguf *g)
 		"\xe2\x96\x81\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80 \xff\xc0\x80\xed\xa0\x80 ?!";
 	ing_err err = {0};
 	struct tokenizer *tk;
+	size_t live = ing_mem_live();
 	if (tokenizer_open(g, &tk, &err) != ING_OK) {
 		if (tk)
 			harness_fail("tokenizer_open failed but returned a handle");
 		return;
 	}
+	size_t held = ing_mem_live() - live;
+	if (held > TOKENIZER_GROWTH * g->size + TOKENIZER_SLACK)
+		harness_fail("a tokenizer from %llu bytes of GGUF holds %zu bytes",
+			     (unsigned long long)g->size, held);
 	harness_tokenizer_exercise(tk, (const uint8_t *)sample, sizeof sample - 1, false);
 	tokenizer_close(tk);
 }
