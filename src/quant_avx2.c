@@ -128,6 +128,11 @@ static inline __m256i bits_expand(const uint8_t *qh)
  * arrays below live in registers. */
 #define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
 
+/* Ends GCC's freedom to reassociate the integer sum v: left alone, it sums
+ * each super-block's products of all the rows as a tree, computing them all
+ * first, which spills them (8% slower for Q4_K, 4 rows). */
+#define SUM_BARRIER(v) __asm__("" : "+x"(v))
+
 /* Activation row c of a multi-row call, as an array of blocks. */
 #define ACT_ROW(type, a, a_stride, c) ((const type *)((const uint8_t *)(a) + (size_t)(c) * (a_stride)))
 
@@ -142,7 +147,7 @@ static inline __m256i bits_expand(const uint8_t *qh)
 				     size_t a_stride, int ncols)                           \
 	{                                                                                  \
 		switch (ncols) {                                                           \
-		case 1: body(n, out, w, a, a_stride, 1); break;                            \
+		case 1: dot_##name(n, out, w, a); break;                                   \
 		case 2: body(n, out, w, a, a_stride, 2); break;                            \
 		case 3: body(n, out, w, a, a_stride, 3); break;                            \
 		default: assert(ncols == 4); body(n, out, w, a, a_stride, 4); break;       \
@@ -193,6 +198,72 @@ static inline __m256i legacy_block_dot(__m256i q, __m256i q_abs, const int8_t *q
 	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+/* The same lanes for one row alone, one instruction shorter: q = nib - off
+ * with nib the unsigned nibbles and off 8 (Q4_0) or 16 where the 5th bit is
+ * clear (Q5_0), so q.a = nib.a - off.a, both by maddubs (|pair sums| <=
+ * 2 * 16 * 127, no saturation). With several rows the sign form is shorter:
+ * |q| is shared there and each row pays one vpsignb, not a second maddubs. */
+ALWAYS_INLINE __m256i legacy_block_dot1(enum qtype t, const void *w, int64_t i, const int8_t *qa)
+{
+	__m256i nib, off;
+	if (t == QTYPE_Q4_0) {
+		nib = nibbles_expand(((const struct block_q4_0 *)w)[i].qs);
+		off = _mm256_set1_epi8(8);
+	} else {
+		const struct block_q5_0 *b = (const struct block_q5_0 *)w + i;
+		nib = nibbles_expand(b->qs);
+		off = _mm256_andnot_si256(bits_expand(b->qh), _mm256_set1_epi8(16));
+	}
+	__m256i x = load256(qa);
+	__m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nib, x), _mm256_maddubs_epi16(off, x));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* d_w * d_a of block i for rows 0 .. nc-1 into ds[0 .. nc), by one
+ * vcvtph2ps and one vmulps (which round each lane as a vmulss per row
+ * would). The rows' fp16 scales are packed in a general register: the
+ * integer unit is idle here, and packing them in vector registers costs
+ * more than the conversions it saves. */
+ALWAYS_INLINE void legacy_scales(__m128 dw, const void *a, size_t a_stride, int64_t i, int nc,
+				 float ds[QUANT_MULTI_MAX])
+{
+	uint64_t h = 0;
+	FOR_COLS(c, nc) {
+		uint64_t x = ACT_ROW(struct block_q8_0, a, a_stride, c)[i].d;
+		__asm__("" : "+r"(x)); /* or GCC vectorizes the packing */
+		h |= x << 16 * c;
+	}
+	__m128 da = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
+	_mm_storeu_ps(ds, _mm_mul_ps(_mm_broadcastss_ps(dw), da));
+}
+
+/* Block i of a Q4_0 / Q5_0 / Q8_0 row against every row: acc[c] += the
+ * block's int32 lanes scaled by d_w * d_a. From 3 rows on, the scale
+ * products come from legacy_scales; below, one vmulss each. */
+ALWAYS_INLINE void legacy_block_rows(enum qtype t, const void *w, int64_t i, const void *a,
+				     size_t a_stride, int nc, __m256 *acc)
+{
+	__m128 dw = half_load4(legacy_block(t, w, i));
+	if (nc == 1 && t != QTYPE_Q8_0) {
+		const struct block_q8_0 *ac = a;
+		__m256i p = legacy_block_dot1(t, w, i, ac[i].qs);
+		__m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, half_load4(&ac[i])));
+		acc[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[0]);
+		return;
+	}
+	__m256i q = legacy_quants(t, w, i), q_abs = _mm256_sign_epi8(q, q);
+	float ds[QUANT_MULTI_MAX];
+	if (nc > 2)
+		legacy_scales(dw, a, a_stride, i, nc, ds);
+	FOR_COLS(c, nc) {
+		const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
+		__m256 d = nc > 2 ? _mm256_broadcast_ss(&ds[c])
+				  : _mm256_broadcastss_ps(_mm_mul_ss(dw, half_load4(&ac[i])));
+		__m256i p = legacy_block_dot(q, q_abs, ac[i].qs);
+		acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+	}
+}
+
 /* Q4_0, Q5_0, Q8_0 weights of type t against Q8_0 activation rows: per block
  * the exact int32 lanes, scaled by d_w * d_a with one FMA, even blocks into
  * acc0 and odd ones into acc1 (two dependency chains), one reduction. */
@@ -206,30 +277,11 @@ ALWAYS_INLINE void legacy_dot_rows(enum qtype t, int64_t n, float *out, const vo
 		acc1[c] = _mm256_setzero_ps();
 	}
 	for (; i + 1 < nb; i += 2) {
-		__m256i q0 = legacy_quants(t, w, i), q1 = legacy_quants(t, w, i + 1);
-		__m256i q0_abs = _mm256_sign_epi8(q0, q0), q1_abs = _mm256_sign_epi8(q1, q1);
-		__m128 dw0 = half_load4(legacy_block(t, w, i));
-		__m128 dw1 = half_load4(legacy_block(t, w, i + 1));
-		FOR_COLS(c, nc) {
-			const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
-			__m256i p0 = legacy_block_dot(q0, q0_abs, ac[i].qs);
-			__m256i p1 = legacy_block_dot(q1, q1_abs, ac[i + 1].qs);
-			__m256 d0 = _mm256_broadcastss_ps(_mm_mul_ss(dw0, half_load4(&ac[i])));
-			__m256 d1 = _mm256_broadcastss_ps(_mm_mul_ss(dw1, half_load4(&ac[i + 1])));
-			acc0[c] = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0[c]);
-			acc1[c] = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1[c]);
-		}
+		legacy_block_rows(t, w, i, a, a_stride, nc, acc0);
+		legacy_block_rows(t, w, i + 1, a, a_stride, nc, acc1);
 	}
-	if (i < nb) {
-		__m256i q0 = legacy_quants(t, w, i), q0_abs = _mm256_sign_epi8(q0, q0);
-		__m128 dw0 = half_load4(legacy_block(t, w, i));
-		FOR_COLS(c, nc) {
-			const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
-			__m256i p0 = legacy_block_dot(q0, q0_abs, ac[i].qs);
-			__m256 d0 = _mm256_broadcastss_ps(_mm_mul_ss(dw0, half_load4(&ac[i])));
-			acc0[c] = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0[c]);
-		}
-	}
+	if (i < nb)
+		legacy_block_rows(t, w, i, a, a_stride, nc, acc0);
 	FOR_COLS(c, nc)
 		out[c] = hsum_ps(_mm256_add_ps(acc0[c], acc1[c]));
 }
@@ -348,6 +400,7 @@ ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const vo
 			FOR_COLS(c, nc) {
 				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
 				sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
+				SUM_BARRIER(sumi[c]);
 			}
 		}
 		FOR_COLS(c, nc) {
@@ -447,10 +500,14 @@ static inline __m256i offset_correction(__m256i sc16, const int16_t *bsums, int 
  * bytes 32h .. 32h+32. */
 static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2_4 = _mm256_set1_epi8(0x30);
 	__m256i lo = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-	__m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m2);
-	return _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+	/* bits 2k, 2k+1 of each qh byte to bits 4, 5 (16-bit shifts: what
+	 * crosses from the neighbouring byte lands outside the mask) */
+	__m256i hb = k == 2 ? qh
+		   : k < 2  ? _mm256_slli_epi16(qh, 4 - 2 * k)
+			    : _mm256_srli_epi16(qh, 2 * k - 4);
+	return _mm256_or_si256(lo, _mm256_and_si256(hb, m2_4));
 }
 
 /* Q6_K against Q8_K rows: per super-block and row, the offset correction
@@ -482,6 +539,7 @@ ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const vo
 					const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
 					__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
 					sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
+					SUM_BARRIER(sumi[c]);
 				}
 			}
 		}
