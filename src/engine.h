@@ -1,0 +1,132 @@
+/* engine.h — the serving engine: one thread that owns the model, the KV
+ * cache and the scheduler, reached only through this interface.
+ *
+ * Requests are submitted from any thread (HTTP workers) and answered
+ * through a callback that runs ON THE ENGINE THREAD: it must be quick and
+ * must not call back into the engine except engine_cancel (typically it
+ * pushes the event into the request's own queue and signals a condition
+ * variable). Every accepted request gets exactly one final event
+ * (ENGINE_EV_FINISHED or ENGINE_EV_ERROR), after which the engine never
+ * touches its user data again.
+ *
+ * Each step the scheduler runs one forward pass over a mixed batch:
+ * one decode row for every running sequence first, then prefill chunks of
+ * waiting requests within the per-step token budget (continuous batching,
+ * chunked prefill). Prompt blocks already in the prefix cache are reused
+ * instead of recomputed. When the KV pool runs out the newest running
+ * sequence is preempted (its blocks freed) and later recomputed from its
+ * prompt plus what it had generated; the client sees no difference. */
+#ifndef INGOT_ENGINE_H
+#define INGOT_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "runner.h"
+#include "sample.h"
+
+struct model;
+struct tokenizer;
+
+struct engine_config {
+	int max_num_seqs;       /* running sequences at once (batch rows for decode) */
+	int64_t max_model_len;  /* prompt + generated tokens per request */
+	int64_t kv_cache_mb;    /* KV pool size; 0: enough for max_num_seqs full contexts */
+	int64_t step_tokens;    /* token budget per step (decode rows + prefill) */
+	int max_waiting;        /* bounded waiting queue; beyond it submit fails */
+	int threads;            /* compute threads (0: physical cores) */
+	enum runner_kind runner;
+};
+
+/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step, 64 waiting. */
+struct engine_config engine_config_default(void);
+
+#define ENGINE_MAX_LOGPROBS 20
+
+struct engine_params {
+	const int32_t *prompt;   /* copied at submit */
+	int64_t n_prompt;        /* >= 1 */
+	int64_t max_tokens;      /* >= 1; the engine also stops at max_model_len */
+	struct sample_params sample;
+	bool ignore_eos;
+	int top_logprobs;        /* 0..ENGINE_MAX_LOGPROBS alternatives per token; -1: none */
+	const int32_t *bias_ids; /* logit_bias: n_bias (id, value) pairs, copied */
+	const float *bias_values;
+	int n_bias;
+};
+
+enum engine_event_kind {
+	ENGINE_EV_TOKEN,    /* one generated token */
+	ENGINE_EV_FINISHED, /* final: reason in finish */
+	ENGINE_EV_ERROR,    /* final: message in error */
+};
+
+enum engine_finish { ENGINE_FINISH_STOP, ENGINE_FINISH_LENGTH, ENGINE_FINISH_CANCELLED };
+
+struct engine_event {
+	enum engine_event_kind kind;
+	uint64_t id;
+	/* ENGINE_EV_TOKEN */
+	int32_t token;
+	float logprob;                       /* of token, when top_logprobs >= 0 */
+	int n_top;                           /* alternatives filled below */
+	int32_t top_ids[ENGINE_MAX_LOGPROBS];
+	float top_logprobs[ENGINE_MAX_LOGPROBS];
+	bool is_eos;                         /* token ended generation (not emitted as text) */
+	/* ENGINE_EV_FINISHED */
+	enum engine_finish finish;
+	int64_t n_prompt, n_generated, n_cached_prompt;
+	double queue_s, ttft_s, total_s;     /* time waiting, to first token, overall */
+	/* ENGINE_EV_ERROR */
+	const char *error;
+};
+
+typedef void (*engine_event_fn)(void *ud, const struct engine_event *ev);
+
+struct engine;
+
+/* Loads the model and starts the engine thread. */
+int engine_create(const char *model_path, const struct engine_config *cfg, struct engine **out,
+		  ing_err *err);
+
+/* Finishes every request (in-flight ones get ENGINE_FINISH_CANCELLED unless
+ * drain is true, in which case it waits for them), stops the thread and
+ * frees everything. Accepts NULL. */
+void engine_destroy(struct engine *e, bool drain);
+
+/* Immutable after create; safe from any thread. */
+const struct model *engine_model(const struct engine *e);
+const struct tokenizer *engine_tokenizer(const struct engine *e);
+const struct engine_config *engine_config_of(const struct engine *e);
+
+/* Queues a request. Thread-safe. On success *id identifies it and on_event
+ * will be called (on the engine thread) until a final event. Errors (no
+ * event is ever sent): ING_ERR_RANGE when prompt + max_tokens exceeds
+ * max_model_len or a token id is outside the vocabulary, ING_ERR_INVALID
+ * for bad parameters, ING_ERR_UNSUPPORTED ("busy") when the waiting queue
+ * is full (HTTP 429), ING_ERR_NOMEM. */
+int engine_submit(struct engine *e, const struct engine_params *p, engine_event_fn on_event,
+		  void *ud, uint64_t *id, ing_err *err);
+
+/* Asks the engine to stop request id (client gone, stop string seen). The
+ * request still gets its final event (ENGINE_FINISH_CANCELLED, or whatever
+ * finished it first). Thread-safe; unknown ids are ignored. */
+void engine_cancel(struct engine *e, uint64_t id);
+
+struct engine_stats {
+	int running, waiting;
+	double kv_usage;                 /* used blocks / pool blocks */
+	uint64_t prompt_tokens, generation_tokens;
+	uint64_t requests_finished[3];   /* by enum engine_finish */
+	uint64_t preemptions;
+	uint64_t prefix_queries, prefix_hits; /* tokens */
+	uint64_t steps;
+	double step_seconds;             /* total time in forward steps */
+	uint64_t batch_rows;             /* total rows over all steps */
+};
+
+/* A consistent snapshot. Thread-safe. */
+void engine_stats_get(struct engine *e, struct engine_stats *out);
+
+#endif
