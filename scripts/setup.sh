@@ -9,10 +9,10 @@
 #   scripts/setup.sh fuzz     build packages plus clang and its libFuzzer runtime
 set -euo pipefail
 WHAT=${1:-test}
-APT_PKGS=(pkg-config libpcre2-dev libcjson-dev)
+APT_PKGS=(pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev)
 TEST_APT_PKGS=(libsimde-dev)
 FUZZ_APT_PKGS=(clang libclang-rt-dev)
-PY_PKGS=(gguf==0.19.0 numpy)
+PY_PKGS=(gguf==0.19.0 numpy openai)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}
 
 [ "$WHAT" = test ] && APT_PKGS+=("${TEST_APT_PKGS[@]}")
