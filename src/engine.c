@@ -1,0 +1,759 @@
+/* engine.c — the serving engine's step loop (see engine.h).
+ *
+ * Threads: callers of engine_submit/engine_cancel/engine_stats_get touch
+ * only `mu`-protected state (the incoming queue, the registry of live
+ * requests, the stats snapshot). Everything else — model, KV cache,
+ * scheduler lists, samplers — belongs to the engine thread, which also
+ * creates and drives the compute pool.
+ *
+ * A request's tokens array holds its prompt followed by what it generated;
+ * n_computed of them are in the KV cache. Each step feeds the rest: one row
+ * for a decoding request, a chunk for one still prefilling. Preemption
+ * simply frees a request's KV and resets n_computed to 0: it is recomputed
+ * later from tokens[], prompt and generated alike. */
+#include "engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "forward.h"
+#include "generate.h"
+#include "gguf.h"
+#include "kv.h"
+#include "mem.h"
+#include "model.h"
+#include "pool.h"
+#include "tokenizer.h"
+
+struct req {
+	uint64_t id;
+	engine_event_fn cb;
+	void *ud;
+	int32_t *tokens;          /* [max_model_len] prompt, then generated */
+	int64_t n_prompt, n_tokens, n_computed, n_generated, max_tokens, n_cached_prompt;
+	struct sample_params sp;
+	bool ignore_eos;
+	int top_logprobs;
+	int32_t *bias_ids;
+	float *bias_values;
+	int n_bias;
+	struct sampler *sampler;
+	int slot;                 /* KV sequence slot while running, else -1 */
+	uint64_t admitted;        /* admission order, for choosing whom to preempt */
+	uint64_t in_step;         /* step number of the last batch holding rows of it */
+	atomic_bool cancelled;
+	double t_submit, t_start, t_first;
+	struct req *next;         /* waiting / incoming queue link */
+};
+
+struct engine {
+	struct engine_config cfg;
+	char path[4096];
+	struct model *m;
+	struct tokenizer *tk;
+	struct fwd *f;
+	struct pool *pool;
+	struct runner *r;
+	pthread_t thread;
+	int started;
+	/* shared, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct req *in_head, *in_tail;
+	struct req **live;        /* [max_waiting + max_num_seqs] registry for cancel */
+	int n_live, max_live;
+	bool stop, drain;
+	int ready;                /* 0 starting, 1 ok, -1 failed */
+	ing_err start_err;
+	struct engine_stats stats;
+	uint64_t next_id;
+	/* engine thread only */
+	struct req **running;     /* [max_num_seqs] */
+	int n_running;
+	struct req *wait_head, *wait_tail;
+	int n_waiting;
+	int *free_slots, n_free_slots;
+	uint64_t admissions;
+	uint64_t step_no;
+	int32_t *b_tok, *b_pos, *b_seq; /* [step_tokens] batch rows */
+	bool *b_want;
+	struct req **b_req;       /* [step_tokens] request of each row */
+	float *lp;                /* [V] log-softmax scratch */
+};
+
+struct engine_config engine_config_default(void)
+{
+	return (struct engine_config){ .max_num_seqs = 16, .max_model_len = 4096,
+				       .step_tokens = 256, .max_waiting = 64,
+				       .runner = RUNNER_MEGA };
+}
+
+const struct model *engine_model(const struct engine *e) { return e->m; }
+const struct tokenizer *engine_tokenizer(const struct engine *e) { return e->tk; }
+const struct engine_config *engine_config_of(const struct engine *e) { return &e->cfg; }
+
+/* ---- requests ---- */
+
+static void req_free(struct req *q)
+{
+	if (!q)
+		return;
+	sampler_free(q->sampler);
+	ing_free(q->tokens);
+	ing_free(q->bias_ids);
+	ing_free(q->bias_values);
+	ing_free(q);
+}
+
+static int req_check(const struct engine *e, const struct engine_params *p, ing_err *err)
+{
+	const int64_t V = e->m->hp.n_vocab;
+	if (p->n_prompt < 1)
+		return ing_err_set(err, ING_ERR_INVALID, "the prompt is empty");
+	if (p->max_tokens < 1)
+		return ing_err_set(err, ING_ERR_INVALID, "max_tokens must be at least 1");
+	if (p->n_prompt + p->max_tokens > e->cfg.max_model_len)
+		return ing_err_set(err, ING_ERR_RANGE,
+				   "this model's maximum context length is %lld tokens; the prompt "
+				   "has %lld and max_tokens asks for %lld more",
+				   (long long)e->cfg.max_model_len, (long long)p->n_prompt,
+				   (long long)p->max_tokens);
+	for (int64_t i = 0; i < p->n_prompt; i++)
+		if (p->prompt[i] < 0 || p->prompt[i] >= V)
+			return ing_err_set(err, ING_ERR_RANGE, "token id %d is outside the vocabulary "
+					   "(0..%lld)", p->prompt[i], (long long)V - 1);
+	for (int i = 0; i < p->n_bias; i++)
+		if (p->bias_ids[i] < 0 || p->bias_ids[i] >= V || !isfinite(p->bias_values[i]))
+			return ing_err_set(err, ING_ERR_RANGE, "logit_bias: bad token id or value");
+	if (p->top_logprobs > ENGINE_MAX_LOGPROBS)
+		return ing_err_set(err, ING_ERR_RANGE, "top_logprobs must be at most %d",
+				   ENGINE_MAX_LOGPROBS);
+	return sample_params_check(&p->sample, err);
+}
+
+static struct req *req_new(const struct engine *e, const struct engine_params *p, ing_err *err)
+{
+	struct req *q = ing_calloc(1, sizeof *q);
+	if (!q)
+		return NULL;
+	q->tokens = ing_malloc_array((size_t)e->cfg.max_model_len, sizeof *q->tokens);
+	q->bias_ids = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_ids);
+	q->bias_values = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_values);
+	if (!q->tokens || !q->bias_ids || !q->bias_values ||
+	    sampler_create(&p->sample, e->m->hp.n_vocab, &q->sampler, err)) {
+		req_free(q);
+		return NULL;
+	}
+	memcpy(q->tokens, p->prompt, (size_t)p->n_prompt * sizeof *q->tokens);
+	memcpy(q->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *q->bias_ids);
+	memcpy(q->bias_values, p->bias_values, (size_t)p->n_bias * sizeof *q->bias_values);
+	q->n_bias = p->n_bias;
+	q->n_prompt = q->n_tokens = p->n_prompt;
+	q->max_tokens = p->max_tokens;
+	q->sp = p->sample;
+	q->ignore_eos = p->ignore_eos;
+	q->top_logprobs = p->top_logprobs;
+	q->slot = -1;
+	for (int64_t i = 0; i < p->n_prompt; i++)
+		sampler_accept(q->sampler, p->prompt[i]);
+	return q;
+}
+
+int engine_submit(struct engine *e, const struct engine_params *p, engine_event_fn on_event,
+		  void *ud, uint64_t *id, ing_err *err)
+{
+	int rc = req_check(e, p, err);
+	if (rc)
+		return rc;
+	struct req *q = req_new(e, p, err);
+	if (!q)
+		return err->code ? err->code : ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	q->cb = on_event;
+	q->ud = ud;
+	q->t_submit = gen_now();
+	pthread_mutex_lock(&e->mu);
+	if (e->stop || e->n_live >= e->max_live) {
+		pthread_mutex_unlock(&e->mu);
+		req_free(q);
+		return ing_err_set(err, ING_ERR_UNSUPPORTED, e->stop ? "the server is shutting down"
+							   : "the server is busy; retry later");
+	}
+	q->id = *id = ++e->next_id;
+	e->live[e->n_live++] = q;
+	if (e->in_tail)
+		e->in_tail->next = q;
+	else
+		e->in_head = q;
+	e->in_tail = q;
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	return ING_OK;
+}
+
+void engine_cancel(struct engine *e, uint64_t id)
+{
+	pthread_mutex_lock(&e->mu);
+	for (int i = 0; i < e->n_live; i++)
+		if (e->live[i]->id == id)
+			atomic_store(&e->live[i]->cancelled, true);
+	pthread_cond_signal(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+}
+
+void engine_stats_get(struct engine *e, struct engine_stats *out)
+{
+	pthread_mutex_lock(&e->mu);
+	*out = e->stats;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- finishing ---- */
+
+static void unregister(struct engine *e, struct req *q)
+{
+	pthread_mutex_lock(&e->mu);
+	for (int i = 0; i < e->n_live; i++)
+		if (e->live[i] == q) {
+			e->live[i] = e->live[--e->n_live];
+			break;
+		}
+	pthread_mutex_unlock(&e->mu);
+}
+
+static void release_slot(struct engine *e, struct req *q)
+{
+	if (q->slot < 0)
+		return;
+	struct kv_cache *kv = fwd_kv(e->f);
+	kv_seq_publish(kv, q->slot, q->tokens, q->n_computed);
+	kv_seq_truncate(kv, q->slot, 0);
+	e->free_slots[e->n_free_slots++] = q->slot;
+	q->slot = -1;
+}
+
+static void finish(struct engine *e, struct req *q, enum engine_finish why, const char *error)
+{
+	release_slot(e, q);
+	double now = gen_now();
+	struct engine_event ev = { .kind = error ? ENGINE_EV_ERROR : ENGINE_EV_FINISHED, .id = q->id,
+				   .finish = why, .n_prompt = q->n_prompt,
+				   .n_generated = q->n_generated,
+				   .n_cached_prompt = q->n_cached_prompt,
+				   .queue_s = (q->t_start ? q->t_start : now) - q->t_submit,
+				   .ttft_s = q->t_first ? q->t_first - q->t_submit : 0,
+				   .total_s = now - q->t_submit, .error = error };
+	const struct kv_cache *kv = fwd_kv(e->f);
+	pthread_mutex_lock(&e->mu);
+	if (!error)
+		e->stats.requests_finished[why]++;
+	/* callers removed q from the running list: the snapshot a client
+	 * reads after its final event already shows it gone */
+	e->stats.running = e->n_running;
+	e->stats.waiting = e->n_waiting;
+	e->stats.kv_usage = (double)kv_blocks_used(kv) / (double)kv->n_blocks;
+	pthread_mutex_unlock(&e->mu);
+	unregister(e, q);
+	q->cb(q->ud, &ev);
+	req_free(q);
+}
+
+static void running_remove(struct engine *e, int i)
+{
+	memmove(&e->running[i], &e->running[i + 1],
+		(size_t)(e->n_running - i - 1) * sizeof *e->running);
+	e->n_running--;
+}
+
+static void waiting_push(struct engine *e, struct req *q, bool front)
+{
+	q->next = NULL;
+	if (front) {
+		q->next = e->wait_head;
+		e->wait_head = q;
+		if (!e->wait_tail)
+			e->wait_tail = q;
+	} else {
+		if (e->wait_tail)
+			e->wait_tail->next = q;
+		else
+			e->wait_head = q;
+		e->wait_tail = q;
+	}
+	e->n_waiting++;
+}
+
+static struct req *waiting_pop(struct engine *e)
+{
+	struct req *q = e->wait_head;
+	if (q) {
+		e->wait_head = q->next;
+		if (!e->wait_head)
+			e->wait_tail = NULL;
+		e->n_waiting--;
+		q->next = NULL;
+	}
+	return q;
+}
+
+/* Finishes every cancelled request, running or waiting. */
+static void reap_cancelled(struct engine *e)
+{
+	for (int i = 0; i < e->n_running;)
+		if (atomic_load(&e->running[i]->cancelled)) {
+			struct req *q = e->running[i];
+			running_remove(e, i);
+			finish(e, q, ENGINE_FINISH_CANCELLED, NULL);
+		} else {
+			i++;
+		}
+	int n = e->n_waiting;
+	for (int i = 0; i < n; i++) {
+		struct req *q = waiting_pop(e);
+		if (atomic_load(&q->cancelled))
+			finish(e, q, ENGINE_FINISH_CANCELLED, NULL);
+		else
+			waiting_push(e, q, false);
+	}
+}
+
+/* ---- scheduling ---- */
+
+/* Appends rows feeding tokens[n_computed, n_computed + count) of q. */
+static int64_t add_rows(struct engine *e, int64_t n, struct req *q, int64_t count)
+{
+	for (int64_t i = 0; i < count; i++, n++) {
+		int64_t p = q->n_computed + i;
+		e->b_tok[n] = q->tokens[p];
+		e->b_pos[n] = (int32_t)p;
+		e->b_seq[n] = q->slot;
+		e->b_req[n] = q;
+		e->b_want[n] = p == q->n_tokens - 1; /* logits only where a token comes next */
+	}
+	return n;
+}
+
+/* Moves waiting requests into free slots, reusing cached prompt blocks. */
+static void admit(struct engine *e, int64_t budget)
+{
+	while (budget > 0 && e->n_running < e->cfg.max_num_seqs && e->wait_head) {
+		struct req *q = waiting_pop(e);
+		q->slot = e->free_slots[--e->n_free_slots];
+		q->admitted = ++e->admissions;
+		if (!q->t_start) {
+			q->t_start = gen_now();
+			pthread_mutex_lock(&e->mu);
+			e->stats.prompt_tokens += (uint64_t)q->n_prompt;
+			pthread_mutex_unlock(&e->mu);
+		}
+		/* keep >= 1 token to compute: its logits pick the next token */
+		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens, q->n_tokens - 1);
+		q->n_computed = hit;
+		if (q->n_generated == 0)
+			q->n_cached_prompt = hit;
+		e->running[e->n_running++] = q;
+		budget -= q->n_tokens - q->n_computed;
+	}
+}
+
+/* Builds the step's batch: a decode row for every request that has one
+ * token to feed, then (after admitting waiting requests when allowed)
+ * prefill chunks within the token budget. */
+static int64_t build_batch(struct engine *e, bool allow_admit)
+{
+	const int64_t cap = e->cfg.step_tokens;
+	const uint64_t step = ++e->step_no;
+	int64_t n = 0;
+	for (int i = 0; i < e->n_running && n < cap; i++) {
+		struct req *q = e->running[i];
+		if (q->n_tokens - q->n_computed == 1) {
+			n = add_rows(e, n, q, 1);
+			q->in_step = step;
+		}
+	}
+	if (allow_admit)
+		admit(e, cap - n);
+	for (int i = 0; i < e->n_running && n < cap; i++) {
+		struct req *q = e->running[i];
+		int64_t pending = q->n_tokens - q->n_computed;
+		if (q->in_step != step && pending >= 1) {
+			n = add_rows(e, n, q, pending < cap - n ? pending : cap - n);
+			q->in_step = step;
+		}
+	}
+	return n;
+}
+
+/* Frees the KV of the most recently admitted running request and puts it
+ * back at the head of the queue. False when nothing can be preempted. */
+static bool preempt_newest(struct engine *e)
+{
+	if (e->n_running <= 1)
+		return false;
+	int victim = 0;
+	for (int i = 1; i < e->n_running; i++)
+		if (e->running[i]->admitted > e->running[victim]->admitted)
+			victim = i;
+	struct req *q = e->running[victim];
+	running_remove(e, victim);
+	kv_seq_truncate(fwd_kv(e->f), q->slot, 0);
+	e->free_slots[e->n_free_slots++] = q->slot;
+	q->slot = -1;
+	q->n_computed = 0;
+	waiting_push(e, q, true);
+	pthread_mutex_lock(&e->mu);
+	e->stats.preemptions++;
+	pthread_mutex_unlock(&e->mu);
+	return true;
+}
+
+/* ---- sampling ---- */
+
+static void fill_logprobs(struct engine *e, const float *logits, struct engine_event *ev, int top)
+{
+	const int64_t V = e->m->hp.n_vocab;
+	float mx = logits[0];
+	for (int64_t i = 1; i < V; i++)
+		mx = logits[i] > mx ? logits[i] : mx;
+	double sum = 0;
+	for (int64_t i = 0; i < V; i++)
+		sum += exp((double)logits[i] - mx);
+	const float lse = mx + (float)log(sum);
+	for (int64_t i = 0; i < V; i++)
+		e->lp[i] = logits[i] - lse;
+	ev->n_top = 0;
+	for (int k = 0; k < top; k++) { /* top is small: repeated selection */
+		int64_t best = -1;
+		for (int64_t i = 0; i < V; i++) {
+			bool used = false;
+			for (int j = 0; j < k && !used; j++)
+				used = ev->top_ids[j] == i;
+			if (!used && (best < 0 || e->lp[i] > e->lp[best]))
+				best = i;
+		}
+		ev->top_ids[k] = (int32_t)best;
+		ev->top_logprobs[k] = e->lp[best];
+		ev->n_top++;
+	}
+}
+
+/* Samples the next token of q from its logits row and reports it. Returns
+ * the finish reason, or -1 while q goes on. */
+static int emit_token(struct engine *e, struct req *q, float *logits)
+{
+	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
+	for (int i = 0; i < q->n_bias; i++)
+		logits[q->bias_ids[i]] += q->bias_values[i];
+	if (q->top_logprobs >= 0)
+		fill_logprobs(e, logits, &ev, q->top_logprobs);
+	int32_t tok = sampler_sample(q->sampler, logits);
+	sampler_accept(q->sampler, tok);
+	if (q->top_logprobs >= 0)
+		ev.logprob = e->lp[tok];
+	q->tokens[q->n_tokens++] = tok;
+	q->n_generated++;
+	if (!q->t_first)
+		q->t_first = gen_now();
+	ev.token = tok;
+	ev.is_eos = !q->ignore_eos && tokenizer_is_eog(e->tk, tok);
+	q->cb(q->ud, &ev);
+	if (ev.is_eos)
+		return ENGINE_FINISH_STOP;
+	if (q->n_generated >= q->max_tokens || q->n_tokens >= e->cfg.max_model_len)
+		return ENGINE_FINISH_LENGTH;
+	return -1;
+}
+
+/* ---- the step ---- */
+
+static int run_step(struct engine *e, int64_t *rows, ing_err *err)
+{
+	/* after a preemption, admit nobody this step: the pool just proved
+	 * too small for the running set */
+	for (bool allow_admit = true;; allow_admit = false) {
+		int64_t n = build_batch(e, allow_admit);
+		*rows = n;
+		if (n == 0)
+			return ING_OK;
+		struct fwd_batch b = { .n = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
+				       .want_logits = e->b_want };
+		int rc = runner_step(e->r, &b, err);
+		if (rc != ING_ERR_NOMEM)
+			return rc;
+		if (!preempt_newest(e))
+			return rc; /* one request alone does not fit the pool */
+	}
+}
+
+static void after_step(struct engine *e, int64_t n)
+{
+	int64_t n_out, o = 0;
+	float *logits = fwd_logits(e->f, &n_out);
+	const int64_t V = e->m->hp.n_vocab;
+	uint64_t gen = 0;
+	for (int64_t i = 0; i < n; i++) {
+		struct req *q = e->b_req[i];
+		q->n_computed++;
+		if (!e->b_want[i])
+			continue;
+		int why = emit_token(e, q, logits + (size_t)(o++) * V);
+		gen++;
+		kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);
+		if (why < 0 && atomic_load(&q->cancelled))
+			why = ENGINE_FINISH_CANCELLED;
+		if (why < 0)
+			continue;
+		for (int r = 0; r < e->n_running; r++)
+			if (e->running[r] == q) {
+				running_remove(e, r);
+				break;
+			}
+		finish(e, q, (enum engine_finish)why, NULL);
+	}
+	pthread_mutex_lock(&e->mu);
+	e->stats.generation_tokens += gen;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- the loop ---- */
+
+static void publish_stats(struct engine *e, int64_t rows, double dt)
+{
+	const struct kv_cache *kv = fwd_kv(e->f);
+	pthread_mutex_lock(&e->mu);
+	e->stats.running = e->n_running;
+	e->stats.waiting = e->n_waiting;
+	e->stats.kv_usage = (double)kv_blocks_used(kv) / (double)kv->n_blocks;
+	e->stats.prefix_queries = kv->prefix_queries;
+	e->stats.prefix_hits = kv->prefix_hits;
+	if (rows > 0) {
+		e->stats.steps++;
+		e->stats.batch_rows += (uint64_t)rows;
+		e->stats.step_seconds += dt;
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* Takes submitted requests into the waiting queue; waits while idle.
+ * Returns false when the loop should end. */
+static bool take_incoming(struct engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		while (e->in_head) {
+			struct req *q = e->in_head;
+			e->in_head = q->next;
+			if (!e->in_head)
+				e->in_tail = NULL;
+			waiting_push(e, q, false);
+		}
+		bool idle = e->n_running == 0 && e->n_waiting == 0;
+		if (e->stop && (idle || !e->drain)) {
+			pthread_mutex_unlock(&e->mu);
+			return false;
+		}
+		if (!idle)
+			break;
+		e->stats.running = e->stats.waiting = 0;
+		pthread_cond_wait(&e->cv, &e->mu);
+	}
+	e->stats.waiting = e->n_waiting;
+	pthread_mutex_unlock(&e->mu);
+	return true;
+}
+
+static void loop(struct engine *e)
+{
+	ing_err err = { 0 };
+	while (take_incoming(e)) {
+		reap_cancelled(e);
+		int64_t rows = 0;
+		double t0 = gen_now();
+		int rc = run_step(e, &rows, &err);
+		if (rc) {
+			/* the lone running request cannot fit: fail it, keep serving */
+			struct req *q = e->n_running ? e->running[0] : NULL;
+			if (q) {
+				running_remove(e, 0);
+				finish(e, q, ENGINE_FINISH_STOP, err.msg);
+			}
+		} else if (rows > 0) {
+			after_step(e, rows);
+		}
+		publish_stats(e, rows, gen_now() - t0);
+	}
+	/* not draining: everything left is cancelled */
+	while (e->n_running) {
+		struct req *q = e->running[0];
+		running_remove(e, 0);
+		finish(e, q, ENGINE_FINISH_CANCELLED, NULL);
+	}
+	for (struct req *q; (q = waiting_pop(e));)
+		finish(e, q, ENGINE_FINISH_CANCELLED, NULL);
+	pthread_mutex_lock(&e->mu);
+	while (e->in_head) {
+		struct req *q = e->in_head;
+		e->in_head = q->next;
+		pthread_mutex_unlock(&e->mu);
+		finish(e, q, ENGINE_FINISH_CANCELLED, NULL);
+		pthread_mutex_lock(&e->mu);
+	}
+	e->in_tail = NULL;
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- setup on the engine thread ---- */
+
+static int64_t kv_blocks_for(const struct engine *e)
+{
+	if (e->cfg.kv_cache_mb <= 0)
+		return 0; /* kv_create: n_seq full contexts */
+	const struct model_hparams *hp = &e->m->hp;
+	double per_block = (double)hp->n_layer * KV_BLOCK *
+			   (double)(hp->n_head_kv * (hp->head_dim + hp->head_dim_v)) * sizeof(float);
+	int64_t n = (int64_t)(e->cfg.kv_cache_mb * 1e6 / per_block);
+	return n > 0 ? n : 1;
+}
+
+static int setup(struct engine *e, ing_err *err)
+{
+	const struct engine_config *c = &e->cfg;
+	int rc = model_open(e->path, &e->m, err);
+	if (rc)
+		return rc;
+	struct gguf *g;
+	if ((rc = gguf_open(e->path, &g, err)))
+		return rc;
+	rc = tokenizer_open(g, &e->tk, err);
+	gguf_close(g);
+	if (rc)
+		return rc;
+	int threads = c->threads > 0 ? c->threads : pool_physical_cores();
+	struct fwd_config fc = { .max_batch = c->step_tokens, .max_logits = c->max_num_seqs,
+				 .n_ctx = c->max_model_len, .n_seq = c->max_num_seqs,
+				 .n_threads = threads, .kv_type = QTYPE_F32,
+				 .kv_blocks = kv_blocks_for(e) };
+	if ((rc = fwd_create(e->m, &fc, &e->f, err)) ||
+	    (rc = pool_create(threads, 1, &e->pool, err)))
+		return rc;
+	if (err->msg[0])
+		fprintf(stderr, "ingot: note: %s\n", err->msg);
+	ing_err_clear(err);
+	if ((rc = runner_create(c->runner, e->f, e->pool, &e->r, err)))
+		return rc;
+	const size_t B = (size_t)c->step_tokens;
+	e->b_tok = ing_malloc_array(B, sizeof *e->b_tok);
+	e->b_pos = ing_malloc_array(B, sizeof *e->b_pos);
+	e->b_seq = ing_malloc_array(B, sizeof *e->b_seq);
+	e->b_want = ing_malloc_array(B, sizeof *e->b_want);
+	e->b_req = ing_malloc_array(B, sizeof *e->b_req);
+	e->lp = ing_malloc_array((size_t)e->m->hp.n_vocab, sizeof *e->lp);
+	if (!e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_req || !e->lp)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	return ING_OK;
+}
+
+static void *engine_main(void *arg)
+{
+	struct engine *e = arg;
+	ing_err err = { 0 };
+	int rc = setup(e, &err);
+	pthread_mutex_lock(&e->mu);
+	e->ready = rc ? -1 : 1;
+	e->start_err = err;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	if (rc == ING_OK)
+		loop(e);
+	runner_destroy(e->r);
+	pool_destroy(e->pool); /* on the thread that created it */
+	e->r = NULL;
+	e->pool = NULL;
+	return NULL;
+}
+
+static void free_engine(struct engine *e)
+{
+	fwd_destroy(e->f);
+	tokenizer_close(e->tk);
+	model_close(e->m);
+	void *p[] = { e->b_tok, e->b_pos, e->b_seq, e->b_want, e->b_req, e->lp, e->running,
+		      e->free_slots, e->live };
+	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+		ing_free(p[i]);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv);
+	ing_free(e);
+}
+
+static int check_config(const struct engine_config *c, ing_err *err)
+{
+	if (c->max_num_seqs < 1 || c->max_num_seqs > 1024)
+		return ing_err_set(err, ING_ERR_RANGE, "max_num_seqs must be in 1..1024");
+	if (c->max_model_len < 2 || c->step_tokens < 1 || c->step_tokens > 8192 ||
+	    c->max_waiting < 0 || c->kv_cache_mb < 0)
+		return ing_err_set(err, ING_ERR_RANGE, "bad engine configuration");
+	return ING_OK;
+}
+
+int engine_create(const char *model_path, const struct engine_config *cfg, struct engine **out,
+		  ing_err *err)
+{
+	*out = NULL;
+	int rc = check_config(cfg, err);
+	if (rc)
+		return rc;
+	struct engine *e = ing_calloc(1, sizeof *e);
+	if (!e)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	e->cfg = *cfg;
+	if (e->cfg.step_tokens < e->cfg.max_num_seqs)
+		e->cfg.step_tokens = e->cfg.max_num_seqs; /* room for every decode row */
+	snprintf(e->path, sizeof e->path, "%s", model_path);
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv, NULL);
+	e->max_live = cfg->max_waiting + cfg->max_num_seqs;
+	e->live = ing_malloc_array((size_t)e->max_live, sizeof *e->live);
+	e->running = ing_malloc_array((size_t)cfg->max_num_seqs, sizeof *e->running);
+	e->free_slots = ing_malloc_array((size_t)cfg->max_num_seqs, sizeof *e->free_slots);
+	if (!e->live || !e->running || !e->free_slots) {
+		free_engine(e);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < cfg->max_num_seqs; i++)
+		e->free_slots[e->n_free_slots++] = cfg->max_num_seqs - 1 - i;
+	if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+		free_engine(e);
+		return ing_err_set(err, ING_ERR_NOMEM, "cannot start the engine thread");
+	}
+	e->started = 1;
+	pthread_mutex_lock(&e->mu);
+	while (e->ready == 0)
+		pthread_cond_wait(&e->cv, &e->mu);
+	pthread_mutex_unlock(&e->mu);
+	if (e->ready < 0) {
+		*err = e->start_err;
+		pthread_join(e->thread, NULL);
+		free_engine(e);
+		return err->code ? err->code : ING_ERR_INVALID;
+	}
+	*out = e;
+	return ING_OK;
+}
+
+void engine_destroy(struct engine *e, bool drain)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	e->drain = drain;
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	if (e->started)
+		pthread_join(e->thread, NULL);
+	free_engine(e);
+}

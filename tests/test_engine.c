@@ -1,0 +1,211 @@
+/* test_engine.c — the serving engine on the default model: continuous
+ * batching gives every request exactly the greedy tokens it gets alone;
+ * preemption under a tiny KV pool changes nothing either; prefix caching,
+ * cancellation, and submit errors. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "engine.h"
+#include "generate.h"
+#include "mem.h"
+
+#define NREQ 6
+#define GEN 16
+
+struct result {
+	int32_t toks[256];
+	int n;
+	int done, finish, error;
+	int64_t cached;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
+static void on_event(void *ud, const struct engine_event *ev)
+{
+	struct result *r = ud;
+	pthread_mutex_lock(&mu);
+	if (ev->kind == ENGINE_EV_TOKEN && r->n < 256)
+		r->toks[r->n++] = ev->token;
+	if (ev->kind != ENGINE_EV_TOKEN) {
+		r->done = 1;
+		r->finish = ev->finish;
+		r->error = ev->kind == ENGINE_EV_ERROR;
+		r->cached = ev->n_cached_prompt;
+	}
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void wait_all(struct result *r, int n)
+{
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < n; i++)
+		while (!r[i].done)
+			pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+}
+
+static int32_t prompts[NREQ][12];
+static int prompt_len[NREQ];
+
+static void make_prompts(void)
+{
+	for (int i = 0; i < NREQ; i++) {
+		prompt_len[i] = 4 + i;
+		prompts[i][0] = 2;
+		for (int j = 1; j < prompt_len[i]; j++)
+			prompts[i][j] = 1000 + 97 * i + 13 * j;
+	}
+}
+
+static struct engine *start(int seqs, int64_t kv_mb, int waiting)
+{
+	struct engine_config c = engine_config_default();
+	c.max_num_seqs = seqs;
+	c.max_model_len = 128;
+	c.step_tokens = 32;
+	c.kv_cache_mb = kv_mb;
+	c.max_waiting = waiting;
+	c.threads = 2;
+	struct engine *e;
+	ing_err err = { 0 };
+	int rc = engine_create(check_default_model(), &c, &e, &err);
+	CHECK(rc == ING_OK, "engine_create: %s", err.msg);
+	return rc ? NULL : e;
+}
+
+static int submit(struct engine *e, int i, struct result *r, int64_t max_tokens)
+{
+	struct engine_params p = { .prompt = prompts[i], .n_prompt = prompt_len[i],
+				   .max_tokens = max_tokens, .top_logprobs = -1,
+				   .sample = sample_params_default() };
+	p.sample.temperature = 0;
+	uint64_t id;
+	ing_err err = { 0 };
+	int rc = engine_submit(e, &p, on_event, r, &id, &err);
+	CHECK(rc == ING_OK, "submit %d: %s", i, err.msg);
+	return rc;
+}
+
+/* Every request alone (one sequence at a time) for reference. */
+static void run_solo(struct result *solo)
+{
+	struct engine *e = start(1, 0, NREQ);
+	if (!e)
+		return;
+	for (int i = 0; i < NREQ; i++)
+		if (submit(e, i, &solo[i], GEN) == ING_OK)
+			wait_all(&solo[i], 1);
+	engine_destroy(e, true);
+}
+
+static void compare(const struct result *a, const struct result *b, const char *what)
+{
+	for (int i = 0; i < NREQ; i++)
+		CHECK(a[i].n == b[i].n && memcmp(a[i].toks, b[i].toks, sizeof(int32_t) * a[i].n) == 0,
+		      "%s: request %d differs from its solo run (%d vs %d tokens)", what, i, b[i].n, a[i].n);
+}
+
+static void test_batching(const struct result *solo)
+{
+	struct result r[NREQ] = { 0 };
+	struct engine *e = start(4, 0, NREQ);
+	if (!e)
+		return;
+	for (int i = 0; i < NREQ; i++)
+		submit(e, i, &r[i], GEN);
+	wait_all(r, NREQ);
+	struct engine_stats st;
+	engine_stats_get(e, &st);
+	CHECK(st.running == 0 && st.kv_usage == 0.0, "idle after: running %d, kv %.3f", st.running,
+	      st.kv_usage);
+	CHECK(st.batch_rows > st.steps, "steps held several rows (%llu rows in %llu steps)",
+	      (unsigned long long)st.batch_rows, (unsigned long long)st.steps);
+	engine_destroy(e, true);
+	compare(solo, r, "continuous batching");
+	for (int i = 0; i < NREQ; i++)
+		CHECK(r[i].finish == ENGINE_FINISH_LENGTH && !r[i].error, "request %d finish %d", i,
+		      r[i].finish);
+}
+
+static void test_preemption(const struct result *solo)
+{
+	struct result r[NREQ] = { 0 };
+	struct engine *e = start(4, 2, NREQ); /* ~3 blocks of 16 positions */
+	if (!e)
+		return;
+	for (int i = 0; i < NREQ; i++)
+		submit(e, i, &r[i], GEN);
+	wait_all(r, NREQ);
+	struct engine_stats st;
+	engine_stats_get(e, &st);
+	CHECK(st.preemptions > 0, "a tiny pool preempts (%llu)", (unsigned long long)st.preemptions);
+	engine_destroy(e, true);
+	compare(solo, r, "preemption");
+}
+
+static void test_prefix_cancel_errors(void)
+{
+	struct engine *e = start(2, 0, 2);
+	if (!e)
+		return;
+	int32_t longp[80];
+	longp[0] = 2;
+	for (int j = 1; j < 80; j++)
+		longp[j] = 3000 + j;
+	struct engine_params p = { .prompt = longp, .n_prompt = 80, .max_tokens = 4,
+				   .top_logprobs = 3, .sample = sample_params_default() };
+	p.sample.temperature = 0;
+	struct result a = { 0 }, b = { 0 }, c = { 0 };
+	uint64_t id;
+	ing_err err = { 0 };
+	engine_submit(e, &p, on_event, &a, &id, &err);
+	wait_all(&a, 1);
+	engine_submit(e, &p, on_event, &b, &id, &err);
+	wait_all(&b, 1);
+	CHECK(a.cached == 0 && b.cached == 64, "second run reuses 64 cached prompt tokens (%lld)",
+	      (long long)b.cached);
+	CHECK(a.n == b.n && memcmp(a.toks, b.toks, sizeof(int32_t) * a.n) == 0,
+	      "cached prefix gives the same tokens");
+	p.max_tokens = 40;
+	engine_submit(e, &p, on_event, &c, &id, &err);
+	engine_cancel(e, id);
+	wait_all(&c, 1);
+	CHECK(c.finish == ENGINE_FINISH_CANCELLED || c.n < 40, "cancel stops the request");
+	p.max_tokens = 100; /* 80 + 100 > 128 */
+	CHECK(engine_submit(e, &p, on_event, &c, &id, &err) == ING_ERR_RANGE &&
+	      strstr(err.msg, "context length"), "over-long request refused: %s", err.msg);
+	int32_t bad = 1 << 30;
+	struct engine_params q = p;
+	q.prompt = &bad;
+	q.n_prompt = 1;
+	q.max_tokens = 1;
+	CHECK(engine_submit(e, &q, on_event, &c, &id, &err) == ING_ERR_RANGE, "bad token id refused");
+	struct engine_stats st;
+	engine_stats_get(e, &st);
+	CHECK(st.prefix_hits >= 64 && st.running == 0, "prefix hits counted (%llu)",
+	      (unsigned long long)st.prefix_hits);
+	engine_destroy(e, false);
+}
+
+int main(void)
+{
+	if (!check_default_model()) {
+		CHECK(0, "default model missing: run ./ingot pull");
+		return check_summary("test_engine");
+	}
+	size_t live = ing_mem_live();
+	make_prompts();
+	struct result solo[NREQ] = { 0 };
+	run_solo(solo);
+	test_batching(solo);
+	test_preemption(solo);
+	test_prefix_cancel_errors();
+	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
+	return check_summary("test_engine");
+}
