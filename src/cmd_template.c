@@ -1,0 +1,96 @@
+/* cmd_template.c — `ingot template TEMPLATE.jinja [CONTEXT.json]`.
+ *
+ * Renders a chat template with the variables of a JSON object read from
+ * CONTEXT.json or stdin and writes the result to stdout exactly (nothing
+ * added). On failure prints the error to stderr (for raise_exception, its
+ * message) and exits 1. INGOT_TEMPLATE_NOW="YYYY-MM-DD HH:MM:SS" fixes the
+ * clock of strftime_now. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mem.h"
+#include "template.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ingot template TEMPLATE.jinja [CONTEXT.json]\n"
+		   "  renders TEMPLATE with the JSON object CONTEXT (default: stdin)\n");
+}
+
+/* Whole file into a NUL-terminated ing_malloc'd buffer, or NULL. */
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 14, n = 0;
+	char *buf = ing_malloc(cap + 1);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap)
+			break;
+		char *nb = ing_realloc(buf, cap * 2 + 1);
+		if (!nb) {
+			ing_free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = nb;
+		cap *= 2;
+	}
+	if (buf && ferror(f)) {
+		ing_free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = 0;
+		*len = n;
+	}
+	return buf;
+}
+
+int cmd_template(int argc, char **argv)
+{
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc < 2 || argc > 3) {
+		usage(stderr);
+		return 2;
+	}
+	size_t tlen = 0, clen = 0, olen = 0;
+	char *src = read_file(argv[1], &tlen), *ctx = NULL, *out = NULL;
+	struct template *t = NULL;
+	ing_err err = { 0 };
+	int status = 1;
+	if (!src) {
+		fprintf(stderr, "ingot template: cannot read %s: %s\n", argv[1], strerror(errno));
+		goto done;
+	}
+	ctx = argc == 3 ? read_file(argv[2], &clen) : cli_read_stdin(&clen);
+	if (!ctx) {
+		fprintf(stderr, "ingot template: cannot read the context %s\n",
+			argc == 3 ? argv[2] : "from stdin");
+		goto done;
+	}
+	if (template_parse(src, tlen, &t, &err) ||
+	    template_render_json(t, ctx, clen, NULL, &out, &olen, &err)) {
+		fprintf(stderr, "ingot template: %s\n", err.msg);
+		goto done;
+	}
+	if (fwrite(out, 1, olen, stdout) != olen || fflush(stdout)) {
+		fprintf(stderr, "ingot template: write failed\n");
+		goto done;
+	}
+	status = 0;
+done:
+	ing_free(out);
+	template_free(t);
+	ing_free(ctx);
+	ing_free(src);
+	return status;
+}
