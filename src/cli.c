@@ -22,6 +22,7 @@ static const struct cli_command commands[] = {
 	{ "run", cmd_run },
 	{ "bench", cmd_bench },
 	{ "perplexity", cmd_perplexity },
+	{ "template", cmd_template },
 };
 
 const struct cli_command *cli_command_find(const char *name)

@@ -29,6 +29,7 @@ static void usage(FILE *f)
 		"  bench [options]          decode/prefill speed vs memory bandwidth, per runner\n"
 		"  perplexity -f FILE [--ctx N]\n"
 		"                           perplexity on FILE, computed as llama.cpp's llama-perplexity\n"
+		"  template TPL.jinja < CONTEXT.json   render a chat template with a JSON context\n"
 		"\n"
 		"-m defaults to the model installed by `ingot pull`.\n");
 }
