@@ -58,7 +58,8 @@ static int replay_dir(const char *dir, harness_fn fn)
 		names[n++] = strdup(e->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof *names, name_cmp);
+	if (n > 1)
+		qsort(names, n, sizeof *names, name_cmp);
 	int count = 0;
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
