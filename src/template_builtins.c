@@ -532,7 +532,13 @@ int tpl_method_call(struct tpl_run *R, struct tmethod *m, struct tpl_args *a, st
 		return tpl_fail(R, ING_ERR_FORMAT, "access to attribute '%s' of '%s' object is unsafe.",
 				m->name, tv_type_name(self));
 	switch (self.kind) {
-	case TV_STR: return str_method(R, self.s, m->id, a, out);
+	case TV_STR: {
+		/* markupsafe: these keep a Markup a Markup */
+		int keep = tv_is_safe(self) && m->id != M_SPLIT && m->id != M_RSPLIT &&
+			   m->id != M_SPLITLINES && m->id != M_JOIN && m->id != M_FORMAT &&
+			   m->id != M_PARTITION && m->id != M_RPARTITION;
+		return str_method(R, self.s, m->id, a, out) || tpl_keep_safe(R, keep, out) ? -1 : 0;
+	}
 	case TV_DICT: return dict_method(R, self.d, m->id, a, out);
 	case TV_LIST: return list_method(R, self.l, m->id, a, out);
 	case TV_LOOP: return loop_method(R, self.lp, m->id, a, out);

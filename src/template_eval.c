@@ -140,7 +140,8 @@ int tpl_getitem(struct tpl_run *R, struct tv obj, struct tv key, const struct tn
 		int64_t n = tstr_ncp(obj.s), i = key.i < 0 ? key.i + n : key.i;
 		if (i >= 0 && i < n) {
 			size_t b = tstr_cp_off(obj.s, i), e = tstr_cp_off(obj.s, i + 1);
-			return tpl_str_v(R, obj.s->s + b, e - b, out);
+			return tpl_str_v(R, obj.s->s + b, e - b, out) ||
+			       tpl_keep_safe(R, tv_is_safe(obj), out) ? -1 : 0;
 		}
 	}
 	if (key.kind == TV_STR && obj.kind != TV_LIST && obj.kind != TV_STR && obj.kind != TV_DICT)
@@ -266,7 +267,7 @@ int tpl_contains(struct tpl_run *R, struct tv c, struct tv item, int *out)
 static int type_error(struct tpl_run *R, int op, struct tv a, struct tv b)
 {
 	const char *ta = tv_type_name(a), *tb = tv_type_name(b);
-	if (op == OP_ADD && (a.kind == TV_STR || tv_is_seq(a)))
+	if (op == OP_ADD && ((a.kind == TV_STR && !tv_is_safe(a)) || tv_is_seq(a)))
 		return tpl_fail(R, ING_ERR_FORMAT, "can only concatenate %s (not \"%s\") to %s", ta, tb,
 				ta);
 	return tpl_fail(R, ING_ERR_FORMAT, "unsupported operand type(s) for %s: '%s' and '%s'",
@@ -433,13 +434,26 @@ int tpl_binop(struct tpl_run *R, int op, struct tv a, struct tv b, struct tv *ou
 		return float_op(R, op, a.kind == TV_FLOAT ? a.f : (double)a.i,
 				b.kind == TV_FLOAT ? b.f : (double)b.i, out);
 	}
-	if (op == OP_ADD && a.kind == TV_STR && b.kind == TV_STR)
-		return tpl_str_cat(R, a.s, b.s, out);
+	if (op == OP_ADD && a.kind == TV_STR && b.kind == TV_STR) {
+		if (!tv_is_safe(a) && !tv_is_safe(b))
+			return tpl_str_cat(R, a.s, b.s, out);
+		struct tv ea, eb; /* Markup + str escapes the str */
+		if (tpl_html_escape(R, a, 0, &ea))
+			return -1;
+		if (tpl_html_escape(R, b, 0, &eb)) {
+			tv_release(ea);
+			return -1;
+		}
+		int rc = tpl_str_cat(R, ea.s, eb.s, out);
+		tv_release(ea);
+		tv_release(eb);
+		return rc || tpl_keep_safe(R, 1, out) ? -1 : 0;
+	}
 	if (op == OP_ADD && tv_is_seq(a) && tv_is_seq(b) &&
 	    (a.l->h.flags & TL_TUPLE) == (b.l->h.flags & TL_TUPLE))
 		return seq_concat(R, a, b, out);
 	if (op == OP_MUL && (a.kind == TV_STR || tv_is_seq(a)) && (b.kind == TV_INT || b.kind == TV_BOOL))
-		return repeat(R, a, b.i, out);
+		return repeat(R, a, b.i, out) || tpl_keep_safe(R, tv_is_safe(a), out) ? -1 : 0;
 	if (op == OP_MUL && (b.kind == TV_STR || tv_is_seq(b)) && (a.kind == TV_INT || a.kind == TV_BOOL))
 		return repeat(R, b, a.i, out);
 	if (op == OP_MOD && a.kind == TV_STR)
@@ -814,7 +828,7 @@ static int eval_slice(struct tpl_run *R, const struct tnode *n, struct tv *out)
 	if (!rc && obj.kind == TV_UNDEF)
 		rc = tpl_fail_undef(R, obj);
 	if (!rc)
-		rc = tpl_slice(R, obj, p[0], p[1], p[2], out);
+		rc = tpl_slice(R, obj, p[0], p[1], p[2], out) || tpl_keep_safe(R, tv_is_safe(obj), out);
 	tv_release(obj);
 	tv_release_n(p, 3);
 	return rc;

@@ -107,9 +107,10 @@ static int f_case(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv
 		return tpl_fail(R, ING_ERR_FORMAT, "filter takes no arguments");
 	if (with_str(R, in, &s))
 		return -1;
-	int rc = tpl_str_case(R, s.s, how, out);
+	int rc = tpl_str_case(R, s.s, how, out) ||
+		 tpl_keep_safe(R, how != CASE_JTITLE && tv_is_safe(in), out);
 	tv_release(s);
-	return rc;
+	return rc ? -1 : 0;
 }
 
 static int f_upper(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out) { return f_case(R, in, a, out, CASE_UPPER); }
@@ -124,9 +125,9 @@ static int f_trim(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv
 	if (BIND("trim", names, 0, slot) || with_str(R, in, &s))
 		return -1;
 	struct tstr *chars = slot[0].kind == TV_STR ? slot[0].s : NULL;
-	int rc = tpl_str_strip(R, s.s, chars, STRIP_BOTH, out);
+	int rc = tpl_str_strip(R, s.s, chars, STRIP_BOTH, out) || tpl_keep_safe(R, tv_is_safe(in), out);
 	tv_release(s);
-	return rc;
+	return rc ? -1 : 0;
 }
 
 static int f_string(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
@@ -155,34 +156,19 @@ static int f_replace(struct tpl_run *R, struct tv in, struct tpl_args *a, struct
 	return rc;
 }
 
-static int html_escape(struct tpl_run *R, struct tv in, struct tv *out)
-{
-	struct tv s;
-	if (with_str(R, in, &s))
-		return -1;
-	struct tbuf b = { 0 };
-	int rc = 0;
-	for (size_t i = 0; i < s.s->len && !rc; i++) {
-		char c = s.s->s[i];
-		const char *e = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
-			: c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
-		rc = e ? tpl_buf_put(R, &b, e, strlen(e)) : tpl_buf_putc(R, &b, c);
-	}
-	if (!rc)
-		rc = tpl_buf_take(R, &b, out);
-	tpl_buf_free(&b);
-	tv_release(s);
-	return rc;
-}
-
 static int f_escape(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
-	return html_escape(R, in, out);
+	return tpl_html_escape(R, in, 0, out);
+}
+
+static int f_forceescape(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
+{
+	return tpl_html_escape(R, in, 1, out);
 }
 
 static int f_safe(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
-	return with_str(R, in, out);
+	return with_str(R, in, out) || tpl_keep_safe(R, 1, out) ? -1 : 0;
 }
 
 /* Python's str.splitlines() line boundaries; pieces exclude them. */
@@ -1116,7 +1102,7 @@ static int f_map(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv 
 		rest.pos++;
 		rest.npos--;
 	}
-	if (in.kind == TV_UNDEF)
+	if (!tv_truthy(in)) /* jinja: "if value:" before iterating */
 		return tpl_list_new(R, 0, &l) ? -1 : (*out = as_gen(l), 0);
 	if (tpl_iterate(R, in, &items))
 		return -1;
@@ -1167,6 +1153,8 @@ static int select_common(struct tpl_run *R, struct tv in, struct tpl_args *a, st
 		rest.pos++;
 		rest.npos--;
 	}
+	if (!tv_truthy(in)) /* jinja: "if value:" before iterating */
+		return tpl_list_new(R, 0, &l) ? -1 : (*out = as_gen(l), 0);
 	if (tpl_iterate(R, in, &items))
 		return -1;
 	int rc = tpl_list_new(R, 0, &l);
@@ -1275,7 +1263,7 @@ static const struct tpl_filter filters[] = {
 	{ "capitalize", f_capitalize }, { "center", f_center }, { "count", f_length },
 	{ "d", f_default }, { "default", f_default }, { "dictsort", f_dictsort },
 	{ "e", f_escape }, { "escape", f_escape }, { "first", f_first }, { "float", f_float },
-	{ "forceescape", f_escape }, { "format", f_format }, { "indent", f_indent },
+	{ "forceescape", f_forceescape }, { "format", f_format }, { "indent", f_indent },
 	{ "int", f_int }, { "items", f_items }, { "join", f_join }, { "last", f_last },
 	{ "length", f_length }, { "list", f_list }, { "lower", f_lower }, { "map", f_map },
 	{ "max", f_max }, { "min", f_min }, { "pprint", f_pprint }, { "reject", f_reject },

@@ -94,7 +94,10 @@ struct tv {
 	};
 };
 
-/* Immutable UTF-8 string, NUL-terminated (may also contain NULs). */
+/* Immutable UTF-8 string, NUL-terminated (may also contain NULs).
+ * h.flags & TS_SAFE marks jinja2's Markup (made by |safe and |escape):
+ * adding a plain string to it escapes that string first. */
+enum { TS_SAFE = 1 };
 struct tstr {
 	struct tobj h;
 	uint32_t hash;  /* 0 = not computed yet */
@@ -198,6 +201,12 @@ int tpl_str_new(struct tpl_run *R, const char *s, size_t n, struct tstr **out);
 int tpl_str_v(struct tpl_run *R, const char *s, size_t n, struct tv *out);
 int tpl_str_cat(struct tpl_run *R, const struct tstr *a, const struct tstr *b, struct tv *out);
 uint32_t tstr_hash(struct tstr *s);
+static inline int tv_is_safe(struct tv v) { return v.kind == TV_STR && (v.s->h.flags & TS_SAFE); }
+/* Marks the string *v as Markup when safe is set (copying it when shared). */
+int tpl_keep_safe(struct tpl_run *R, int safe, struct tv *v);
+/* markupsafe.escape(): Markup of str(v) with & < > " ' escaped; Markup
+ * passes unchanged unless force. */
+int tpl_html_escape(struct tpl_run *R, struct tv v, int force, struct tv *out);
 int tstr_eq_c(const struct tstr *s, const char *c);
 
 int tpl_list_new(struct tpl_run *R, size_t cap, struct tlist **out);

@@ -200,35 +200,52 @@ static int jinja_title_break(uint32_t cp)
 	return cp_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
 }
 
+/* Whether code point number k of a string gets upper case under how;
+ * *prev_cased carries the word state of the title cases. */
+static int case_upper_at(int how, uint32_t cp, int first, int *prev_cased)
+{
+	int up = 0;
+	switch (how) {
+	case CASE_UPPER: return 1;
+	case CASE_LOWER: return 0;
+	case CASE_SWAP: return cp_upper(cp) != cp || cp == 0xdf;
+	case CASE_CAPITALIZE: return first;
+	case CASE_TITLE:
+		up = !*prev_cased;
+		*prev_cased = cp_iscased(cp);
+		return up;
+	default: /* CASE_JTITLE */
+		up = !*prev_cased;
+		*prev_cased = !jinja_title_break(cp);
+		return up;
+	}
+}
+
 int tpl_str_case(struct tpl_run *R, struct tstr *s, int how, struct tv *out)
 {
 	struct tstr *t;
-	/* Simple mappings change a code point's UTF-8 length by at most 1. */
-	if (tpl_str_new(R, NULL, s->len + s->len / 2 + 4, &t))
+	/* Simple mappings grow a code point's UTF-8 form by at most half. */
+	size_t cap = s->len + s->len / 2 + 4;
+	if (tpl_str_new(R, NULL, cap, &t))
 		return -1;
 	size_t o = 0;
 	int prev_cased = 0, first = 1;
 	for (size_t i = 0; i < s->len;) {
-		uint32_t cp = utf8_next(s->s, s->len, &i), m = cp;
-		switch (how) {
-		case CASE_UPPER: m = cp_upper(cp); break;
-		case CASE_LOWER: m = cp_lower(cp); break;
-		case CASE_SWAP: m = cp_upper(cp) != cp ? cp_upper(cp) : cp_lower(cp); break;
-		case CASE_CAPITALIZE: m = first ? cp_upper(cp) : cp_lower(cp); break;
-		case CASE_TITLE:
-			m = prev_cased ? cp_lower(cp) : cp_upper(cp);
-			prev_cased = cp_iscased(cp);
-			break;
-		case CASE_JTITLE:
-			m = prev_cased ? cp_lower(cp) : cp_upper(cp);
-			prev_cased = !jinja_title_break(cp);
-			break;
+		uint32_t cp = utf8_next(s->s, s->len, &i);
+		int up = case_upper_at(how, cp, first, &prev_cased);
+		char enc[4];
+		int k;
+		if (cp == 0xdf && up) { /* Python's full mapping: "SS", or "Ss" in titles */
+			enc[0] = 'S';
+			enc[1] = how == CASE_UPPER || how == CASE_SWAP ? 'S' : 's';
+			k = 2;
+		} else {
+			k = utf8_put(up ? cp_upper(cp) : cp_lower(cp), enc);
 		}
 		first = 0;
-		char enc[4];
-		int k = utf8_put(m, enc);
-		if (o + (size_t)k > t->len) { /* cannot happen with simple mappings */
-			k = utf8_put(cp, enc);
+		if (o + (size_t)k > cap) {
+			tobj_release(&t->h);
+			return tpl_fail(R, ING_ERR_FORMAT, "case mapping grew the string unexpectedly");
 		}
 		memcpy(t->s + o, enc, (size_t)k);
 		o += (size_t)k;

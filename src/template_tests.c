@@ -42,7 +42,7 @@ SIMPLE_TEST(t_iterable, v.kind == TV_UNDEF || v.kind == TV_STR || v.kind == TV_L
 			v.kind == TV_DICT)
 SIMPLE_TEST(t_sequence, v.kind == TV_UNDEF || v.kind == TV_STR || tv_is_seq(v) ||
 			v.kind == TV_DICT)
-SIMPLE_TEST(t_callable, v.kind == TV_MACRO || v.kind == TV_FUNC || v.kind == TV_METHOD ||
+SIMPLE_TEST(t_callable, v.kind == TV_UNDEF || v.kind == TV_MACRO || v.kind == TV_FUNC || v.kind == TV_METHOD ||
 			v.kind == TV_JOINER || v.kind == TV_LOOP)
 SIMPLE_TEST(t_escaped, 0)
 

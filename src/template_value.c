@@ -152,6 +152,45 @@ int tpl_str_cat(struct tpl_run *R, const struct tstr *a, const struct tstr *b, s
 	return 0;
 }
 
+int tpl_keep_safe(struct tpl_run *R, int safe, struct tv *v)
+{
+	if (!safe || v->kind != TV_STR || (v->s->h.flags & TS_SAFE))
+		return 0;
+	if (v->s->h.refs != 1) { /* shared or immortal: mark a copy */
+		struct tv c;
+		if (tpl_str_v(R, v->s->s, v->s->len, &c))
+			return -1;
+		tv_release(*v);
+		*v = c;
+	}
+	v->s->h.flags |= TS_SAFE;
+	return 0;
+}
+
+int tpl_html_escape(struct tpl_run *R, struct tv v, int force, struct tv *out)
+{
+	if (tv_is_safe(v) && !force) {
+		tv_retain(v);
+		*out = v;
+		return 0;
+	}
+	struct tbuf b = { 0 }, s = { 0 };
+	int rc = v.kind == TV_UNDEF ? 0 : tpl_value_str(R, &s, v);
+	for (size_t i = 0; i < s.n && !rc; i++) {
+		char c = s.p[i];
+		const char *e = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+			: c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+		rc = e ? tpl_buf_put(R, &b, e, strlen(e)) : tpl_buf_putc(R, &b, c);
+	}
+	if (!rc)
+		rc = tpl_buf_take(R, &b, out);
+	tpl_buf_free(&b);
+	tpl_buf_free(&s);
+	if (!rc)
+		out->s->h.flags |= TS_SAFE;
+	return rc;
+}
+
 static uint32_t hash_bytes(const char *s, size_t n)
 {
 	uint32_t h = 2166136261u;
@@ -493,7 +532,7 @@ const char *tv_type_name(struct tv v)
 	case TV_BOOL: return "bool";
 	case TV_INT: return "int";
 	case TV_FLOAT: return "float";
-	case TV_STR: return "str";
+	case TV_STR: return v.s->h.flags & TS_SAFE ? "Markup" : "str";
 	case TV_LIST:
 		return v.l->h.flags & TL_GEN ? "generator" : v.l->h.flags & TL_TUPLE ? "tuple" : "list";
 	case TV_DICT: return "dict";
