@@ -108,51 +108,14 @@ static inline __m256i bits_expand(const uint8_t *qh)
 
 /* ---- multi-row kernels ----
  *
- * The kernels that have a dot_multi twin (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) are
- * written once, as an always-inlined body over nc activation rows, nc a
- * constant 1 .. QUANT_MULTI_MAX at each instance: each weight block is
- * unpacked once, then every row runs the float computation of the
- * single-row kernel on its own accumulators: the same int32 lanes per block,
- * scaled by the same float product, FMA'd in the same order, reduced the
- * same way at the end. dot is the nc = 1 instance and dot_multi dispatches
- * to the instance for its ncols, so the two agree bit for bit: a row's
- * result does not depend on the batch it is computed in. Integer work may
- * be regrouped freely between instances (it is exact), float work may not.
- * That includes the compiler's: the build's -std=c11 implies
- * -ffp-contract=off, so no instance gets a mul+add fused that another
- * keeps apart. */
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-/* Loop over the activation rows, fully unrolled so the per-row accumulator
- * arrays below live in registers. */
-#define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
+ * The kernels with a dot_multi twin (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) are one
+ * always-inlined body over nc activation rows each (see "multi-row kernels"
+ * in quant_int.h): dot is its nc = 1 instance. */
 
 /* Ends GCC's freedom to reassociate the integer sum v: left alone, it sums
  * each super-block's products of all the rows as a tree, computing them all
  * first, which spills them (8% slower for Q4_K, 4 rows). */
 #define SUM_BARRIER(v) __asm__("" : "+x"(v))
-
-/* Activation row c of a multi-row call, as an array of blocks. */
-#define ACT_ROW(type, a, a_stride, c) ((const type *)((const uint8_t *)(a) + (size_t)(c) * (a_stride)))
-
-/* dot_<name> (one row) and dot_multi_<name> (1 .. 4 rows) from the body
- * <body>(n, out, w, a, a_stride, nc). */
-#define DOT_AND_MULTI(name, body)                                                          \
-	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
-	{                                                                                  \
-		body(n, out, w, a, 0, 1);                                                  \
-	}                                                                                  \
-	static void dot_multi_##name(int64_t n, float *out, const void *w, const void *a,    \
-				     size_t a_stride, int ncols)                           \
-	{                                                                                  \
-		switch (ncols) {                                                           \
-		case 1: dot_##name(n, out, w, a); break;                                   \
-		case 2: body(n, out, w, a, a_stride, 2); break;                            \
-		case 3: body(n, out, w, a, a_stride, 3); break;                            \
-		default: assert(ncols == 4); body(n, out, w, a, a_stride, 4); break;       \
-		}                                                                          \
-	}
 
 /* ---- legacy 32-element blocks ---- */
 

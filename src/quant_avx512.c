@@ -4,7 +4,9 @@
  * AVX2 first, then this file).
  *
  * Same contract as quant_avx2.c: exact integer sums per block, one FMA per
- * block into float lanes, one reduction per row. Two 32-element blocks (or
+ * block into float lanes, one reduction per row; and each dot is the
+ * one-row instance of a multi-row body (quant_int.h), so its dot_multi
+ * twin agrees with it bit for bit. Two 32-element blocks (or
  * two 32-element sub-blocks) share a 512-bit register: the low 256 bits
  * hold one, the high 256 bits the other.
  *  - Q8_0: vpdpbusd needs an unsigned left operand: |w| against a negated
@@ -90,12 +92,12 @@ static inline __m512 scale_2x(float d0, float d1)
 	return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
 }
 
-/* Signed bytes w * a summed by four into 16 int32. */
-static inline __m512i dot_i8_i8(__m512i w, __m512i a)
+/* Signed bytes w * a summed by four into 16 int32, w given as |w| and its
+ * sign mask (shared by the rows of a multi-row call). */
+static inline __m512i dot_i8_i8(__m512i w_abs, mask64 w_neg, __m512i a)
 {
-	mask64 neg = _mm512_movepi8_mask(w);
-	__m512i a_signed = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
-	return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), a_signed);
+	__m512i a_signed = _mm512_mask_sub_epi8(a, w_neg, _mm512_setzero_si512(), a);
+	return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, a_signed);
 }
 
 #define R8(x) x, x, x, x, x, x, x, x
@@ -103,30 +105,44 @@ static inline __m512i dot_i8_i8(__m512i w, __m512i a)
 
 /* ---- Q8_0 ---- */
 
-static void dot_q8_0(int64_t n, float *out, const void *vw, const void *va)
+/* Blocks i and i+1 of the rows (i + 1 == i: one block, the high half
+ * weighted 0) into acc[c], given the weights as |w| and sign mask. */
+ALWAYS_INLINE void q8_0_pair_rows(const struct block_q8_0 *w, int64_t i, int64_t i1,
+				  const void *a, size_t a_stride, int nc, __m512 *acc)
 {
-	const struct block_q8_0 *w = vw, *a = va;
-	int64_t nb = n / QK, i = 0;
-	__m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-	for (; i + 3 < nb; i += 4) {
-		__m512i p0 = dot_i8_i8(load_2x256(w[i].qs, w[i + 1].qs), load_2x256(a[i].qs, a[i + 1].qs));
-		__m512i p1 = dot_i8_i8(load_2x256(w[i + 2].qs, w[i + 3].qs),
-				       load_2x256(a[i + 2].qs, a[i + 3].qs));
-		__m512 d0 = scale_2x(half_load(w[i].d) * half_load(a[i].d),
-				     half_load(w[i + 1].d) * half_load(a[i + 1].d));
-		__m512 d1 = scale_2x(half_load(w[i + 2].d) * half_load(a[i + 2].d),
-				     half_load(w[i + 3].d) * half_load(a[i + 3].d));
-		acc0 = _mm512_fmadd_ps(d0, _mm512_cvtepi32_ps(p0), acc0);
-		acc1 = _mm512_fmadd_ps(d1, _mm512_cvtepi32_ps(p1), acc1);
+	__m512i wq = i1 == i ? _mm512_zextsi256_si512(load256(w[i].qs)) : load_2x256(w[i].qs, w[i1].qs);
+	__m512i w_abs = _mm512_abs_epi8(wq);
+	mask64 w_neg = _mm512_movepi8_mask(wq);
+	float dw0 = half_load(w[i].d), dw1 = half_load(w[i1].d);
+	FOR_COLS(c, nc) {
+		const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
+		__m512i aq = i1 == i ? _mm512_zextsi256_si512(load256(ac[i].qs)) : load_2x256(ac[i].qs, ac[i1].qs);
+		__m512 d = scale_2x(dw0 * half_load(ac[i].d), i1 == i ? 0.0f : dw1 * half_load(ac[i1].d));
+		acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8_i8(w_abs, w_neg, aq)), acc[c]);
 	}
-	for (; i < nb; i++) { /* one block in the low half, zeros above */
-		__m512i wq = _mm512_zextsi256_si512(load256(w[i].qs));
-		__m512i aq = _mm512_zextsi256_si512(load256(a[i].qs));
-		__m512 d = scale_2x(half_load(w[i].d) * half_load(a[i].d), 0.0f);
-		acc0 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8_i8(wq, aq)), acc0);
-	}
-	*out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
+
+ALWAYS_INLINE void q8_0_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
+{
+	const struct block_q8_0 *w = vw;
+	int64_t nb = n / QK, i = 0;
+	__m512 acc0[QUANT_MULTI_MAX], acc1[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc) {
+		acc0[c] = _mm512_setzero_ps();
+		acc1[c] = _mm512_setzero_ps();
+	}
+	for (; i + 3 < nb; i += 4) {
+		q8_0_pair_rows(w, i, i + 1, a, a_stride, nc, acc0);
+		q8_0_pair_rows(w, i + 2, i + 3, a, a_stride, nc, acc1);
+	}
+	for (; i < nb; i++) /* one block in the low half, zeros above */
+		q8_0_pair_rows(w, i, i, a, a_stride, nc, acc0);
+	FOR_COLS(c, nc)
+		out[c] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c]));
+}
+
+DOT_AND_MULTI(q8_0, q8_0_dot_rows)
 
 /* ---- Q5_0 ---- */
 
@@ -147,43 +163,46 @@ static inline __m512i q5_0_unsigned_2x(const struct block_q5_0 *b0, const struct
 	return _mm512_mask_add_epi8(nib, hbit, nib, _mm512_set1_epi8(16));
 }
 
-static inline __m512i q5_0_dot_2x(const struct block_q5_0 *w, const struct block_q8_0 *a)
+/* Blocks i and i1 of the rows into acc[c]: i1 == i pairs the last block
+ * with itself, its high half weighted 0. */
+ALWAYS_INLINE void q5_0_pair_rows(const struct block_q5_0 *w, int64_t i, int64_t i1,
+				  const void *a, size_t a_stride, int nc, __m512 *acc)
 {
-	__m512i aq = load_2x256(a[0].qs, a[1].qs);
-	__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_0_unsigned_2x(&w[0], &w[1]), aq);
-	__m512i off = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), aq);
-	return _mm512_sub_epi32(s, off);
+	__m512i u = q5_0_unsigned_2x(&w[i], &w[i1]);
+	float dw0 = half_load(w[i].d), dw1 = half_load(w[i1].d);
+	FOR_COLS(c, nc) {
+		const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
+		__m512i aq = load_2x256(ac[i].qs, ac[i1].qs);
+		__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, aq);
+		__m512i off = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), aq);
+		__m512 d = scale_2x(dw0 * half_load(ac[i].d), i1 == i ? 0.0f : dw1 * half_load(ac[i1].d));
+		acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(s, off)), acc[c]);
+	}
 }
 
-static void dot_q5_0(int64_t n, float *out, const void *vw, const void *va)
+ALWAYS_INLINE void q5_0_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
 {
 	const struct block_q5_0 *w = vw;
-	const struct block_q8_0 *a = va;
 	int64_t nb = n / QK, i = 0;
-	__m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+	__m512 acc0[QUANT_MULTI_MAX], acc1[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc) {
+		acc0[c] = _mm512_setzero_ps();
+		acc1[c] = _mm512_setzero_ps();
+	}
 	for (; i + 3 < nb; i += 4) {
-		__m512i p0 = q5_0_dot_2x(&w[i], &a[i]);
-		__m512i p1 = q5_0_dot_2x(&w[i + 2], &a[i + 2]);
-		__m512 d0 = scale_2x(half_load(w[i].d) * half_load(a[i].d),
-				     half_load(w[i + 1].d) * half_load(a[i + 1].d));
-		__m512 d1 = scale_2x(half_load(w[i + 2].d) * half_load(a[i + 2].d),
-				     half_load(w[i + 3].d) * half_load(a[i + 3].d));
-		acc0 = _mm512_fmadd_ps(d0, _mm512_cvtepi32_ps(p0), acc0);
-		acc1 = _mm512_fmadd_ps(d1, _mm512_cvtepi32_ps(p1), acc1);
+		q5_0_pair_rows(w, i, i + 1, a, a_stride, nc, acc0);
+		q5_0_pair_rows(w, i + 2, i + 3, a, a_stride, nc, acc1);
 	}
-	for (; i + 1 < nb; i += 2) {
-		__m512 d0 = scale_2x(half_load(w[i].d) * half_load(a[i].d),
-				     half_load(w[i + 1].d) * half_load(a[i + 1].d));
-		acc0 = _mm512_fmadd_ps(d0, _mm512_cvtepi32_ps(q5_0_dot_2x(&w[i], &a[i])), acc0);
-	}
-	if (i < nb) { /* last block paired with itself, its high half weighted 0 */
-		struct block_q5_0 wp[2] = { w[i], w[i] };
-		struct block_q8_0 ap[2] = { a[i], a[i] };
-		__m512 d0 = scale_2x(half_load(w[i].d) * half_load(a[i].d), 0.0f);
-		acc0 = _mm512_fmadd_ps(d0, _mm512_cvtepi32_ps(q5_0_dot_2x(wp, ap)), acc0);
-	}
-	*out = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+	for (; i + 1 < nb; i += 2)
+		q5_0_pair_rows(w, i, i + 1, a, a_stride, nc, acc0);
+	if (i < nb)
+		q5_0_pair_rows(w, i, i, a, a_stride, nc, acc0);
+	FOR_COLS(c, nc)
+		out[c] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c]));
 }
+
+DOT_AND_MULTI(q5_0, q5_0_dot_rows)
 
 /* ---- Q4_K ---- */
 
@@ -207,45 +226,65 @@ static inline __m128i k4_min_sums(__m256i scales_mins, const int16_t *bsums)
 }
 
 /* vpermw indices: sub-block scale A for int16 lanes 0..15, B for 16..31.
- * Half c of a Q4_K block (128 elements, qs bytes 64c..64c+63) holds
- * sub-blocks 4c, 4c+2 in its low nibbles and 4c+1, 4c+3 in its high ones. */
+ * Half h of a Q4_K block (128 elements, qs bytes 64h..64h+63) holds
+ * sub-blocks 4h, 4h+2 in its low nibbles and 4h+1, 4h+3 in its high ones. */
 static const int16_t q4k_scale_idx[4][32] = {
 	{ R16(0), R16(2) }, { R16(1), R16(3) }, { R16(4), R16(6) }, { R16(5), R16(7) },
 };
 
-static void dot_q4_K(int64_t n, float *out, const void *vw, const void *va)
+static inline float hsum_ps128(__m128 m)
 {
-	const struct block_q4_K *w = vw;
-	const struct block_q8_K *a = va;
-	const __m512i m4 = _mm512_set1_epi8(0x0f);
-	__m512 acc = _mm512_setzero_ps();
-	__m128 accm = _mm_setzero_ps();
-	for (int64_t i = 0; i < n / QK_K; i++) {
-		float d = half_load(w[i].d) * a[i].d;
-		float dmin = half_load(w[i].dmin) * a[i].d;
-		__m256i sm = k4_scales_mins(w[i].scales);
-		accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_min_sums(sm, a[i].bsums)), accm);
-		__m512i sc = _mm512_castsi256_si512(sm);
-		__m512i sumi = _mm512_setzero_si512();
-		for (int c = 0; c < 2; c++) {
-			const int8_t *q8 = a[i].qs + 128 * c;
-			__m512i q = _mm512_loadu_si512(w[i].qs + 64 * c);
-			__m512i lo = _mm512_and_si512(q, m4);
-			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-			__m512i p_lo = _mm512_maddubs_epi16(lo, load_2x256(q8, q8 + 64));
-			__m512i p_hi = _mm512_maddubs_epi16(hi, load_2x256(q8 + 32, q8 + 96));
-			__m512i s_lo = _mm512_permutexvar_epi16(_mm512_loadu_si512(q4k_scale_idx[2 * c]), sc);
-			__m512i s_hi = _mm512_permutexvar_epi16(_mm512_loadu_si512(q4k_scale_idx[2 * c + 1]), sc);
-			sumi = _mm512_dpwssd_epi32(sumi, p_lo, s_lo);
-			sumi = _mm512_dpwssd_epi32(sumi, p_hi, s_hi);
-		}
-		acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-	}
-	__m128 m = accm;
 	m = _mm_add_ps(m, _mm_movehl_ps(m, m));
 	m = _mm_add_ss(m, _mm_movehdup_ps(m));
-	*out = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+	return _mm_cvtss_f32(m);
 }
+
+ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
+{
+	const struct block_q4_K *w = vw;
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	__m512 acc[QUANT_MULTI_MAX];
+	__m128 accm[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc) {
+		acc[c] = _mm512_setzero_ps();
+		accm[c] = _mm_setzero_ps();
+	}
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		float dw = half_load(w[i].d), dminw = half_load(w[i].dmin);
+		__m256i sm = k4_scales_mins(w[i].scales);
+		__m512i sc = _mm512_castsi256_si512(sm);
+		__m512i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			__m128 mins = _mm_cvtepi32_ps(k4_min_sums(sm, ac->bsums));
+			accm[c] = _mm_fmadd_ps(_mm_set1_ps(dminw * ac->d), mins, accm[c]);
+			sumi[c] = _mm512_setzero_si512();
+		}
+		for (int h = 0; h < 2; h++) {
+			__m512i q = _mm512_loadu_si512(w[i].qs + 64 * h);
+			__m512i lo = _mm512_and_si512(q, m4);
+			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+			__m512i s_lo = _mm512_permutexvar_epi16(_mm512_loadu_si512(q4k_scale_idx[2 * h]), sc);
+			__m512i s_hi = _mm512_permutexvar_epi16(_mm512_loadu_si512(q4k_scale_idx[2 * h + 1]), sc);
+			FOR_COLS(c, nc) {
+				const int8_t *q8 = (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->qs + 128 * h;
+				__m512i p_lo = _mm512_maddubs_epi16(lo, load_2x256(q8, q8 + 64));
+				__m512i p_hi = _mm512_maddubs_epi16(hi, load_2x256(q8 + 32, q8 + 96));
+				sumi[c] = _mm512_dpwssd_epi32(sumi[c], p_lo, s_lo);
+				sumi[c] = _mm512_dpwssd_epi32(sumi[c], p_hi, s_hi);
+			}
+		}
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * ac->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+		}
+	}
+	FOR_COLS(c, nc)
+		out[c] = _mm512_reduce_add_ps(acc[c]) - hsum_ps128(accm[c]);
+}
+
+DOT_AND_MULTI(q4_K, q4_K_dot_rows)
 
 /* ---- Q6_K ---- */
 
@@ -279,44 +318,57 @@ static inline void q6k_half_unpack(const uint8_t *ql, const uint8_t *qh, __m512i
 	*u_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_slli_epi16(h_hi, 4));
 }
 
-static void dot_q6_K(int64_t n, float *out, const void *vw, const void *va)
+ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
 {
 	const struct block_q6_K *w = vw;
-	const struct block_q8_K *a = va;
-	__m512 acc = _mm512_setzero_ps();
+	__m512 acc[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc)
+		acc[c] = _mm512_setzero_ps();
 	for (int64_t i = 0; i < n / QK_K; i++) {
-		float d = half_load(w[i].d) * a[i].d;
+		float dw = half_load(w[i].d);
 		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-		__m256i corr = _mm256_madd_epi16(sc16, load256(a[i].bsums)); /* sum sc*bsum */
 		__m512i sc = _mm512_castsi256_si512(sc16);
-		__m512i sumi = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
-								       _mm256_slli_epi32(corr, 5)));
+		__m512i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			__m256i corr = _mm256_madd_epi16(sc16, load256(ac->bsums)); /* sum sc*bsum */
+			sumi[c] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+									  _mm256_slli_epi32(corr, 5)));
+		}
 		for (int h = 0; h < 2; h++) {
-			const int8_t *q8 = a[i].qs + 128 * h;
 			__m512i u_lo, u_hi;
 			q6k_half_unpack(w[i].ql + 64 * h, w[i].qh + 32 * h, &u_lo, &u_hi);
-			__m512i p_lo = _mm512_maddubs_epi16(u_lo, _mm512_loadu_si512(q8));
-			__m512i p_hi = _mm512_maddubs_epi16(u_hi, _mm512_loadu_si512(q8 + 64));
 			__m512i s_lo = _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_scale_idx[2 * h]), sc);
 			__m512i s_hi = _mm512_permutexvar_epi16(_mm512_loadu_si512(q6k_scale_idx[2 * h + 1]), sc);
-			sumi = _mm512_dpwssd_epi32(sumi, p_lo, s_lo);
-			sumi = _mm512_dpwssd_epi32(sumi, p_hi, s_hi);
+			FOR_COLS(c, nc) {
+				const int8_t *q8 = (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->qs + 128 * h;
+				__m512i p_lo = _mm512_maddubs_epi16(u_lo, _mm512_loadu_si512(q8));
+				__m512i p_hi = _mm512_maddubs_epi16(u_hi, _mm512_loadu_si512(q8 + 64));
+				sumi[c] = _mm512_dpwssd_epi32(sumi[c], p_lo, s_lo);
+				sumi[c] = _mm512_dpwssd_epi32(sumi[c], p_hi, s_hi);
+			}
 		}
-		acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(dw * ac->d), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+		}
 	}
-	*out = _mm512_reduce_add_ps(acc);
+	FOR_COLS(c, nc)
+		out[c] = _mm512_reduce_add_ps(acc[c]);
 }
 
-/* The AVX2 table's dot_multi entries for these types match the AVX2 dots,
- * not these: clear them (quant_dot_multi then calls these dots per row). */
+DOT_AND_MULTI(q6_K, q6_K_dot_rows)
+
+/* Each dot here comes with its multi-row twin, replacing the AVX2 pair. */
 void quant_avx512_register(struct quant_kernels *k)
 {
 	k->dot[QTYPE_Q8_0] = dot_q8_0;
 	k->dot[QTYPE_Q5_0] = dot_q5_0;
 	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q6_K] = dot_q6_K;
-	k->dot_multi[QTYPE_Q8_0] = NULL;
-	k->dot_multi[QTYPE_Q5_0] = NULL;
-	k->dot_multi[QTYPE_Q4_K] = NULL;
-	k->dot_multi[QTYPE_Q6_K] = NULL;
+	k->dot_multi[QTYPE_Q8_0] = dot_multi_q8_0;
+	k->dot_multi[QTYPE_Q5_0] = dot_multi_q5_0;
+	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
+	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
 }

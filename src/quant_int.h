@@ -99,6 +99,48 @@ void quant_k4_scales_unpack(const uint8_t packed[12], uint8_t sc[8], uint8_t mn[
 /* Same for Q3_K: 16 scales with the bias of 32 already removed. */
 void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
 
+/* ---- multi-row kernels (the ISA files' dot_multi entries) ----
+ *
+ * A kernel with a dot_multi twin is written once, as an always-inlined body
+ * over nc activation rows, nc a constant 1 .. QUANT_MULTI_MAX at each
+ * instance: each weight block is unpacked once, then every row runs the
+ * float computation of the single-row kernel on its own accumulators: the
+ * same int32 lanes per block, scaled by the same float product, FMA'd in the
+ * same order, reduced the same way at the end. dot is the nc = 1 instance
+ * and dot_multi dispatches to the instance for its ncols, so the two agree
+ * bit for bit: a row's result does not depend on the batch it is computed
+ * in. Integer work may be regrouped freely between instances (it is exact),
+ * float work may not. That includes the compiler's: the build's -std=c11
+ * implies -ffp-contract=off, so no instance gets a mul+add fused that
+ * another keeps apart. */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Loop over the activation rows, fully unrolled so the per-row accumulator
+ * arrays of the bodies live in registers. */
+#define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
+
+/* Activation row c of a multi-row call, as an array of blocks. */
+#define ACT_ROW(type, a, a_stride, c) ((const type *)((const uint8_t *)(a) + (size_t)(c) * (a_stride)))
+
+/* static dot_<name> (one row) and dot_multi_<name> (1 .. 4 rows) from the
+ * body <body>(n, out, w, a, a_stride, nc). */
+#define DOT_AND_MULTI(name, body)                                                          \
+	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
+	{                                                                                  \
+		body(n, out, w, a, 0, 1);                                                  \
+	}                                                                                  \
+	static void dot_multi_##name(int64_t n, float *out, const void *w, const void *a,    \
+				     size_t a_stride, int ncols)                           \
+	{                                                                                  \
+		switch (ncols) {                                                           \
+		case 1: dot_##name(n, out, w, a); break;                                   \
+		case 2: body(n, out, w, a, a_stride, 2); break;                            \
+		case 3: body(n, out, w, a, a_stride, 3); break;                            \
+		default: assert(ncols == 4); body(n, out, w, a, a_stride, 4); break;       \
+		}                                                                          \
+	}
+
 /* Fill the non-NULL entries an ISA file provides. Only called by quant.c
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
