@@ -47,6 +47,7 @@ TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all release debug asan test test-asan test-deps build-deps run clean tests-build fuzz
 .DEFAULT_GOAL := all
+.SECONDARY:
 
 ifeq ($(MODE),release)
 all: ingot

@@ -149,8 +149,10 @@ static struct req *req_new(const struct engine *e, const struct engine_params *p
 		return NULL;
 	}
 	memcpy(q->tokens, p->prompt, (size_t)p->n_prompt * sizeof *q->tokens);
-	memcpy(q->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *q->bias_ids);
-	memcpy(q->bias_values, p->bias_values, (size_t)p->n_bias * sizeof *q->bias_values);
+	if (p->n_bias > 0) {
+		memcpy(q->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *q->bias_ids);
+		memcpy(q->bias_values, p->bias_values, (size_t)p->n_bias * sizeof *q->bias_values);
+	}
 	q->n_bias = p->n_bias;
 	q->n_prompt = q->n_tokens = p->n_prompt;
 	q->max_tokens = p->max_tokens;
