@@ -225,6 +225,12 @@ static int bind_all(struct model *m, ing_err *err)
 		return rc;
 	if (!m->output)
 		m->output = m->tok_embd;
+	/* every layer binds at least 9 tensors: a block_count the file cannot
+	 * back is an error, not a huge allocation */
+	if ((uint64_t)hp->n_layer > m->gguf->n_tensors / 9)
+		return ing_err_set(err, ING_ERR_FORMAT, "block_count %lld exceeds what the %llu tensors "
+				   "can hold", (long long)hp->n_layer,
+				   (unsigned long long)m->gguf->n_tensors);
 	m->layers = ing_calloc((size_t)hp->n_layer, sizeof *m->layers);
 	if (!m->layers)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
