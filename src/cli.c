@@ -23,6 +23,7 @@ static const struct cli_command commands[] = {
 	{ "bench", cmd_bench },
 	{ "perplexity", cmd_perplexity },
 	{ "template", cmd_template },
+	{ "serve", cmd_serve },
 };
 
 const struct cli_command *cli_command_find(const char *name)

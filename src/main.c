@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		"  perplexity -f FILE [--ctx N]\n"
 		"                           perplexity on FILE, computed as llama.cpp's llama-perplexity\n"
 		"  template TPL.jinja < CONTEXT.json   render a chat template with a JSON context\n"
+		"  serve [options]          OpenAI-compatible HTTP server (ingot serve --help)\n"
 		"\n"
 		"-m defaults to the model installed by `ingot pull`.\n");
 }

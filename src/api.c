@@ -1,0 +1,373 @@
+/* api.c — routing, errors and the small endpoints of the OpenAI API.
+ *
+ * Every error answer has OpenAI's shape,
+ *   {"error": {"message", "type", "param", "code"}},
+ * with the HTTP status saying what kind: 400 bad request (param names the
+ * field), 401 key, 404 unknown path or model, 405 method, 413 body size,
+ * 429 engine queue full (with Retry-After), 500 ours. */
+#include "api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api_int.h"
+#include "engine.h"
+#include "mem.h"
+#include "metrics.h"
+#include "server.h"
+#include "template.h"
+
+/* ---- errors and JSON answers ---- */
+
+int api_fail(struct api_error *e, int status, const char *param, const char *code,
+	     const char *fmt, ...)
+{
+	e->status = status;
+	e->type = status >= 500 ? "server_error" : "invalid_request_error";
+	e->code = code;
+	snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof e->message, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void api_respond_json(struct server_call *c, int status, cJSON *obj)
+{
+	char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+	cJSON_Delete(obj);
+	if (!s) {
+		static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+					  "\"server_error\",\"param\":null,\"code\":null}}";
+		server_call_respond(c, 500, "application/json", oom, sizeof oom - 1);
+		return;
+	}
+	server_call_respond(c, status, "application/json", s, strlen(s));
+	cJSON_free(s);
+}
+
+void api_respond_error(struct server_call *c, const struct api_error *e)
+{
+	cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
+	cJSON_AddItemToObject(err, "message", api_json_text(e->message, strlen(e->message)));
+	cJSON_AddStringToObject(err, "type", e->type ? e->type : "invalid_request_error");
+	if (e->param[0])
+		cJSON_AddItemToObject(err, "param", api_json_text(e->param, strlen(e->param)));
+	else
+		cJSON_AddNullToObject(err, "param");
+	if (e->code)
+		cJSON_AddStringToObject(err, "code", e->code);
+	else
+		cJSON_AddNullToObject(err, "code");
+	api_respond_json(c, e->status, o);
+}
+
+uint64_t api_unique(struct api *a)
+{
+	uint64_t x = a->salt + 0x9E3779B97F4A7C15ull * (atomic_fetch_add(&a->counter, 1) + 1);
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* ---- endpoints ---- */
+
+static void on_health(struct api *a, struct server_call *c, const cJSON *body)
+{
+	static const char ok[] = "{\"status\":\"ok\"}";
+	server_call_respond(c, 200, "application/json", ok, sizeof ok - 1);
+}
+
+static void on_models(struct api *a, struct server_call *c, const cJSON *body)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "object", "list");
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "id", a->model_name);
+	cJSON_AddStringToObject(m, "object", "model");
+	cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+	cJSON_AddStringToObject(m, "owned_by", "ingot");
+	cJSON_AddStringToObject(m, "root", a->model_name);
+	cJSON_AddNullToObject(m, "parent");
+	cJSON_AddNumberToObject(m, "max_model_len", (double)a->max_model_len);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+	api_respond_json(c, 200, o);
+}
+
+static void on_metrics(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct engine_stats st;
+	engine_stats_get(a->e, &st);
+	char *text;
+	size_t len;
+	ing_err err;
+	if (metrics_render(a->metrics, &st, &text, &len, &err)) {
+		struct api_error e;
+		api_fail(&e, 500, NULL, NULL, "%s", err.msg);
+		api_respond_error(c, &e);
+		return;
+	}
+	server_call_respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	ing_free(text);
+}
+
+static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct api_error e;
+	struct gen_request r;
+	bool agp = true;
+	int rc = gen_request_parse(a, body, true, &r, &e);
+	if (!rc)
+		rc = api_get_bool(body, "add_generation_prompt", &agp, &e);
+	if (!rc && !(r.prompts = ing_calloc(1, sizeof *r.prompts)))
+		rc = api_fail(&e, 500, NULL, NULL, "out of memory");
+	if (!rc) {
+		r.n_prompts = 1;
+		rc = api_prompt_chat(a, body, agp, &r.prompts[0], &e);
+	}
+	if (rc) {
+		gen_request_free(&r);
+		api_respond_error(c, &e);
+		return;
+	}
+	api_generate(a, c, &r);
+}
+
+static void on_completions(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct api_error e;
+	struct gen_request r;
+	if (gen_request_parse(a, body, false, &r, &e) ||
+	    api_prompt_completion(a, api_get(body, "prompt"), true, &r, &e)) {
+		gen_request_free(&r);
+		api_respond_error(c, &e);
+		return;
+	}
+	api_generate(a, c, &r);
+}
+
+static cJSON *ids_json(const struct token_ids *t)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; i < t->n; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(t->ids[i]));
+	return arr;
+}
+
+static int tokenize_body(struct api *a, const cJSON *body, struct token_ids *t,
+			 struct api_error *e)
+{
+	bool agp = true, special = !api_get(body, "messages");
+	if (api_get_bool(body, "add_generation_prompt", &agp, e) ||
+	    api_get_bool(body, "add_special_tokens", &special, e))
+		return -1;
+	if (api_get(body, "messages"))
+		return api_prompt_chat(a, body, agp, t, e);
+	const cJSON *p = api_get(body, "prompt");
+	if (!cJSON_IsString(p))
+		return api_fail(e, 400, "prompt", p ? "invalid_type" : "missing_required_parameter",
+				"'prompt' must be a string (or give 'messages')");
+	ing_err err;
+	unsigned flags = TOKENIZER_PARSE_SPECIAL | (special ? TOKENIZER_ADD_SPECIAL : 0);
+	if (tokenizer_encode(a->tk, p->valuestring, strlen(p->valuestring), flags, t, &err))
+		return api_fail(e, 400, "prompt", "invalid_value", "cannot tokenize: %s", err.msg);
+	return 0;
+}
+
+static void on_tokenize(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct api_error e;
+	struct token_ids t = { 0 };
+	bool strs = false;
+	if (api_get_bool(body, "return_token_strs", &strs, &e) || tokenize_body(a, body, &t, &e)) {
+		token_ids_free(&t);
+		api_respond_error(c, &e);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "count", (double)t.n);
+	cJSON_AddNumberToObject(o, "max_model_len", (double)a->max_model_len);
+	cJSON_AddItemToObject(o, "tokens", ids_json(&t));
+	cJSON *ts = strs ? cJSON_AddArrayToObject(o, "token_strs") : NULL;
+	if (!strs)
+		cJSON_AddNullToObject(o, "token_strs");
+	for (size_t i = 0; ts && i < t.n; i++) {
+		size_t n;
+		const char *s = tokenizer_token_text(a->tk, t.ids[i], &n);
+		cJSON_AddItemToArray(ts, api_json_text(s ? s : "", s ? n : 0));
+	}
+	token_ids_free(&t);
+	api_respond_json(c, 200, o);
+}
+
+static int detok_ids(const struct api *a, const cJSON *toks, struct token_ids *t,
+		     struct api_error *e)
+{
+	if (!cJSON_IsArray(toks))
+		return api_fail(e, 400, "tokens", toks ? "invalid_type" : "missing_required_parameter",
+				"'tokens' must be an array of token ids");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, toks) {
+		double d = it->valuedouble;
+		if (!cJSON_IsNumber(it) || d != (double)(int64_t)d || d < 0 || d >= a->n_vocab)
+			return api_fail(e, 400, "tokens", "invalid_value",
+					"'tokens' must hold token ids in 0..%d", a->n_vocab - 1);
+		if (token_ids_push(t, (int32_t)d))
+			return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
+	return 0;
+}
+
+static void on_detokenize(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct api_error e;
+	struct token_ids t = { 0 };
+	char *text = NULL;
+	size_t len;
+	ing_err err;
+	if (!detok_ids(a, api_get(body, "tokens"), &t, &e) &&
+	    tokenizer_decode(a->tk, t.ids, t.n, TOKENIZER_RENDER_SPECIAL, &text, &len, &err))
+		api_fail(&e, 500, NULL, NULL, "%s", err.msg);
+	token_ids_free(&t);
+	if (!text) {
+		api_respond_error(c, &e);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "prompt", api_json_text(text, len));
+	ing_free(text);
+	api_respond_json(c, 200, o);
+}
+
+/* ---- routing ---- */
+
+struct route {
+	const char *path, *method;
+	void (*fn)(struct api *a, struct server_call *c, const cJSON *body);
+	bool json;  /* POST with a JSON object body */
+};
+
+static const struct route routes[] = {
+	{ "/v1/chat/completions", "POST", on_chat, true },
+	{ "/v1/completions", "POST", on_completions, true },
+	{ "/v1/models", "GET", on_models, false },
+	{ "/tokenize", "POST", on_tokenize, true },
+	{ "/detokenize", "POST", on_detokenize, true },
+	{ "/health", "GET", on_health, false },
+	{ "/metrics", "GET", on_metrics, false },
+};
+
+/* The body as a JSON object whose "model" (if any) is ours; NULL after
+ * answering with the error. */
+static cJSON *body_read(struct api *a, struct server_call *c)
+{
+	struct api_error e;
+	size_t len;
+	const char *s = server_call_body(c, &len);
+	cJSON *b = cJSON_ParseWithLength(s, len);
+	const cJSON *m = b ? api_get(b, "model") : NULL;
+	if (!cJSON_IsObject(b))
+		api_fail(&e, 400, NULL, "invalid_json", "We could not parse the JSON body of your "
+			 "request: it must be a JSON object.");
+	else if (m && !cJSON_IsString(m))
+		api_fail(&e, 400, "model", "invalid_type", "'model' must be a string");
+	else if (m && strcmp(m->valuestring, a->model_name))
+		api_fail(&e, 404, "model", "model_not_found", "The model `%.200s` does not exist.",
+			 m->valuestring);
+	else
+		return b;
+	cJSON_Delete(b);
+	api_respond_error(c, &e);
+	return NULL;
+}
+
+void api_handle(void *ud, struct server_call *c)
+{
+	struct api *a = ud;
+	const char *path = server_call_path(c), *method = server_call_method(c);
+	const struct route *r = NULL;
+	bool path_known = false;
+	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {
+		if (strcmp(routes[i].path, path))
+			continue;
+		path_known = true;
+		if (!strcmp(routes[i].method, method) ||
+		    (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
+			r = &routes[i];
+	}
+	struct api_error e;
+	if (!r) {
+		api_fail(&e, path_known ? 405 : 404, NULL, path_known ? "method_not_allowed" : "unknown_url",
+			 path_known ? "Method %.16s is not allowed for %.200s" : "Invalid URL (%.16s %.200s)",
+			 method, path);
+		api_respond_error(c, &e);
+		return;
+	}
+	cJSON *body = r->json ? body_read(a, c) : NULL;
+	if (r->json && !body)
+		return;
+	r->fn(a, c, body);
+	cJSON_Delete(body);
+}
+
+/* ---- lifecycle ---- */
+
+static char *dup_str(const char *s)
+{
+	return ing_strndup(s, strlen(s));
+}
+
+static uint64_t salt_make(void)
+{
+	uint64_t s = 0;
+	FILE *f = fopen("/dev/urandom", "rb");
+	if (f) {
+		if (fread(&s, sizeof s, 1, f) != 1)
+			s = 0;
+		fclose(f);
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return s ^ ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
+	       ((uint64_t)getpid() << 32);
+}
+
+int api_create(struct engine *e, struct metrics *m, const char *model_name, struct api **out,
+	       const char **note, ing_err *err)
+{
+	*out = NULL;
+	const char *dummy;
+	struct api *a = ing_calloc(1, sizeof *a);
+	if (!a || !(a->model_name = dup_str(model_name))) {
+		ing_free(a);
+		return ing_err_set(err, ING_ERR_NOMEM, "api: out of memory");
+	}
+	a->e = e;
+	a->tk = engine_tokenizer(e);
+	a->metrics = m;
+	a->max_model_len = engine_config_of(e)->max_model_len;
+	a->n_vocab = tokenizer_n_vocab(a->tk);
+	a->salt = salt_make();
+	pthread_mutex_init(&a->mu, NULL);
+	int rc = api_template_load(a, note ? note : &dummy, err);
+	if (rc) {
+		api_free(a);
+		return rc;
+	}
+	*out = a;
+	return ING_OK;
+}
+
+void api_free(struct api *a)
+{
+	if (!a)
+		return;
+	template_free(a->tpl);
+	pthread_mutex_destroy(&a->mu);
+	ing_free(a->model_name);
+	ing_free(a);
+}

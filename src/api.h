@@ -1,0 +1,43 @@
+/* api.h — the OpenAI-compatible HTTP API over the serving engine.
+ *
+ * Endpoints: POST /v1/chat/completions, POST /v1/completions,
+ * GET /v1/models, POST /tokenize, POST /detokenize (vLLM bodies),
+ * GET /health, GET /metrics (Prometheus). Requests are parsed and checked
+ * on the HTTP connection's thread, prompts rendered (chat template) and
+ * tokenized there, then submitted to the engine; the engine's events come
+ * back through a per-request queue that the connection's thread drains
+ * (detokenizing, matching stop strings, writing JSON or SSE).
+ *
+ * api_handle() is a server_handler_fn: pass the api as its ud. */
+#ifndef INGOT_API_H
+#define INGOT_API_H
+
+#include "err.h"
+
+struct api;
+struct engine;
+struct metrics;
+struct server_call;
+
+/* Builds the API over a running engine (borrowed; it must outlive the
+ * api). model_name is what /v1/models lists and responses carry; requests
+ * naming another model get 404. Loads the model's chat template
+ * (tokenizer.chat_template) or, when it has none, a built-in one; *note
+ * (may be NULL) gets a static description of which, for the log.
+ * *out is freed with api_free. ING_ERR_FORMAT when the model's template
+ * does not parse, ING_ERR_NOMEM. */
+int api_create(struct engine *e, struct metrics *m, const char *model_name, struct api **out,
+	       const char **note, ing_err *err);
+
+/* Call only once no request is in flight. Accepts NULL. */
+void api_free(struct api *a);
+
+/* Serves one request (runs on its connection's thread; may block until
+ * the generation is done). */
+void api_handle(void *api, struct server_call *c);
+
+/* Cancels every request in flight (shutdown when draining takes too
+ * long): their handlers return promptly. */
+void api_cancel_all(struct api *a);
+
+#endif

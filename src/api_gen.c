@@ -1,0 +1,840 @@
+/* api_gen.c — one generation request, from engine submit to the last byte.
+ *
+ * A gen_call holds the n choices of one HTTP request (n per prompt, each
+ * its own engine request). Threads: the engine thread only appends to a
+ * choice's token log and sets its final state, under the call's mutex,
+ * and signals the condition variable; the connection's thread waits on it
+ * and does all the work — detokenizing (tokenizer_stream, so a UTF-8
+ * character is never split), matching stop strings, building JSON. The
+ * token log is allocated at submit for max_tokens entries, so the engine
+ * thread never allocates for us.
+ *
+ * Lifetime: the call is reference-counted: one reference for the
+ * connection side and one per engine request until its final event.
+ * Whoever drops the last one frees it. When the connection side leaves
+ * early (client gone, stop string seen) it cancels the engine requests
+ * that have not finished; their final events still arrive and find the
+ * call alive.
+ *
+ * Stop strings are matched on the decoded text. Text is released to the
+ * client only when it cannot be the start of a stop string any more; the
+ * stop string itself is never sent. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api_int.h"
+#include "engine.h"
+#include "generate.h"
+#include "mem.h"
+#include "metrics.h"
+#include "sbuf.h"
+#include "server.h"
+
+#define GEN_WAIT_MS 100
+
+struct tokrec {
+	int32_t token;
+	float logprob;
+	bool is_eos;
+	uint8_t n_top;
+};
+
+struct gen_choice {
+	struct gen_call *k;
+	int index;                 /* in the response's choices */
+	int prompt;
+	uint64_t id;               /* engine request */
+	bool submitted;
+	/* engine thread writes, under k->mu */
+	struct tokrec *toks;       /* [cap] */
+	int32_t *top_ids;          /* [cap * k->top] */
+	float *top_lps;            /* [cap * k->top] */
+	int n_toks, cap;
+	bool final, failed, stop_hit;
+	enum engine_finish finish;
+	char errmsg[256];
+	double t_last;             /* time of the last token (inter-token latency) */
+	/* connection thread only */
+	int cursor;                /* tokens of the log already taken */
+	struct tokenizer_stream ts;
+	struct sbuf held;          /* decoded text not yet released */
+	struct sbuf text;          /* released text (non-streamed answers) */
+	cJSON *lp;                 /* logprobs of a non-streamed answer */
+	size_t text_offset;        /* completions logprobs */
+	int64_t n_gen;
+	bool done;
+	const char *finish_reason;
+};
+
+struct gen_call {
+	struct api *a;
+	struct gen_request r;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refs;
+	struct gen_choice *ch;     /* [n_ch] */
+	int n_ch;
+	int top;                   /* logprob alternatives stored per token */
+	char id[48];
+	long long created;
+	int64_t prompt_tokens;
+	struct sbuf out;           /* SSE bytes not yet handed to the server */
+	bool ended;                /* [DONE] written */
+	bool failed;               /* an engine error (non-streamed: 500) */
+	char errmsg[256];
+	struct gen_call *prev, *next; /* a->live */
+};
+
+/* ---- lifetime ---- */
+
+static void call_free(struct gen_call *k)
+{
+	for (int i = 0; i < k->n_ch; i++) {
+		struct gen_choice *ch = &k->ch[i];
+		ing_free(ch->toks);
+		ing_free(ch->top_ids);
+		ing_free(ch->top_lps);
+		tokenizer_stream_free(&ch->ts);
+		sbuf_free(&ch->held);
+		sbuf_free(&ch->text);
+		cJSON_Delete(ch->lp);
+	}
+	ing_free(k->ch);
+	sbuf_free(&k->out);
+	gen_request_free(&k->r);
+	pthread_cond_destroy(&k->cv);
+	pthread_mutex_destroy(&k->mu);
+	ing_free(k);
+}
+
+static void live_add(struct api *a, struct gen_call *k)
+{
+	pthread_mutex_lock(&a->mu);
+	k->next = a->live;
+	if (a->live)
+		a->live->prev = k;
+	a->live = k;
+	pthread_mutex_unlock(&a->mu);
+}
+
+static void live_remove(struct api *a, struct gen_call *k)
+{
+	pthread_mutex_lock(&a->mu);
+	if (k->prev)
+		k->prev->next = k->next;
+	else if (a->live == k)
+		a->live = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->prev = k->next = NULL;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void api_cancel_all(struct api *a)
+{
+	pthread_mutex_lock(&a->mu);
+	for (struct gen_call *k = a->live; k; k = k->next)
+		for (int i = 0; i < k->n_ch; i++)
+			if (k->ch[i].submitted)
+				engine_cancel(a->e, k->ch[i].id);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* The connection side lets go: unfinished engine requests are cancelled. */
+static void call_release(struct gen_call *k)
+{
+	live_remove(k->a, k);
+	pthread_mutex_lock(&k->mu);
+	for (int i = 0; i < k->n_ch; i++)
+		if (k->ch[i].submitted && !k->ch[i].final)
+			engine_cancel(k->a->e, k->ch[i].id);
+	bool last = --k->refs == 0;
+	pthread_mutex_unlock(&k->mu);
+	if (last)
+		call_free(k);
+}
+
+/* ---- the engine side (runs on the engine thread) ---- */
+
+static enum metrics_finish finish_metric(const struct gen_choice *ch)
+{
+	if (ch->stop_hit || ch->finish == ENGINE_FINISH_STOP)
+		return METRICS_FINISH_STOP;
+	return ch->finish == ENGINE_FINISH_LENGTH ? METRICS_FINISH_LENGTH : METRICS_FINISH_ABORT;
+}
+
+static void on_final(struct gen_choice *ch, const struct engine_event *ev)
+{
+	struct metrics *m = ch->k->a->metrics;
+	ch->final = true;
+	ch->finish = ev->finish;
+	if (ev->kind == ENGINE_EV_ERROR) {
+		ch->failed = true;
+		snprintf(ch->errmsg, sizeof ch->errmsg, "%s", ev->error ? ev->error : "engine error");
+		return;
+	}
+	metrics_observe(m, METRICS_QUEUE, ev->queue_s);
+	metrics_observe(m, METRICS_E2E, ev->total_s);
+	if (ev->n_generated > 0)
+		metrics_observe(m, METRICS_TTFT, ev->ttft_s);
+	metrics_finish_count(m, finish_metric(ch));
+}
+
+static void on_token(struct gen_choice *ch, const struct engine_event *ev)
+{
+	double now = gen_now();
+	if (ch->n_toks > 0)
+		metrics_observe(ch->k->a->metrics, METRICS_ITL, now - ch->t_last);
+	ch->t_last = now;
+	if (ch->n_toks >= ch->cap)
+		return; /* cannot happen: the log holds max_tokens */
+	int top = ch->k->top, nt = ev->n_top < top ? ev->n_top : top;
+	ch->toks[ch->n_toks] = (struct tokrec){ .token = ev->token, .logprob = ev->logprob,
+						.is_eos = ev->is_eos, .n_top = (uint8_t)(nt > 0 ? nt : 0) };
+	for (int i = 0; i < nt; i++) {
+		ch->top_ids[(size_t)ch->n_toks * top + i] = ev->top_ids[i];
+		ch->top_lps[(size_t)ch->n_toks * top + i] = ev->top_logprobs[i];
+	}
+	ch->n_toks++;
+}
+
+static void on_event(void *ud, const struct engine_event *ev)
+{
+	struct gen_choice *ch = ud;
+	struct gen_call *k = ch->k;
+	pthread_mutex_lock(&k->mu);
+	if (ev->kind == ENGINE_EV_TOKEN)
+		on_token(ch, ev);
+	else
+		on_final(ch, ev);
+	bool last = ch->final && --k->refs == 0;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+	if (last)
+		call_free(k);
+}
+
+/* ---- JSON pieces ---- */
+
+static void utf8_clean(const unsigned char *s, size_t n, struct sbuf *out)
+{
+	static const char repl[] = "\xEF\xBF\xBD";
+	for (size_t i = 0; i < n;) {
+		unsigned c = s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		bool ok = len > 0 && c != 0 && i + len <= n && !(c == 0xC0 || c == 0xC1 || c > 0xF4);
+		for (size_t j = 1; ok && j < len; j++)
+			ok = (s[i + j] & 0xC0) == 0x80;
+		if (ok && len == 3) /* no overlongs, no surrogates */
+			ok = !(c == 0xE0 && s[i + 1] < 0xA0) && !(c == 0xED && s[i + 1] >= 0xA0);
+		if (ok && len == 4)
+			ok = !(c == 0xF0 && s[i + 1] < 0x90) && !(c == 0xF4 && s[i + 1] >= 0x90);
+		if (ok)
+			sbuf_put(out, s + i, len);
+		else
+			sbuf_put(out, repl, 3);
+		i += ok ? len : 1;
+	}
+}
+
+cJSON *api_json_text(const char *s, size_t n)
+{
+	struct sbuf b = { 0 };
+	utf8_clean((const unsigned char *)s, n, &b);
+	if (b.oom)
+		return NULL;
+	cJSON *j = cJSON_CreateString(b.p ? b.p : "");
+	sbuf_free(&b);
+	return j;
+}
+
+static cJSON *lp_token(const struct api *a, int32_t id, float lp, bool with_bytes)
+{
+	size_t n;
+	const char *p = tokenizer_piece(a->tk, id, 0, &n);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "token", api_json_text(p, n));
+	cJSON_AddNumberToObject(o, "logprob", isfinite(lp) ? lp : -9999.0);
+	if (with_bytes) {
+		cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+		for (size_t i = 0; i < n; i++)
+			cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)p[i]));
+	}
+	return o;
+}
+
+/* Chat format: {token, logprob, bytes, top_logprobs: [...]}. */
+static cJSON *lp_chat_entry(const struct gen_call *k, const struct gen_choice *ch, int t)
+{
+	const struct tokrec *r = &ch->toks[t];
+	cJSON *o = lp_token(k->a, r->token, r->logprob, true);
+	cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+	for (int i = 0; i < r->n_top && i < k->r.logprobs; i++)
+		cJSON_AddItemToArray(top, lp_token(k->a, ch->top_ids[(size_t)t * k->top + i],
+						   ch->top_lps[(size_t)t * k->top + i], true));
+	return o;
+}
+
+/* Completions format: parallel arrays tokens, token_logprobs,
+ * top_logprobs (one {token: logprob} object per token), text_offset. */
+static cJSON *lp_legacy_new(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddArrayToObject(o, "tokens");
+	cJSON_AddArrayToObject(o, "token_logprobs");
+	cJSON_AddArrayToObject(o, "top_logprobs");
+	cJSON_AddArrayToObject(o, "text_offset");
+	return o;
+}
+
+static void lp_legacy_add(const struct gen_call *k, struct gen_choice *ch, int t, cJSON *o)
+{
+	const struct tokrec *r = &ch->toks[t];
+	size_t n;
+	const char *p = tokenizer_piece(k->a->tk, r->token, 0, &n);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), api_json_text(p, n));
+	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"),
+			     cJSON_CreateNumber(isfinite(r->logprob) ? r->logprob : -9999.0));
+	cJSON *top = cJSON_CreateObject();
+	for (int i = 0; i < r->n_top && i < k->r.logprobs; i++) {
+		int32_t id = ch->top_ids[(size_t)t * k->top + i];
+		size_t tn;
+		const char *tp = tokenizer_piece(k->a->tk, id, 0, &tn);
+		cJSON *tok = api_json_text(tp, tn);
+		if (tok && !cJSON_GetObjectItemCaseSensitive(top, tok->valuestring)) {
+			float lp = ch->top_lps[(size_t)t * k->top + i];
+			cJSON_AddNumberToObject(top, tok->valuestring, isfinite(lp) ? lp : -9999.0);
+		}
+		cJSON_Delete(tok);
+	}
+	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "top_logprobs"), top);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "text_offset"),
+			     cJSON_CreateNumber((double)ch->text_offset));
+	ch->text_offset += n;
+}
+
+static cJSON *usage_new(const struct gen_call *k)
+{
+	int64_t gen = 0;
+	for (int i = 0; i < k->n_ch; i++)
+		gen += k->ch[i].n_gen;
+	cJSON *u = cJSON_CreateObject();
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)k->prompt_tokens);
+	cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(k->prompt_tokens + gen));
+	return u;
+}
+
+static cJSON *response_new(const struct gen_call *k, const char *object)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "id", k->id);
+	cJSON_AddStringToObject(o, "object", object);
+	cJSON_AddNumberToObject(o, "created", (double)k->created);
+	cJSON_AddStringToObject(o, "model", k->a->model_name);
+	cJSON_AddNullToObject(o, "system_fingerprint");
+	return o;
+}
+
+/* ---- SSE output ---- */
+
+static void sse_put(struct gen_call *k, cJSON *o)
+{
+	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	if (!s) {
+		k->out.oom = true;
+		return;
+	}
+	sbuf_puts(&k->out, "data: ");
+	sbuf_puts(&k->out, s);
+	sbuf_puts(&k->out, "\n\n");
+	cJSON_free(s);
+}
+
+/* One chunk for choice ch: a delta (chat) or text (completions), its
+ * logprobs (may be NULL) and finish reason (may be NULL). */
+static void sse_chunk(struct gen_call *k, const struct gen_choice *ch, cJSON *delta,
+		      const char *text, size_t len, cJSON *lp, const char *finish)
+{
+	bool chat = k->r.chat;
+	cJSON *o = response_new(k, chat ? "chat.completion.chunk" : "text_completion");
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddNumberToObject(c, "index", ch->index);
+	if (chat) {
+		if (!delta) {
+			delta = cJSON_CreateObject();
+			if (len)
+				cJSON_AddItemToObject(delta, "content", api_json_text(text, len));
+		}
+		cJSON_AddItemToObject(c, "delta", delta);
+	} else {
+		cJSON_AddItemToObject(c, "text", api_json_text(text, len));
+	}
+	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());
+	cJSON_AddItemToObject(c, "finish_reason",
+			      finish ? cJSON_CreateString(finish) : cJSON_CreateNull());
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+	if (k->r.include_usage)
+		cJSON_AddNullToObject(o, "usage");
+	sse_put(k, o);
+}
+
+static void sse_role(struct gen_call *k)
+{
+	for (int i = 0; i < k->n_ch; i++) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddStringToObject(d, "role", "assistant");
+		cJSON_AddStringToObject(d, "content", "");
+		sse_chunk(k, &k->ch[i], d, NULL, 0, NULL, NULL);
+	}
+}
+
+static void sse_end(struct gen_call *k)
+{
+	if (k->r.include_usage) {
+		cJSON *o = response_new(k, k->r.chat ? "chat.completion.chunk" : "text_completion");
+		cJSON_AddArrayToObject(o, "choices");
+		cJSON_AddItemToObject(o, "usage", usage_new(k));
+		sse_put(k, o);
+	}
+	sbuf_puts(&k->out, "data: [DONE]\n\n");
+	k->ended = true;
+}
+
+static void sse_error(struct gen_call *k, const char *msg)
+{
+	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+	cJSON_AddItemToObject(e, "message", api_json_text(msg, strlen(msg)));
+	cJSON_AddStringToObject(e, "type", "server_error");
+	cJSON_AddNullToObject(e, "param");
+	cJSON_AddNullToObject(e, "code");
+	sse_put(k, o);
+}
+
+/* ---- text: detokenizing, stop strings, release ---- */
+
+/* Longest suffix of s[0..n) that is a proper prefix of stop. */
+static size_t stop_partial(const char *s, size_t n, const char *stop)
+{
+	size_t sl = strlen(stop);
+	for (size_t k = sl - 1 < n ? sl - 1 : n; k > 0; k--)
+		if (!memcmp(s + n - k, stop, k))
+			return k;
+	return 0;
+}
+
+/* Bytes of held text that may be released; *hit when a stop string
+ * starts there. */
+static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bool *hit)
+{
+	size_t first = n, hold = 0;
+	*hit = false;
+	for (int i = 0; i < r->n_stop; i++) {
+		const char *p = memmem(s, n, r->stop[i], strlen(r->stop[i]));
+		if (p && (size_t)(p - s) < first) {
+			first = (size_t)(p - s);
+			*hit = true;
+		}
+	}
+	if (*hit)
+		return first;
+	for (int i = 0; i < r->n_stop; i++) {
+		size_t h = stop_partial(s, n, r->stop[i]);
+		hold = h > hold ? h : hold;
+	}
+	return n - hold;
+}
+
+/* Sends or keeps released text, with the logprobs of the token that
+ * produced it (lp, owned; NULL when none). */
+static void choice_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
+			cJSON *lp)
+{
+	if (k->r.stream) {
+		if (n || lp)
+			sse_chunk(k, ch, NULL, s, n, lp, NULL);
+		return;
+	}
+	sbuf_put(&ch->text, s, n);
+	if (lp && k->r.chat)
+		cJSON_AddItemToArray(cJSON_GetObjectItem(ch->lp, "content"), lp);
+}
+
+static void choice_finish(struct gen_call *k, struct gen_choice *ch, const char *reason,
+			  bool cancel)
+{
+	ch->done = true;
+	ch->finish_reason = reason;
+	if (cancel) {
+		pthread_mutex_lock(&k->mu);
+		ch->stop_hit = true;
+		bool live = !ch->final;
+		pthread_mutex_unlock(&k->mu);
+		if (live)
+			engine_cancel(k->a->e, ch->id);
+	}
+	if (k->r.stream)
+		sse_chunk(k, ch, cJSON_CreateObject(), NULL, 0, NULL, reason);
+}
+
+static void choice_text(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
+			cJSON *lp)
+{
+	sbuf_put(&ch->held, s, n);
+	bool hit;
+	size_t emit = stop_scan(&k->r, ch->held.p ? ch->held.p : "", ch->held.len, &hit);
+	choice_emit(k, ch, ch->held.p, emit, lp);
+	sbuf_consume(&ch->held, hit ? ch->held.len : emit);
+	if (hit)
+		choice_finish(k, ch, "stop", true);
+}
+
+static cJSON *token_logprobs(struct gen_call *k, struct gen_choice *ch, int t)
+{
+	if (k->r.logprobs < 0)
+		return NULL;
+	if (k->r.chat)
+		return lp_chat_entry(k, ch, t);
+	cJSON *o = k->r.stream ? lp_legacy_new() : ch->lp;
+	lp_legacy_add(k, ch, t, o);
+	return k->r.stream ? o : NULL;
+}
+
+static void choice_token(struct gen_call *k, struct gen_choice *ch, int t)
+{
+	if (ch->done)
+		return;
+	ch->n_gen++;
+	const struct tokrec *r = &ch->toks[t];
+	if (r->is_eos)
+		return;
+	const char *s = "";
+	size_t n = 0;
+	ing_err err;
+	tokenizer_stream_feed(&ch->ts, r->token, &s, &n, &err);
+	choice_text(k, ch, s, n, token_logprobs(k, ch, t));
+}
+
+static const char *finish_name(enum engine_finish f)
+{
+	return f == ENGINE_FINISH_STOP ? "stop" : f == ENGINE_FINISH_LENGTH ? "length" : "abort";
+}
+
+static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
+			 enum engine_finish finish, const char *errmsg)
+{
+	if (failed) {
+		ch->done = true;
+		k->failed = true;
+		snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg);
+		if (k->r.stream)
+			sse_error(k, errmsg);
+		return;
+	}
+	const char *s;
+	size_t n;
+	tokenizer_stream_flush(&ch->ts, &s, &n);
+	choice_text(k, ch, s, n, NULL);
+	if (ch->done)
+		return;
+	choice_emit(k, ch, ch->held.p, ch->held.len, NULL);
+	sbuf_consume(&ch->held, ch->held.len);
+	choice_finish(k, ch, finish_name(finish), false);
+}
+
+/* ---- the connection side's loop ---- */
+
+static bool call_has_news(const struct gen_call *k)
+{
+	for (int i = 0; i < k->n_ch; i++) {
+		const struct gen_choice *ch = &k->ch[i];
+		if (!ch->done && (ch->n_toks > ch->cursor || ch->final))
+			return true;
+	}
+	return false;
+}
+
+static bool call_all_done(const struct gen_call *k)
+{
+	for (int i = 0; i < k->n_ch; i++)
+		if (!k->ch[i].done)
+			return false;
+	return true;
+}
+
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* Waits up to wait_ms for events, then takes every new one. */
+static void call_pump(struct gen_call *k, int wait_ms)
+{
+	pthread_mutex_lock(&k->mu);
+	if (!call_has_news(k) && wait_ms > 0)
+		wait_until(&k->cv, &k->mu, wait_ms);
+	for (int i = 0; i < k->n_ch; i++) {
+		struct gen_choice *ch = &k->ch[i];
+		int upto = ch->n_toks;
+		bool final = ch->final, failed = ch->failed;
+		enum engine_finish finish = ch->finish;
+		char errmsg[sizeof ch->errmsg];
+		memcpy(errmsg, ch->errmsg, sizeof errmsg);
+		pthread_mutex_unlock(&k->mu);
+		/* entries below upto are never written again: read unlocked */
+		for (; ch->cursor < upto; ch->cursor++)
+			choice_token(k, ch, ch->cursor);
+		if (final && !ch->done)
+			choice_final(k, ch, failed, finish, errmsg);
+		pthread_mutex_lock(&k->mu);
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (k->r.stream && !k->ended && call_all_done(k))
+		sse_end(k);
+}
+
+/* ---- streams ---- */
+
+static long stream_next(void *ud, char *buf, size_t cap, int wait_ms)
+{
+	struct gen_call *k = ud;
+	if (k->out.len == 0 && !k->ended)
+		call_pump(k, wait_ms);
+	if (k->out.oom)
+		return SERVER_STREAM_ERROR;
+	if (k->out.len == 0)
+		return k->ended ? SERVER_STREAM_END : 0;
+	size_t n = k->out.len < cap ? k->out.len : cap;
+	memcpy(buf, k->out.p, n);
+	sbuf_consume(&k->out, n);
+	return (long)n;
+}
+
+static void stream_close(void *ud)
+{
+	call_release(ud);
+}
+
+/* ---- non-streamed answers ---- */
+
+static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
+{
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddNumberToObject(c, "index", ch->index);
+	cJSON *text = api_json_text(ch->text.p ? ch->text.p : "", ch->text.len);
+	if (k->r.chat) {
+		cJSON *m = cJSON_AddObjectToObject(c, "message");
+		cJSON_AddStringToObject(m, "role", "assistant");
+		cJSON_AddItemToObject(m, "content", text);
+		cJSON_AddNullToObject(m, "refusal");
+	} else {
+		cJSON_AddItemToObject(c, "text", text);
+	}
+	cJSON_AddItemToObject(c, "logprobs",
+			      ch->lp ? cJSON_Duplicate(ch->lp, true) : cJSON_CreateNull());
+	cJSON_AddStringToObject(c, "finish_reason", ch->finish_reason ? ch->finish_reason : "abort");
+	return c;
+}
+
+static void answer_whole(struct gen_call *k, struct server_call *c)
+{
+	while (!call_all_done(k)) {
+		call_pump(k, GEN_WAIT_MS);
+		if (!call_all_done(k) && server_call_client_gone(c)) {
+			struct api_error e;
+			api_fail(&e, 499, NULL, NULL, "client closed the connection");
+			api_respond_error(c, &e);
+			return;
+		}
+	}
+	if (k->failed) {
+		struct api_error e;
+		api_fail(&e, 500, NULL, NULL, "%s", k->errmsg);
+		e.type = "server_error";
+		api_respond_error(c, &e);
+		return;
+	}
+	cJSON *o = response_new(k, k->r.chat ? "chat.completion" : "text_completion");
+	cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+	for (int i = 0; i < k->n_ch; i++)
+		cJSON_AddItemToArray(arr, choice_json(k, &k->ch[i]));
+	cJSON_AddItemToObject(o, "usage", usage_new(k));
+	api_respond_json(c, 200, o);
+}
+
+/* ---- setup and submit ---- */
+
+static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_tokens,
+		       struct api_error *e)
+{
+	ch->k = k;
+	ch->cap = (int)max_tokens + 1;
+	ch->toks = ing_malloc_array((size_t)ch->cap, sizeof *ch->toks);
+	if (k->top > 0) {
+		ch->top_ids = ing_malloc_array((size_t)ch->cap * k->top, sizeof *ch->top_ids);
+		ch->top_lps = ing_malloc_array((size_t)ch->cap * k->top, sizeof *ch->top_lps);
+	}
+	ing_err err;
+	if (!ch->toks || (k->top > 0 && (!ch->top_ids || !ch->top_lps)) ||
+	    tokenizer_stream_init(&ch->ts, k->a->tk, 0, &err))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	if (!k->r.stream && k->r.logprobs >= 0) {
+		ch->lp = k->r.chat ? cJSON_CreateObject() : lp_legacy_new();
+		if (k->r.chat)
+			cJSON_AddArrayToObject(ch->lp, "content");
+	}
+	return 0;
+}
+
+/* max_tokens for prompt p, or -1 (error set) when it cannot fit. */
+static int64_t budget(const struct gen_call *k, int p, struct api_error *e)
+{
+	int64_t np = (int64_t)k->r.prompts[p].n, cap = k->a->max_model_len;
+	int64_t mt = k->r.max_tokens ? k->r.max_tokens : cap - np;
+	const char *what = k->r.chat ? "messages" : "prompt";
+	if (np < 1)
+		return api_fail(e, 400, what, "invalid_value", "the prompt is empty");
+	if (np + mt > cap || mt < 1)
+		return api_fail(e, 400, what, "context_length_exceeded",
+				"This model's maximum context length is %lld tokens. However, you "
+				"requested %lld tokens (%lld in the %s, %lld in the completion). "
+				"Please reduce the length of the %s or completion.",
+				(long long)cap, (long long)(np + (mt > 0 ? mt : 1)), (long long)np,
+				what, (long long)(mt > 0 ? mt : 1), what);
+	return mt;
+}
+
+static uint64_t seed_mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+static int call_setup(struct gen_call *k, struct api_error *e)
+{
+	k->n_ch = k->r.n_prompts * k->r.n;
+	if (k->n_ch > API_MAX_PROMPTS)
+		return api_fail(e, 400, "n", "invalid_value",
+				"n times the number of prompts must be at most %d", API_MAX_PROMPTS);
+	if (!(k->ch = ing_calloc((size_t)k->n_ch, sizeof *k->ch)))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	k->top = k->r.logprobs > 0 ? k->r.logprobs : 0;
+	for (int p = 0; p < k->r.n_prompts; p++) {
+		int64_t mt = budget(k, p, e);
+		if (mt < 0)
+			return -1;
+		k->prompt_tokens += (int64_t)k->r.prompts[p].n;
+		for (int j = 0; j < k->r.n; j++) {
+			struct gen_choice *ch = &k->ch[p * k->r.n + j];
+			ch->index = p * k->r.n + j;
+			ch->prompt = p;
+			if (choice_init(k, ch, mt, e))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static int submit_error(int rc, const ing_err *err, struct api_error *e)
+{
+	if (rc == ING_ERR_UNSUPPORTED) {
+		api_fail(e, 429, NULL, "rate_limit_exceeded", "%s", err->msg);
+		e->type = "rate_limit_error";
+		return -1;
+	}
+	if (rc == ING_ERR_RANGE || rc == ING_ERR_INVALID)
+		return api_fail(e, 400, NULL, "invalid_value", "%s", err->msg);
+	return api_fail(e, 500, NULL, NULL, "%s", err->msg);
+}
+
+static int call_submit(struct gen_call *k, struct api_error *e)
+{
+	for (int i = 0; i < k->n_ch; i++) {
+		struct gen_choice *ch = &k->ch[i];
+		const struct token_ids *p = &k->r.prompts[ch->prompt];
+		int j = i % k->r.n;
+		struct engine_params ep = {
+			.prompt = p->ids, .n_prompt = (int64_t)p->n, .max_tokens = ch->cap - 1,
+			.sample = k->r.sp, .ignore_eos = k->r.ignore_eos,
+			.top_logprobs = k->r.logprobs, .bias_ids = k->r.bias_ids,
+			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias };
+		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
+		ing_err err = { 0 };
+		pthread_mutex_lock(&k->mu);
+		k->refs++; /* before the first event can arrive */
+		pthread_mutex_unlock(&k->mu);
+		int rc = engine_submit(k->a->e, &ep, on_event, ch, &ch->id, &err);
+		if (rc) {
+			pthread_mutex_lock(&k->mu);
+			k->refs--;
+			pthread_mutex_unlock(&k->mu);
+			return submit_error(rc, &err, e);
+		}
+		ch->submitted = true;
+	}
+	return 0;
+}
+
+static struct gen_call *call_new(struct api *a, struct gen_request *r)
+{
+	struct gen_call *k = ing_calloc(1, sizeof *k);
+	if (!k)
+		return NULL;
+	k->a = a;
+	k->r = *r;
+	*r = (struct gen_request){ 0 };
+	k->refs = 1;
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	snprintf(k->id, sizeof k->id, "%s%016" PRIx64, k->r.chat ? "chatcmpl-" : "cmpl-",
+		 api_unique(a));
+	k->created = (long long)time(NULL);
+	return k;
+}
+
+void api_generate(struct api *a, struct server_call *c, struct gen_request *r)
+{
+	struct api_error e;
+	struct gen_call *k = call_new(a, r);
+	if (!k) {
+		gen_request_free(r);
+		api_fail(&e, 500, NULL, NULL, "out of memory");
+		api_respond_error(c, &e);
+		return;
+	}
+	if (call_setup(k, &e) || call_submit(k, &e)) {
+		if (e.status == 429)
+			server_call_header_add(c, "Retry-After", "1");
+		api_respond_error(c, &e);
+		call_release(k);
+		return;
+	}
+	live_add(a, k);
+	if (!k->r.stream) {
+		answer_whole(k, c);
+		call_release(k);
+		return;
+	}
+	if (k->r.chat)
+		sse_role(k);
+	struct server_stream src = { .next = stream_next, .close = stream_close, .ud = k };
+	server_call_stream(c, 200, "text/event-stream", &src);
+}

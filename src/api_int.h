@@ -1,0 +1,126 @@
+/* api_int.h — what the api_*.c files share (not a public interface).
+ *
+ *   api.c         routing, errors, small endpoints (models, tokenize, ...)
+ *   api_params.c  reading and checking request fields into gen_request
+ *   api_prompt.c  chat template rendering and safe tokenization
+ *   api_gen.c     one generation: engine submit, event queue, stop
+ *                 strings, responses and SSE streams */
+#ifndef INGOT_API_INT_H
+#define INGOT_API_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+#include "sample.h"
+#include "tokenizer.h"
+
+struct engine;
+struct template;
+struct gen_call;
+
+#define API_MAX_N 128          /* choices per request */
+#define API_MAX_PROMPTS 256    /* engine requests per HTTP request */
+#define API_MAX_STOP 16
+#define API_MAX_STOP_LEN 256
+#define API_MAX_BIAS 1024
+
+struct api {
+	struct engine *e;
+	const struct tokenizer *tk;
+	struct metrics *metrics;
+	char *model_name;
+	int64_t max_model_len;
+	int32_t n_vocab;
+	struct template *tpl;        /* chat template (the model's or built-in) */
+	const char *bos_text, *eos_text;
+	pthread_mutex_t mu;          /* guards live */
+	struct gen_call *live;       /* generations in flight (cancel_all) */
+	atomic_uint_fast64_t counter;
+	uint64_t salt;               /* random per process: ids and default seeds */
+};
+
+/* An error answer in OpenAI's shape. */
+struct api_error {
+	int status;
+	const char *type;            /* "invalid_request_error", ... */
+	const char *code;            /* NULL: null */
+	char param[64];              /* "": null */
+	char message[512];
+};
+
+/* Fills e and returns -1, so checks read `return api_fail(...)`. */
+int api_fail(struct api_error *e, int status, const char *param, const char *code,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void api_respond_error(struct server_call *c, const struct api_error *e);
+/* Prints obj (which is deleted) as the response body. */
+void api_respond_json(struct server_call *c, int status, cJSON *obj);
+
+/* A fresh 64-bit value, different on every call (ids, default seeds). */
+uint64_t api_unique(struct api *a);
+
+/* ---- request fields (api_params.c) ---- */
+
+/* Optional typed fields: absent or JSON null leave *out unchanged and
+ * return 0; a wrong type or a value outside [lo, hi] fails naming key. */
+int api_get_bool(const cJSON *o, const char *key, bool *out, struct api_error *e);
+int api_get_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+		struct api_error *e);
+int api_get_num(const cJSON *o, const char *key, double lo, double hi, double *out,
+		struct api_error *e);
+/* Present and not null. */
+const cJSON *api_get(const cJSON *o, const char *key);
+
+/* Parsed generation parameters. */
+struct gen_request {
+	bool chat;
+	struct token_ids *prompts;   /* [n_prompts] */
+	int n_prompts;
+	int n;                       /* choices per prompt */
+	int64_t max_tokens;          /* 0: up to max_model_len */
+	struct sample_params sp;
+	bool ignore_eos;
+	int logprobs;                /* -1 none, else alternatives per token */
+	char *stop[API_MAX_STOP];
+	int n_stop;
+	int32_t *bias_ids;
+	float *bias_vals;
+	int n_bias;
+	bool stream, include_usage;
+};
+
+/* Reads everything but the prompt from body into r (zeroed first). */
+int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
+		      struct api_error *e);
+void gen_request_free(struct gen_request *r);
+
+/* ---- prompts (api_prompt.c) ---- */
+
+/* Renders body.messages with the chat template and tokenizes the result
+ * so that only the template's own text can produce control tokens. */
+int api_prompt_chat(struct api *a, const cJSON *body, bool add_generation_prompt,
+		    struct token_ids *out, struct api_error *e);
+
+/* body.prompt: a string, an array of strings, an array of token ids or an
+ * array of such arrays. Appends one token_ids per prompt to r. */
+int api_prompt_completion(struct api *a, const cJSON *prompt, bool add_special,
+			  struct gen_request *r, struct api_error *e);
+
+/* Loads the chat template for a (model's or built-in). */
+int api_template_load(struct api *a, const char **note, ing_err *err);
+
+/* ---- generation (api_gen.c) ---- */
+
+/* Submits r (owned from here on) and answers c: a JSON response, an SSE
+ * stream, or an error. */
+void api_generate(struct api *a, struct server_call *c, struct gen_request *r);
+
+/* Valid UTF-8 copy of s[0..n) with bad bytes as U+FFFD, into a cJSON
+ * string. */
+cJSON *api_json_text(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,248 @@
+/* api_params.c — request fields of the generation endpoints, checked.
+ *
+ * Every field is optional unless said otherwise; JSON null means "not
+ * given"; unknown fields are ignored. Anything present but of the wrong
+ * type, non-finite or out of range is refused with 400 naming the field,
+ * following OpenAI's documented ranges. Defaults are OpenAI's (temperature
+ * 1, top_p 1, no top-k/min-p, no penalties, a fresh seed per request). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_int.h"
+#include "engine.h"
+#include "mem.h"
+
+const cJSON *api_get(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+int api_get_bool(const cJSON *o, const char *key, bool *out, struct api_error *e)
+{
+	const cJSON *v = api_get(o, key);
+	if (!v)
+		return 0;
+	if (!cJSON_IsBool(v))
+		return api_fail(e, 400, key, "invalid_type", "'%s' must be a boolean", key);
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+int api_get_num(const cJSON *o, const char *key, double lo, double hi, double *out,
+		struct api_error *e)
+{
+	const cJSON *v = api_get(o, key);
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v))
+		return api_fail(e, 400, key, "invalid_type", "'%s' must be a number", key);
+	double d = v->valuedouble;
+	if (!isfinite(d) || d < lo || d > hi)
+		return api_fail(e, 400, key, "invalid_value", "'%s' must be between %g and %g",
+				key, lo, hi);
+	*out = d;
+	return 0;
+}
+
+int api_get_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+		struct api_error *e)
+{
+	const cJSON *v = api_get(o, key);
+	if (!v)
+		return 0;
+	double d = v->valuedouble;
+	if (!cJSON_IsNumber(v) || !isfinite(d) || d != floor(d))
+		return api_fail(e, 400, key, "invalid_type", "'%s' must be an integer", key);
+	if (d < (double)lo || d > (double)hi)
+		return api_fail(e, 400, key, "invalid_value", "'%s' must be between %lld and %lld",
+				key, (long long)lo, (long long)hi);
+	*out = (int64_t)d;
+	return 0;
+}
+
+/* ---- sampling ---- */
+
+static int parse_sampling(struct api *a, const cJSON *b, struct gen_request *r,
+			  struct api_error *e)
+{
+	double temp = 1, top_p = 1, min_p = 0, pres = 0, freq = 0, rep = 1;
+	int64_t top_k = -1;
+	if (api_get_num(b, "temperature", 0, 2, &temp, e) ||
+	    api_get_num(b, "top_p", 0, 1, &top_p, e) ||
+	    api_get_num(b, "min_p", 0, 1, &min_p, e) ||
+	    api_get_num(b, "presence_penalty", -2, 2, &pres, e) ||
+	    api_get_num(b, "frequency_penalty", -2, 2, &freq, e) ||
+	    api_get_num(b, "repetition_penalty", 1e-6, 10, &rep, e) ||
+	    api_get_int(b, "top_k", -1, a->n_vocab, &top_k, e))
+		return -1;
+	if (top_p <= 0)
+		return api_fail(e, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1]");
+	r->sp = (struct sample_params){ .temperature = (float)temp, .top_k = (int32_t)top_k,
+					.top_p = (float)top_p, .min_p = (float)min_p,
+					.repeat_penalty = (float)rep,
+					.penalty_last_n = (int32_t)a->max_model_len,
+					.presence_penalty = (float)pres,
+					.frequency_penalty = (float)freq };
+	const cJSON *seed = api_get(b, "seed");
+	int64_t s = 0;
+	if (seed && api_get_int(b, "seed", INT64_MIN, INT64_MAX, &s, e))
+		return -1;
+	r->sp.seed = seed ? (uint64_t)s : api_unique(a);
+	return 0;
+}
+
+/* ---- stop strings ---- */
+
+static int stop_add(struct gen_request *r, const cJSON *v, struct api_error *e)
+{
+	if (!cJSON_IsString(v))
+		return api_fail(e, 400, "stop", "invalid_type",
+				"'stop' must be a string or an array of strings");
+	size_t n = strlen(v->valuestring);
+	if (n == 0)
+		return 0;
+	if (n > API_MAX_STOP_LEN)
+		return api_fail(e, 400, "stop", "invalid_value", "stop strings are limited to %d bytes",
+				API_MAX_STOP_LEN);
+	if (r->n_stop == API_MAX_STOP)
+		return api_fail(e, 400, "stop", "invalid_value", "at most %d stop strings",
+				API_MAX_STOP);
+	if (!(r->stop[r->n_stop] = ing_strndup(v->valuestring, n)))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	r->n_stop++;
+	return 0;
+}
+
+static int parse_stop(const cJSON *b, struct gen_request *r, struct api_error *e)
+{
+	const cJSON *s = api_get(b, "stop");
+	if (!s)
+		return 0;
+	if (!cJSON_IsArray(s))
+		return stop_add(r, s, e);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, s)
+		if (stop_add(r, it, e))
+			return -1;
+	return 0;
+}
+
+/* ---- logit_bias: {"token id": bias} ---- */
+
+static int bias_add(struct api *a, struct gen_request *r, const cJSON *it, struct api_error *e)
+{
+	char *end;
+	long long id = strtoll(it->string, &end, 10);
+	if (end == it->string || *end || id < 0 || id >= a->n_vocab)
+		return api_fail(e, 400, "logit_bias", "invalid_value",
+				"logit_bias: '%.32s' is not a token id of this model", it->string);
+	if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
+		return api_fail(e, 400, "logit_bias", "invalid_value",
+				"logit_bias values must be numbers between -100 and 100");
+	r->bias_ids[r->n_bias] = (int32_t)id;
+	r->bias_vals[r->n_bias] = (float)it->valuedouble;
+	r->n_bias++;
+	return 0;
+}
+
+static int parse_bias(struct api *a, const cJSON *b, struct gen_request *r, struct api_error *e)
+{
+	const cJSON *lb = api_get(b, "logit_bias");
+	if (!lb)
+		return 0;
+	if (!cJSON_IsObject(lb))
+		return api_fail(e, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object");
+	int n = cJSON_GetArraySize(lb);
+	if (n > API_MAX_BIAS)
+		return api_fail(e, 400, "logit_bias", "invalid_value", "at most %d logit_bias entries",
+				API_MAX_BIAS);
+	r->bias_ids = ing_malloc_array((size_t)n + 1, sizeof *r->bias_ids);
+	r->bias_vals = ing_malloc_array((size_t)n + 1, sizeof *r->bias_vals);
+	if (!r->bias_ids || !r->bias_vals)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, lb)
+		if (bias_add(a, r, it, e))
+			return -1;
+	return 0;
+}
+
+/* ---- logprobs: chat {logprobs: bool, top_logprobs: int}, completions {logprobs: int} ---- */
+
+static int parse_logprobs(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
+{
+	r->logprobs = -1;
+	if (!chat) {
+		int64_t k = -1;
+		if (api_get_int(b, "logprobs", 0, ENGINE_MAX_LOGPROBS, &k, e))
+			return -1;
+		r->logprobs = (int)k;
+		return 0;
+	}
+	bool on = false;
+	int64_t k = -1;
+	if (api_get_bool(b, "logprobs", &on, e) ||
+	    api_get_int(b, "top_logprobs", 0, ENGINE_MAX_LOGPROBS, &k, e))
+		return -1;
+	if (k >= 0 && !on)
+		return api_fail(e, 400, "top_logprobs", "invalid_value",
+				"'top_logprobs' needs 'logprobs' set to true");
+	if (on)
+		r->logprobs = k > 0 ? (int)k : 0;
+	return 0;
+}
+
+static int parse_stream(const cJSON *b, struct gen_request *r, struct api_error *e)
+{
+	if (api_get_bool(b, "stream", &r->stream, e))
+		return -1;
+	const cJSON *so = api_get(b, "stream_options");
+	if (!so)
+		return 0;
+	if (!cJSON_IsObject(so))
+		return api_fail(e, 400, "stream_options", "invalid_type",
+				"'stream_options' must be an object");
+	if (!r->stream)
+		return api_fail(e, 400, "stream_options", "invalid_value",
+				"'stream_options' is only allowed when 'stream' is true");
+	return api_get_bool(so, "include_usage", &r->include_usage, e);
+}
+
+static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
+{
+	int64_t n = 1, mt = 0;
+	if (api_get_int(b, "n", 1, API_MAX_N, &n, e) ||
+	    api_get_int(b, "max_tokens", 1, INT32_MAX, &mt, e) ||
+	    (chat && api_get_int(b, "max_completion_tokens", 1, INT32_MAX, &mt, e)))
+		return -1;
+	r->n = (int)n;
+	r->max_tokens = mt;
+	return 0;
+}
+
+int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
+		      struct api_error *e)
+{
+	*r = (struct gen_request){ .chat = chat, .logprobs = -1 };
+	if (parse_lengths(body, chat, r, e) || parse_sampling(a, body, r, e) ||
+	    parse_stop(body, r, e) || parse_bias(a, body, r, e) ||
+	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
+	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e))
+		return -1;
+	return 0;
+}
+
+void gen_request_free(struct gen_request *r)
+{
+	for (int i = 0; i < r->n_prompts; i++)
+		token_ids_free(&r->prompts[i]);
+	ing_free(r->prompts);
+	for (int i = 0; i < r->n_stop; i++)
+		ing_free(r->stop[i]);
+	ing_free(r->bias_ids);
+	ing_free(r->bias_vals);
+	*r = (struct gen_request){ 0 };
+}

@@ -1,0 +1,518 @@
+/* api_prompt.c — from request bodies to prompt tokens.
+ *
+ * Chat: messages are rendered with the chat template, and the result is
+ * tokenized so that control tokens ("<start_of_turn>", "<bos>", ...) can
+ * come only from the template itself, never from what users wrote: a
+ * message saying "<end_of_turn>" must stay text, or users could forge
+ * turns. To know which parts of the rendering are the template's, it is
+ * rendered with every message content replaced by a unique placeholder
+ * (a per-request nonce and the message index); the output splits at the
+ * placeholders into template text and contents. Control tokens are looked
+ * for only in the template text; every other byte, contents included, is
+ * tokenized without special-token parsing. Text between two control tokens
+ * is tokenized as one piece, as when the whole rendering is tokenized
+ * with special parsing (so BPE merges and SentencePiece space prefixes
+ * come out the same).
+ *
+ * Templates sometimes transform contents (Gemma's trims them). The real
+ * rendering is made too; when substituting the contents back does not
+ * reproduce it, substituting the trimmed contents is tried, and failing
+ * both the raw contents are used (the prompt stays safe, if not exactly
+ * the template's). Other user-controlled strings that reach the template
+ * (tools, names, tool calls, chat_template_kwargs) are refused when they
+ * contain control-token text.
+ *
+ * Completions: prompts are the user's raw text (special tokens parsed, as
+ * vLLM and llama.cpp do) or token ids. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_int.h"
+#include "engine.h"
+#include "gguf.h"
+#include "mem.h"
+#include "model.h"
+#include "sbuf.h"
+#include "template.h"
+
+/* Gemma's turn format (system merged into the first user turn, as Gemma's
+ * own template does), for models whose GGUF carries no template. */
+static const char gemma_template[] =
+	"{{ bos_token }}"
+	"{% if messages[0]['role'] == 'system' %}"
+	"{% set first_prefix = messages[0]['content'] + '\\n\\n' %}"
+	"{% set loop_messages = messages[1:] %}"
+	"{% else %}{% set first_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
+	"{% for m in loop_messages %}"
+	"<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+	"{{ (first_prefix if loop.first else '') + (m['content'] or '') }}<end_of_turn>\n"
+	"{% endfor %}"
+	"{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
+
+static const char chatml_template[] =
+	"{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] or '' }}<|im_end|>\n"
+	"{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+int api_template_load(struct api *a, const char **note, ing_err *err)
+{
+	const struct gguf *g = engine_model(a->e)->gguf;
+	struct gguf_str s;
+	const char *src;
+	size_t len;
+	if (gguf_get_str(g, "tokenizer.chat_template", &s) == ING_OK && s.len > 0) {
+		src = s.ptr;
+		len = (size_t)s.len;
+		*note = "chat template from the model";
+	} else if (tokenizer_find_token(a->tk, "<start_of_turn>") != TOKEN_NONE ||
+		   tokenizer_find_token(a->tk, "<|im_start|>") == TOKEN_NONE) {
+		src = gemma_template;
+		len = sizeof gemma_template - 1;
+		*note = "the model has no chat template; using the built-in Gemma turn format";
+	} else {
+		src = chatml_template;
+		len = sizeof chatml_template - 1;
+		*note = "the model has no chat template; using the built-in ChatML format";
+	}
+	int rc = template_parse(src, len, &a->tpl, err);
+	if (rc)
+		return ing_err_set(err, rc, "chat template: %s", err->msg);
+	int32_t bos = tokenizer_bos(a->tk), eos = tokenizer_eos(a->tk);
+	a->bos_text = bos != TOKEN_NONE ? tokenizer_token_text(a->tk, bos, NULL) : "";
+	a->eos_text = eos != TOKEN_NONE ? tokenizer_token_text(a->tk, eos, NULL) : "";
+	return ING_OK;
+}
+
+/* ---- control-token text in user strings ---- */
+
+static bool text_has_control(const struct api *a, const char *s, size_t n)
+{
+	struct token_ids ids = { 0 };
+	ing_err err;
+	bool found = false;
+	if (tokenizer_encode(a->tk, s, n, TOKENIZER_PARSE_SPECIAL, &ids, &err))
+		found = true; /* cannot check: refuse */
+	for (size_t i = 0; i < ids.n && !found; i++)
+		found = tokenizer_is_control(a->tk, ids.ids[i]);
+	token_ids_free(&ids);
+	return found;
+}
+
+static bool json_has_control(const struct api *a, const cJSON *v)
+{
+	if (v->string && text_has_control(a, v->string, strlen(v->string)))
+		return true;
+	if (cJSON_IsString(v))
+		return text_has_control(a, v->valuestring, strlen(v->valuestring));
+	const cJSON *it;
+	cJSON_ArrayForEach(it, v)
+		if (json_has_control(a, it))
+			return true;
+	return false;
+}
+
+/* ---- messages ---- */
+
+struct chat {
+	char tag[40];            /* "@@ingot<nonce>." placeholders start with */
+	size_t tag_len;
+	struct sbuf *content;    /* [n] message contents (text parts joined) */
+	bool *has_content;       /* [n] content was not null */
+	int n;
+};
+
+static void chat_free(struct chat *ch)
+{
+	for (int i = 0; i < ch->n; i++)
+		sbuf_free(&ch->content[i]);
+	ing_free(ch->content);
+	ing_free(ch->has_content);
+}
+
+static bool role_ok(const char *r)
+{
+	static const char *const roles[] = { "system", "user", "assistant", "tool", "developer" };
+	for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+		if (!strcmp(r, roles[i]))
+			return true;
+	return false;
+}
+
+/* Content as text: a string, or text parts joined with newlines. */
+static int content_read(const cJSON *c, int i, struct sbuf *out, struct api_error *e)
+{
+	char param[48];
+	snprintf(param, sizeof param, "messages[%d].content", i);
+	if (cJSON_IsString(c))
+		return sbuf_puts(out, c->valuestring) ? api_fail(e, 500, NULL, NULL, "out of memory") : 0;
+	if (!cJSON_IsArray(c))
+		return api_fail(e, 400, param, "invalid_type",
+				"'%s' must be a string or an array of content parts", param);
+	const cJSON *part;
+	int k = 0;
+	cJSON_ArrayForEach(part, c) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+		const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+		if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
+			return api_fail(e, 400, param, "invalid_value",
+					"only text content parts are supported");
+		if ((k++ && sbuf_puts(out, "\n")) || sbuf_puts(out, text->valuestring))
+			return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
+	return 0;
+}
+
+static int message_read(const struct api *a, const cJSON *m, int i, struct chat *ch,
+			struct api_error *e)
+{
+	char param[48];
+	snprintf(param, sizeof param, "messages[%d]", i);
+	if (!cJSON_IsObject(m))
+		return api_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+	const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+	if (!cJSON_IsString(role) || !role_ok(role->valuestring))
+		return api_fail(e, 400, param, "invalid_value", "'%s.role' must be one of system, "
+				"user, assistant, tool, developer", param);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, m)
+		if (strcmp(it->string, "content") && json_has_control(a, it))
+			return api_fail(e, 400, param, "invalid_value",
+					"'%s' has special-token text outside its content", param);
+	const cJSON *c = api_get(m, "content");
+	if (!c) {
+		if (strcmp(role->valuestring, "assistant"))
+			return api_fail(e, 400, param, "missing_required_parameter",
+					"'%s.content' is required", param);
+		return 0;
+	}
+	ch->has_content[i] = true;
+	return content_read(c, i, &ch->content[i], e);
+}
+
+static int chat_read(struct api *a, const cJSON *msgs, struct chat *ch, struct api_error *e)
+{
+	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+		return api_fail(e, 400, "messages", msgs ? "invalid_value" : "missing_required_parameter",
+				"'messages' must be a non-empty array");
+	int n = cJSON_GetArraySize(msgs);
+	ch->content = ing_calloc((size_t)n, sizeof *ch->content);
+	ch->has_content = ing_calloc((size_t)n, sizeof *ch->has_content);
+	if (!ch->content || !ch->has_content)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	ch->n = n;
+	snprintf(ch->tag, sizeof ch->tag, "@@ingot%016" PRIx64 ".", api_unique(a));
+	ch->tag_len = strlen(ch->tag);
+	const cJSON *m;
+	int i = 0;
+	cJSON_ArrayForEach(m, msgs)
+		if (message_read(a, m, i++, ch, e))
+			return -1;
+	return 0;
+}
+
+/* The template's variables; contents are placeholders, or the real text
+ * when real is true. NULL when out of memory. */
+static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct chat *ch,
+			bool agp, bool real)
+{
+	cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
+	const cJSON *kw = api_get(body, "chat_template_kwargs"), *it;
+	if (cJSON_IsObject(kw))
+		cJSON_ArrayForEach(it, kw)
+			cJSON_AddItemToObject(ctx, it->string, cJSON_Duplicate(it, true));
+	const cJSON *tools = api_get(body, "tools");
+	if (tools)
+		cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, true));
+	cJSON_AddBoolToObject(ctx, "add_generation_prompt", agp);
+	cJSON_AddStringToObject(ctx, "bos_token", a->bos_text);
+	cJSON_AddStringToObject(ctx, "eos_token", a->eos_text);
+	int i = 0;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(body, "messages")) {
+		cJSON *m = cJSON_Duplicate(it, true);
+		cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
+		char ph[64];
+		snprintf(ph, sizeof ph, "%s%d@@", ch->tag, i);
+		if (!ch->has_content[i])
+			cJSON_AddNullToObject(m, "content");
+		else
+			cJSON_AddStringToObject(m, "content",
+						real ? (ch->content[i].p ? ch->content[i].p : "") : ph);
+		cJSON_AddItemToArray(msgs, m);
+		i++;
+	}
+	return ctx;
+}
+
+/* ---- splitting the placeholder rendering ---- */
+
+struct seg {
+	size_t off, len;  /* template text in the rendering, or ... */
+	int msg;          /* ... message content (msg >= 0) */
+};
+
+static int segs_split(const struct chat *ch, const char *r, size_t n, struct seg **out, int *n_out)
+{
+	size_t cap = 16, k = 0, pos = 0;
+	struct seg *s = ing_malloc_array(cap, sizeof *s);
+	while (s) {
+		if (k + 2 > cap) {
+			struct seg *ns = ing_realloc(s, (cap *= 2) * sizeof *s);
+			if (!ns)
+				break;
+			s = ns;
+		}
+		const char *p = memmem(r + pos, n - pos, ch->tag, ch->tag_len);
+		char *end = NULL;
+		long idx = p ? strtol(p + ch->tag_len, &end, 10) : -1;
+		bool ok = p && end && idx >= 0 && idx < ch->n && !strncmp(end, "@@", 2);
+		size_t stop = ok ? (size_t)(p - r) : n;
+		s[k++] = (struct seg){ .off = pos, .len = stop - pos, .msg = -1 };
+		if (!ok) {
+			*out = s;
+			*n_out = (int)k;
+			return 0;
+		}
+		s[k++] = (struct seg){ .msg = (int)idx };
+		pos = (size_t)(end + 2 - r);
+	}
+	ing_free(s);
+	return -1;
+}
+
+static void trimmed(const struct sbuf *c, const char **p, size_t *n)
+{
+	const char *s = c->p ? c->p : "";
+	size_t a = 0, b = c->len;
+	while (a < b && isspace((unsigned char)s[a]))
+		a++;
+	while (b > a && isspace((unsigned char)s[b - 1]))
+		b--;
+	*p = s + a;
+	*n = b - a;
+}
+
+/* The rendering with contents substituted back (trimmed or not). */
+static int subst_build(const struct chat *ch, const char *r, const struct seg *s, int n,
+		       bool trim, struct sbuf *out)
+{
+	for (int i = 0; i < n; i++) {
+		const char *p = r + s[i].off;
+		size_t len = s[i].len;
+		if (s[i].msg >= 0 && trim)
+			trimmed(&ch->content[s[i].msg], &p, &len);
+		else if (s[i].msg >= 0)
+			p = ch->content[s[i].msg].p, len = ch->content[s[i].msg].len;
+		sbuf_put(out, p ? p : "", len);
+	}
+	return out->oom ? -1 : 0;
+}
+
+/* ---- tokenizing with control tokens only from template text ---- */
+
+struct span {
+	size_t off, len;
+	int32_t id;
+};
+
+/* Control tokens of one template segment placed at base in the final
+ * text. */
+static int spans_find(const struct api *a, const char *t, size_t n, size_t base,
+		      struct span **sp, size_t *ns, size_t *cap, struct api_error *e)
+{
+	struct token_ids ids = { 0 };
+	ing_err err;
+	if (tokenizer_encode(a->tk, t, n, TOKENIZER_PARSE_SPECIAL, &ids, &err))
+		return api_fail(e, 500, NULL, NULL, "tokenizer: %s", err.msg);
+	size_t cur = 0;
+	int rc = 0;
+	for (size_t i = 0; i < ids.n && !rc; i++) {
+		if (!tokenizer_is_control(a->tk, ids.ids[i]))
+			continue;
+		size_t tl;
+		const char *tt = tokenizer_token_text(a->tk, ids.ids[i], &tl);
+		const char *p = tl ? memmem(t + cur, n - cur, tt, tl) : NULL;
+		if (!p)
+			continue; /* not literally there (cannot happen): leave it to the text */
+		if (*ns == *cap) {
+			struct span *nsp = ing_realloc(*sp, (*cap = *cap * 2 + 8) * sizeof **sp);
+			if (!nsp) {
+				rc = api_fail(e, 500, NULL, NULL, "out of memory");
+				break;
+			}
+			*sp = nsp;
+		}
+		(*sp)[(*ns)++] = (struct span){ base + (size_t)(p - t), tl, ids.ids[i] };
+		cur = (size_t)(p - t) + tl;
+	}
+	token_ids_free(&ids);
+	return rc;
+}
+
+static int encode_text(const struct api *a, const char *s, size_t n, struct token_ids *out,
+		       struct api_error *e)
+{
+	ing_err err;
+	if (n && tokenizer_encode(a->tk, s, n, 0, out, &err))
+		return api_fail(e, 500, NULL, NULL, "tokenizer: %s", err.msg);
+	return 0;
+}
+
+static int tokenize_final(const struct api *a, const struct chat *ch, const char *r,
+			  const struct seg *s, int n, bool trim, struct token_ids *out,
+			  struct api_error *e)
+{
+	struct sbuf text = { 0 };
+	struct span *sp = NULL;
+	size_t ns = 0, cap = 0;
+	int rc = 0;
+	for (int i = 0; i < n && !rc; i++) {
+		size_t base = text.len;
+		if (subst_build(ch, r, &s[i], 1, trim, &text))
+			rc = api_fail(e, 500, NULL, NULL, "out of memory");
+		else if (s[i].msg < 0)
+			rc = spans_find(a, r + s[i].off, s[i].len, base, &sp, &ns, &cap, e);
+	}
+	size_t pos = 0;
+	for (size_t i = 0; i < ns && !rc; i++) {
+		rc = encode_text(a, text.p + pos, sp[i].off - pos, out, e);
+		if (!rc && token_ids_push(out, sp[i].id))
+			rc = api_fail(e, 500, NULL, NULL, "out of memory");
+		pos = sp[i].off + sp[i].len;
+	}
+	if (!rc)
+		rc = encode_text(a, text.p + pos, text.len - pos, out, e);
+	ing_free(sp);
+	sbuf_free(&text);
+	return rc;
+}
+
+static int render(const struct api *a, const cJSON *ctx, char **out, size_t *len,
+		  struct api_error *e)
+{
+	ing_err err = { 0 };
+	int rc = ctx ? template_render_cjson(a->tpl, ctx, NULL, out, len, &err) : ING_ERR_NOMEM;
+	if (rc == ING_ERR_NOMEM)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	if (rc)
+		return api_fail(e, 400, "messages", "invalid_value", "chat template: %s", err.msg);
+	return 0;
+}
+
+/* Whether substituting (trimmed) contents into the placeholder rendering
+ * gives exactly the real rendering. */
+static bool subst_matches(const struct chat *ch, const char *r, const struct seg *s, int n,
+			  bool trim, const char *real, size_t real_len)
+{
+	struct sbuf b = { 0 };
+	bool eq = !subst_build(ch, r, s, n, trim, &b) && b.len == real_len &&
+		  !memcmp(b.p, real, real_len);
+	sbuf_free(&b);
+	return eq;
+}
+
+int api_prompt_chat(struct api *a, const cJSON *body, bool agp, struct token_ids *out,
+		    struct api_error *e)
+{
+	struct chat ch = { 0 };
+	char *ph = NULL, *real = NULL;
+	size_t ph_len = 0, real_len = 0;
+	struct seg *s = NULL;
+	int n = 0, rc = chat_read(a, cJSON_GetObjectItemCaseSensitive(body, "messages"), &ch, e);
+	if (!rc && (api_get(body, "tools") && json_has_control(a, api_get(body, "tools"))))
+		rc = api_fail(e, 400, "tools", "invalid_value", "'tools' has special-token text");
+	if (!rc && (api_get(body, "chat_template_kwargs") &&
+		    json_has_control(a, api_get(body, "chat_template_kwargs"))))
+		rc = api_fail(e, 400, "chat_template_kwargs", "invalid_value",
+			      "'chat_template_kwargs' has special-token text");
+	cJSON *c1 = rc ? NULL : ctx_build(a, body, &ch, agp, false);
+	cJSON *c2 = rc ? NULL : ctx_build(a, body, &ch, agp, true);
+	if (!rc && !(rc = render(a, c1, &ph, &ph_len, e)) && !(rc = render(a, c2, &real, &real_len, e)) &&
+	    segs_split(&ch, ph, ph_len, &s, &n))
+		rc = api_fail(e, 500, NULL, NULL, "out of memory");
+	if (!rc) {
+		bool trim = !subst_matches(&ch, ph, s, n, false, real, real_len) &&
+			    subst_matches(&ch, ph, s, n, true, real, real_len);
+		rc = tokenize_final(a, &ch, ph, s, n, trim, out, e);
+	}
+	cJSON_Delete(c1);
+	cJSON_Delete(c2);
+	ing_free(s);
+	ing_free(ph);
+	ing_free(real);
+	chat_free(&ch);
+	return rc;
+}
+
+/* ---- completion prompts ---- */
+
+static int prompt_push(struct gen_request *r, struct api_error *e)
+{
+	if (r->n_prompts == API_MAX_PROMPTS)
+		return api_fail(e, 400, "prompt", "invalid_value", "at most %d prompts",
+				API_MAX_PROMPTS);
+	struct token_ids *np = ing_realloc(r->prompts, (size_t)(r->n_prompts + 1) * sizeof *np);
+	if (!np)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	r->prompts = np;
+	r->prompts[r->n_prompts++] = (struct token_ids){ 0 };
+	return 0;
+}
+
+static int prompt_text(struct api *a, const cJSON *s, unsigned flags, struct gen_request *r,
+		       struct api_error *e)
+{
+	if (prompt_push(r, e))
+		return -1;
+	ing_err err;
+	if (tokenizer_encode(a->tk, s->valuestring, strlen(s->valuestring), flags,
+			     &r->prompts[r->n_prompts - 1], &err))
+		return api_fail(e, 400, "prompt", "invalid_value", "cannot tokenize: %s", err.msg);
+	return 0;
+}
+
+static int prompt_ids(struct api *a, const cJSON *arr, struct gen_request *r, struct api_error *e)
+{
+	if (prompt_push(r, e))
+		return -1;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, arr) {
+		double d = it->valuedouble;
+		if (!cJSON_IsNumber(it) || d != (double)(int64_t)d)
+			return api_fail(e, 400, "prompt", "invalid_type",
+					"'prompt' token ids must be integers");
+		if (d < 0 || d >= a->n_vocab)
+			return api_fail(e, 400, "prompt", "invalid_value",
+					"token id %.0f is outside the vocabulary (0..%d)", d,
+					a->n_vocab - 1);
+		if (token_ids_push(&r->prompts[r->n_prompts - 1], (int32_t)d))
+			return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
+	return 0;
+}
+
+int api_prompt_completion(struct api *a, const cJSON *p, bool add_special, struct gen_request *r,
+			  struct api_error *e)
+{
+	unsigned flags = TOKENIZER_PARSE_SPECIAL | (add_special ? TOKENIZER_ADD_SPECIAL : 0);
+	if (!p)
+		return api_fail(e, 400, "prompt", "missing_required_parameter", "'prompt' is required");
+	if (cJSON_IsString(p))
+		return prompt_text(a, p, flags, r, e);
+	if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0)
+		return api_fail(e, 400, "prompt", "invalid_type", "'prompt' must be a string, an "
+				"array of strings, an array of token ids or an array of those");
+	const cJSON *first = p->child, *it;
+	if (cJSON_IsNumber(first))
+		return prompt_ids(a, p, r, e);
+	cJSON_ArrayForEach(it, p) {
+		int rc = cJSON_IsString(first) && cJSON_IsString(it) ? prompt_text(a, it, flags, r, e)
+			 : cJSON_IsArray(first) && cJSON_IsArray(it) ? prompt_ids(a, it, r, e)
+			 : api_fail(e, 400, "prompt", "invalid_type",
+				    "'prompt' array elements must all be strings or all token-id arrays");
+		if (rc)
+			return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,226 @@
+/* cmd_serve.c — `ingot serve`: the OpenAI-compatible HTTP server.
+ *
+ * Wires the pieces together — engine (owns the model, one thread),
+ * metrics, api (OpenAI endpoints), server (HTTP, one thread per
+ * connection) — and waits for SIGINT/SIGTERM. Signals are blocked in every
+ * thread (the mask is set before any thread starts) and taken with
+ * sigtimedwait here, so no handler runs in odd places. On the first signal
+ * the server stops accepting, lets in-flight requests and streams finish
+ * (up to DRAIN_S seconds), then cancels what is left; a second signal
+ * cancels at once. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api.h"
+#include "cli.h"
+#include "engine.h"
+#include "metrics.h"
+#include "runner.h"
+#include "server.h"
+
+#define DRAIN_S 60
+#define CANCEL_WAIT_S 10
+
+struct serve_opts {
+	const char *model, *runner, *name;
+	struct engine_config ec;
+	struct server_config sc;
+	int threads;
+};
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: ingot serve [options]\n"
+		"  -m, --model FILE         GGUF model (default: the pulled default model)\n"
+		"      --host ADDR          address to bind (default 127.0.0.1)\n"
+		"      --port N             port (default 8080; 0 = any free port)\n"
+		"      --api-key KEY        require \"Authorization: Bearer KEY\" (not for /health)\n"
+		"      --max-num-seqs N     sequences decoded together (default 16)\n"
+		"      --max-waiting N      queued requests before 429 (default 64)\n"
+		"      --kv-cache-mb N      KV pool size (default: max-num-seqs full contexts)\n"
+		"      --max-model-len N    prompt + generated tokens per request (default 4096)\n"
+		"      --served-model-name NAME   model id in the API (default: file name)\n"
+		"      --max-body-mb N      request body limit (default 8)\n"
+		"      --timeout S          idle connection timeout in seconds (default 30)\n"
+		"  -t, --threads N          compute threads (default: physical cores)\n"
+		"      --runner mega|graph  step schedule (default mega)\n");
+	return 2;
+}
+
+enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
+       O_RUNNER };
+
+static int num(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_opt(struct serve_opts *o, int opt, const char *arg)
+{
+	long v = 0;
+	switch (opt) {
+	case 'm': o->model = arg; return 0;
+	case O_HOST: o->sc.host = arg; return 0;
+	case O_KEY: o->sc.api_key = arg; return 0;
+	case O_NAME: o->name = arg; return 0;
+	case O_RUNNER: o->runner = arg; return 0;
+	}
+	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
+	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
+	else if (opt == O_WAIT && !num(arg, 0, 1 << 20, &v)) o->ec.max_waiting = (int)v;
+	else if (opt == O_KV && !num(arg, 1, 1L << 30, &v)) o->ec.kv_cache_mb = v;
+	else if (opt == O_LEN && !num(arg, 2, 1L << 24, &v)) o->ec.max_model_len = v;
+	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
+	else if (opt == O_TIMEOUT && !num(arg, 1, 86400, &v)) o->sc.timeout_s = (unsigned)v;
+	else if (opt == 't' && !num(arg, 1, 1024, &v)) o->threads = (int)v;
+	else {
+		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct serve_opts *o)
+{
+	static const struct option lo[] = {
+		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "host", 1, 0, O_HOST },
+		{ "port", 1, 0, O_PORT }, { "api-key", 1, 0, O_KEY },
+		{ "max-num-seqs", 1, 0, O_SEQS }, { "max-waiting", 1, 0, O_WAIT },
+		{ "kv-cache-mb", 1, 0, O_KV }, { "max-model-len", 1, 0, O_LEN },
+		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
+		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER }, { 0 }
+	};
+	*o = (struct serve_opts){ .runner = "mega", .ec = engine_config_default(),
+				  .sc = server_config_default() };
+	int opt;
+	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1)
+		if (opt == '?' || parse_opt(o, opt, optarg))
+			return -1;
+	if (optind != argc) {
+		fprintf(stderr, "ingot serve: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	int kind = runner_kind_parse(o->runner);
+	if (kind < 0) {
+		fprintf(stderr, "ingot serve: unknown runner '%s' (mega, graph)\n", o->runner);
+		return -1;
+	}
+	o->ec.runner = (enum runner_kind)kind;
+	return 0;
+}
+
+/* The file name without directory and ".gguf". */
+static void model_name_of(const char *path, char *buf, size_t cap)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t n = strlen(base);
+	if (n > 5 && !strcmp(base + n - 5, ".gguf"))
+		n -= 5;
+	snprintf(buf, cap, "%.*s", (int)n, base);
+}
+
+/* Waits up to ms for SIGINT/SIGTERM; returns the signal or 0. */
+static int signal_wait(const sigset_t *set, long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	int sig = sigtimedwait(set, NULL, &ts);
+	return sig > 0 ? sig : 0;
+}
+
+/* Lets in-flight requests finish: returns when none is left or after
+ * seconds (or at a signal, if stop_on_signal). */
+static bool drain_wait(struct server *s, const sigset_t *set, int seconds, bool stop_on_signal)
+{
+	for (long waited = 0; waited < seconds * 1000L; waited += 100) {
+		if (server_active(s) == 0)
+			return true;
+		if (signal_wait(set, 100) && stop_on_signal)
+			return false;
+	}
+	return server_active(s) == 0;
+}
+
+static void serve_shutdown(struct server *s, struct api *a, const sigset_t *set)
+{
+	fprintf(stderr, "ingot serve: draining %d request(s) (signal again to cancel them)\n",
+		server_active(s));
+	server_quiesce(s);
+	if (!drain_wait(s, set, DRAIN_S, true)) {
+		fprintf(stderr, "ingot serve: cancelling what is left\n");
+		api_cancel_all(a);
+		if (!drain_wait(s, set, CANCEL_WAIT_S, false))
+			fprintf(stderr, "ingot serve: %d request(s) still open; closing anyway\n",
+				server_active(s));
+	}
+	server_stop(s);
+}
+
+static int serve(const struct serve_opts *o, const char *path, const sigset_t *set)
+{
+	ing_err err = { 0 };
+	struct engine *e = NULL;
+	struct metrics *m = NULL;
+	struct api *a = NULL;
+	struct server *s = NULL;
+	char name[256];
+	const char *note = NULL;
+	model_name_of(path, name, sizeof name);
+	struct engine_config ec = o->ec;
+	ec.threads = cli_threads(o->threads);
+	int rc = engine_create(path, &ec, &e, &err);
+	if (!rc)
+		rc = metrics_create(o->name ? o->name : name, &m, &err);
+	if (!rc)
+		rc = api_create(e, m, o->name ? o->name : name, &a, &note, &err);
+	if (!rc)
+		rc = server_start(&o->sc, api_handle, a, &s, &err);
+	if (rc) {
+		fprintf(stderr, "ingot serve: %s\n", err.msg);
+	} else {
+		fprintf(stderr, "ingot serve: %s; model '%s', %d threads, max %d sequences, "
+				"context %lld\n", note, o->name ? o->name : name, ec.threads,
+			ec.max_num_seqs, (long long)ec.max_model_len);
+		fprintf(stderr, "listening on http://%s:%d\n", o->sc.host, server_port(s));
+		while (!signal_wait(set, 1000))
+			;
+		serve_shutdown(s, a, set);
+	}
+	api_free(a);
+	engine_destroy(e, true);
+	metrics_free(m);
+	return rc ? 1 : 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	struct serve_opts o;
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		usage();
+		return 0;
+	}
+	if (parse_args(argc, argv, &o))
+		return usage();
+	char path[4096];
+	if (cli_model_path(o.model, path, sizeof path))
+		return 1;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return serve(&o, path, &set);
+}

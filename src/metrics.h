@@ -1,0 +1,53 @@
+/* metrics.h — serving metrics in the Prometheus text format.
+ *
+ * Counters and gauges come from the engine (engine_stats_get) at scrape
+ * time; latency histograms and finished-request counts are recorded here
+ * by the API layer as requests progress. Names and buckets follow vLLM
+ * (vllm:time_to_first_token_seconds, ...) so dashboards built for it work
+ * unchanged, plus a few ingot_* counters about the step loop.
+ *
+ * Thread-safe: observations may come from any thread (including the
+ * engine thread's event callback: each is one short critical section). */
+#ifndef INGOT_METRICS_H
+#define INGOT_METRICS_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+struct engine_stats;
+struct metrics;
+
+enum metrics_hist {
+	METRICS_TTFT,      /* arrival -> first generated token */
+	METRICS_ITL,       /* between consecutive generated tokens */
+	METRICS_E2E,       /* arrival -> final event */
+	METRICS_QUEUE,     /* arrival -> first scheduled */
+	METRICS_N_HIST,
+};
+
+/* Why a request ended, as vLLM labels request_success_total. */
+enum metrics_finish { METRICS_FINISH_STOP, METRICS_FINISH_LENGTH, METRICS_FINISH_ABORT,
+		      METRICS_N_FINISH };
+
+/* model_name is copied (it becomes the model_name label). *out is freed
+ * with metrics_free. ING_ERR_NOMEM on failure. */
+int metrics_create(const char *model_name, struct metrics **out, ing_err *err);
+
+/* Accepts NULL. */
+void metrics_free(struct metrics *m);
+
+/* Records one observation (seconds); negative or non-finite values are
+ * ignored. */
+void metrics_observe(struct metrics *m, enum metrics_hist h, double seconds);
+
+/* Counts one finished request. */
+void metrics_finish_count(struct metrics *m, enum metrics_finish why);
+
+/* Renders every metric, taking gauges and engine counters from st. On
+ * success *out is a NUL-terminated string of *len bytes the caller frees
+ * with ing_free(). ING_ERR_NOMEM on failure. */
+int metrics_render(struct metrics *m, const struct engine_stats *st, char **out, size_t *len,
+		   ing_err *err);
+
+#endif

@@ -1,0 +1,488 @@
+/* server.c — HTTP on libmicrohttpd, one thread per connection.
+ *
+ * Why thread-per-connection: a handler waits for the engine (a whole
+ * non-streamed completion, or the next token of a stream) and the simplest
+ * correct way to wait is to block; with a thread per connection blocking
+ * holds up only that client, and a stream's reader can poll the socket
+ * between tokens to notice a client that left. Concurrency is bounded by
+ * max_connections, not by the engine (which has its own waiting queue).
+ *
+ * A request moves through the access callback in three kinds of calls:
+ * the first (headers only: limits checked, state allocated), zero or more
+ * with body bytes (appended, or discarded when over the limit), and the
+ * last (auth, then the handler). The request-completed callback frees the
+ * state; a streamed response's free callback closes its source, which is
+ * how a disconnect reaches the engine as a cancel. */
+#include "server.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "mem.h"
+#include "sbuf.h"
+
+#define SERVER_MAX_HEADERS 8
+#define SERVER_STREAM_BLOCK (16 * 1024)
+#define SERVER_POLL_MS 100
+
+struct server {
+	struct server_config cfg;
+	char *host, *api_key, *auth_exempt;
+	server_handler_fn handler;
+	void *ud;
+	struct MHD_Daemon *d;
+	MHD_socket quiesced_fd;   /* listen socket handed back by quiesce, closed at stop */
+	atomic_int active;
+	atomic_bool draining;
+	int port;
+};
+
+struct server_call {
+	struct server *srv;
+	struct MHD_Connection *conn;
+	char method[16];
+	char *path;
+	struct sbuf body;
+	size_t discarded;         /* body bytes dropped after the limit was passed */
+	bool too_large;
+	struct MHD_Response *resp;
+	int status;
+	int n_hdr;
+	char *hdr[SERVER_MAX_HEADERS][2];
+};
+
+struct stream_ctx {
+	struct server_stream src;
+	int fd;                   /* the client's socket, polled for hang-up */
+};
+
+struct server_config server_config_default(void)
+{
+	return (struct server_config){ .host = "127.0.0.1", .port = 8080, .auth_exempt = "/health",
+				       .max_body = 8u << 20, .timeout_s = 30,
+				       .max_connections = 512 };
+}
+
+/* ---- small helpers ---- */
+
+static bool fd_hung_up(int fd)
+{
+	if (fd < 0)
+		return false;
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static int call_fd(const struct server_call *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? (int)ci->connect_fd : -1;
+}
+
+/* "Bearer KEY", compared in time that depends only on the lengths. */
+static bool auth_ok(const char *hdr, const char *key)
+{
+	if (!hdr || strncasecmp(hdr, "Bearer ", 7) != 0)
+		return false;
+	const char *tok = hdr + 7;
+	size_t a = strlen(tok), b = strlen(key);
+	unsigned diff = a != b;
+	for (size_t i = 0; i < b; i++)
+		diff |= (unsigned char)(i < a ? tok[i] : 0) ^ (unsigned char)key[i];
+	return diff == 0;
+}
+
+static void call_free(struct server_call *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->n_hdr; i++) {
+		ing_free(c->hdr[i][0]);
+		ing_free(c->hdr[i][1]);
+	}
+	if (c->resp)
+		MHD_destroy_response(c->resp);
+	sbuf_free(&c->body);
+	ing_free(c->path);
+	ing_free(c);
+}
+
+/* ---- responses ---- */
+
+static int call_finish_response(struct server_call *c, struct MHD_Response *r, int status,
+				const char *content_type)
+{
+	if (!r)
+		return -1;
+	if (content_type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	for (int i = 0; i < c->n_hdr; i++)
+		MHD_add_response_header(r, c->hdr[i][0], c->hdr[i][1]);
+	c->resp = r;
+	c->status = status;
+	return 0;
+}
+
+int server_call_respond(struct server_call *c, int status, const char *content_type,
+			const char *body, size_t len)
+{
+	if (c->resp)
+		return -1;
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	return call_finish_response(c, r, status, content_type);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct stream_ctx *sc = cls;
+	for (;;) {
+		long n = sc->src.next(sc->src.ud, buf, max, SERVER_POLL_MS);
+		if (n > 0)
+			return n;
+		if (n == SERVER_STREAM_END)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (n < 0 || fd_hung_up(sc->fd))
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream_ctx *sc = cls;
+	sc->src.close(sc->src.ud);
+	ing_free(sc);
+}
+
+int server_call_stream(struct server_call *c, int status, const char *content_type,
+		       const struct server_stream *src)
+{
+	struct stream_ctx *sc = c->resp ? NULL : ing_malloc(sizeof *sc);
+	if (!sc) {
+		src->close(src->ud);
+		return -1;
+	}
+	*sc = (struct stream_ctx){ .src = *src, .fd = call_fd(c) };
+	struct MHD_Response *r = MHD_create_response_from_callback(
+		MHD_SIZE_UNKNOWN, SERVER_STREAM_BLOCK, stream_read, sc, stream_free);
+	if (!r) {
+		stream_free(sc);
+		return -1;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	return call_finish_response(c, r, status, content_type);
+}
+
+void server_call_header_add(struct server_call *c, const char *name, const char *value)
+{
+	if (c->n_hdr >= SERVER_MAX_HEADERS)
+		return;
+	char *n = ing_strndup(name, strlen(name)), *v = ing_strndup(value, strlen(value));
+	if (!n || !v) {
+		ing_free(n);
+		ing_free(v);
+		return;
+	}
+	c->hdr[c->n_hdr][0] = n;
+	c->hdr[c->n_hdr][1] = v;
+	c->n_hdr++;
+}
+
+/* Errors the server answers itself, in OpenAI's shape (fixed texts, no
+ * escaping needed). */
+static enum MHD_Result queue_error(struct MHD_Connection *conn, int status, const char *msg,
+				   const char *type, const char *code, bool close)
+{
+	char body[512];
+	int n = snprintf(body, sizeof body,
+			 "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":\"%s\"}}",
+			 msg, type, code);
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer((size_t)n, body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (close)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result queue_too_large(struct MHD_Connection *conn)
+{
+	return queue_error(conn, 413, "Request body too large",
+			   "invalid_request_error", "request_too_large", true);
+}
+
+/* ---- the access callback ---- */
+
+/* Bodies over the limit are still read (and dropped) up to this many
+ * bytes, so the client gets to read the 413 instead of a reset. */
+static size_t discard_cap(const struct server *s)
+{
+	return s->cfg.max_body * 4 + (1u << 20);
+}
+
+static struct server_call *call_new(struct server *s, struct MHD_Connection *conn,
+				    const char *url, const char *method)
+{
+	struct server_call *c = ing_calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->srv = s;
+	c->conn = conn;
+	snprintf(c->method, sizeof c->method, "%s", method);
+	size_t n = strcspn(url, "?");
+	if (!(c->path = ing_strndup(url, n))) {
+		ing_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* First call: headers are in. Returns false when the request is answered
+ * already (body refused from its declared length). */
+static bool call_check_length(struct server_call *c, enum MHD_Result *rc)
+{
+	const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (!cl)
+		return true;
+	unsigned long long n = strtoull(cl, NULL, 10);
+	if (n <= c->srv->cfg.max_body)
+		return true;
+	c->too_large = true;
+	const char *expect = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_EXPECT);
+	if (n > discard_cap(c->srv) || (expect && !strcasecmp(expect, "100-continue"))) {
+		*rc = queue_too_large(c->conn);
+		return false;
+	}
+	return true;
+}
+
+static enum MHD_Result call_upload(struct server_call *c, const char *data, size_t *size)
+{
+	size_t n = *size;
+	*size = 0;
+	if (!c->too_large && c->body.len + n > c->srv->cfg.max_body) {
+		c->too_large = true;
+		c->discarded = c->body.len;
+		sbuf_free(&c->body);
+	}
+	if (c->too_large) {
+		c->discarded += n;
+		return c->discarded > discard_cap(c->srv) ? MHD_NO : MHD_YES;
+	}
+	return sbuf_put(&c->body, data, n) ? MHD_NO : MHD_YES;
+}
+
+static enum MHD_Result call_dispatch(struct server_call *c)
+{
+	struct server *s = c->srv;
+	if (c->too_large)
+		return queue_too_large(c->conn);
+	if (atomic_load(&s->draining))
+		return queue_error(c->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "Server is shutting down",
+				   "server_error", "shutting_down", true);
+	bool exempt = s->auth_exempt && !strcmp(c->path, s->auth_exempt);
+	if (s->api_key && !exempt &&
+	    !auth_ok(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+						 MHD_HTTP_HEADER_AUTHORIZATION), s->api_key))
+		return queue_error(c->conn, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
+				   "invalid_request_error", "invalid_api_key", false);
+	if (!c->body.p && sbuf_put(&c->body, "", 0))
+		return MHD_NO;
+	/* Generation may take long: no idle timeout while the handler runs. */
+	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+	s->handler(s->ud, c);
+	if (!c->resp)
+		return queue_error(c->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
+				   "server_error", "internal_error", false);
+	enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)c->status, c->resp);
+	MHD_destroy_response(c->resp);
+	c->resp = NULL;
+	return rc;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version,
+				 const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	struct server *s = cls;
+	struct server_call *c = *con_cls;
+	if (!c) {
+		if (!(c = call_new(s, conn, url, method)))
+			return MHD_NO;
+		*con_cls = c;
+		atomic_fetch_add(&s->active, 1);
+		enum MHD_Result rc = MHD_YES;
+		call_check_length(c, &rc);
+		return rc;
+	}
+	if (*upload_size)
+		return call_upload(c, upload_data, upload_size);
+	return call_dispatch(c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct server *s = cls;
+	struct server_call *c = *con_cls;
+	if (!c)
+		return;
+	*con_cls = NULL;
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.timeout_s);
+	call_free(c);
+	atomic_fetch_sub(&s->active, 1);
+}
+
+/* ---- lifecycle ---- */
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
+		   ing_err *err)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE }, *res;
+	char ps[16];
+	snprintf(ps, sizeof ps, "%d", port);
+	int rc = getaddrinfo(host, ps, &hints, &res);
+	if (rc)
+		return ing_err_set(err, ING_ERR_IO, "cannot resolve host '%s': %s", host,
+				   gai_strerror(rc));
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return ING_OK;
+}
+
+static int server_copy_config(struct server *s, const struct server_config *cfg)
+{
+	s->cfg = *cfg;
+	const char *host = cfg->host ? cfg->host : "127.0.0.1";
+	if (!(s->host = ing_strndup(host, strlen(host))))
+		return -1;
+	if (cfg->api_key && cfg->api_key[0] &&
+	    !(s->api_key = ing_strndup(cfg->api_key, strlen(cfg->api_key))))
+		return -1;
+	if (cfg->auth_exempt &&
+	    !(s->auth_exempt = ing_strndup(cfg->auth_exempt, strlen(cfg->auth_exempt))))
+		return -1;
+	return 0;
+}
+
+static void server_free(struct server *s)
+{
+	ing_free(s->host);
+	ing_free(s->api_key);
+	ing_free(s->auth_exempt);
+	ing_free(s);
+}
+
+int server_start(const struct server_config *cfg, server_handler_fn handler, void *ud,
+		 struct server **out, ing_err *err)
+{
+	*out = NULL;
+	struct server *s = ing_calloc(1, sizeof *s);
+	if (!s || server_copy_config(s, cfg)) {
+		if (s)
+			server_free(s);
+		return ing_err_set(err, ING_ERR_NOMEM, "server: out of memory");
+	}
+	s->handler = handler;
+	s->ud = ud;
+	s->quiesced_fd = MHD_INVALID_SOCKET;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int rc = resolve(s->host, cfg->port, &ss, &sl, err);
+	if (rc) {
+		server_free(s);
+		return rc;
+	}
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_access, s,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
+				MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	if (!s->d) {
+		rc = ing_err_set(err, ING_ERR_IO, "cannot listen on %s:%d (address in use?)",
+				 s->host, cfg->port);
+		server_free(s);
+		return rc;
+	}
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	s->port = di ? di->port : cfg->port;
+	*out = s;
+	return ING_OK;
+}
+
+int server_port(const struct server *s)
+{
+	return s->port;
+}
+
+void server_quiesce(struct server *s)
+{
+	atomic_store(&s->draining, true);
+	if (s->quiesced_fd == MHD_INVALID_SOCKET)
+		s->quiesced_fd = MHD_quiesce_daemon(s->d);
+}
+
+int server_active(struct server *s)
+{
+	return atomic_load(&s->active);
+}
+
+void server_stop(struct server *s)
+{
+	if (!s)
+		return;
+	MHD_stop_daemon(s->d);
+	if (s->quiesced_fd != MHD_INVALID_SOCKET)
+		close(s->quiesced_fd);
+	server_free(s);
+}
+
+/* ---- accessors ---- */
+
+const char *server_call_method(const struct server_call *c)
+{
+	return c->method;
+}
+
+const char *server_call_path(const struct server_call *c)
+{
+	return c->path;
+}
+
+const char *server_call_body(const struct server_call *c, size_t *len)
+{
+	if (len)
+		*len = c->body.len;
+	return c->body.p ? c->body.p : "";
+}
+
+bool server_call_client_gone(const struct server_call *c)
+{
+	return fd_hung_up(call_fd(c));
+}

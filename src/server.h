@@ -1,0 +1,108 @@
+/* server.h — the HTTP side: sockets, request bodies, limits, auth, streams.
+ *
+ * Built on libmicrohttpd with one thread per connection: a request's
+ * handler runs on its connection's thread and may block there (waiting
+ * for the engine) without holding up other clients. The server owns the
+ * sockets; handlers never see them. What a handler needs from the
+ * connection it gets through server_call_* functions, and it answers with
+ * exactly one of server_call_respond() or server_call_stream().
+ *
+ * Done here, before any handler runs:
+ *   - bodies larger than max_body get 413 (read and discarded when small
+ *     enough to be worth it, so clients see the answer, else refused at
+ *     the headers);
+ *   - with an api_key, every path except auth_exempt needs
+ *     "Authorization: Bearer KEY" (compared in constant time) or gets 401;
+ *   - after server_quiesce() new requests get 503.
+ * Connections idle for timeout_s (slow headers, slow bodies, idle
+ * keep-alive) are closed; once a handler runs the timeout is lifted for
+ * that request (generation may take long) and restored after it. */
+#ifndef INGOT_SERVER_H
+#define INGOT_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+struct server;
+struct server_call;
+
+struct server_config {
+	const char *host;          /* numeric address or name; "127.0.0.1" by default */
+	int port;                  /* 0: any free port (see server_port) */
+	const char *api_key;       /* NULL or "": no authentication */
+	const char *auth_exempt;   /* a path served without the key ("/health"), or NULL */
+	size_t max_body;           /* bytes */
+	unsigned timeout_s;        /* idle connection timeout */
+	unsigned max_connections;
+};
+
+/* host 127.0.0.1, port 8080, no key, "/health" exempt, 8 MiB bodies,
+ * 30 s timeout, 512 connections. */
+struct server_config server_config_default(void);
+
+/* A streamed response body (sent with chunked transfer encoding).
+ * next() fills buf with up to cap bytes and returns how many, or 0 when
+ * nothing came within wait_ms (the server then checks that the client is
+ * still there and calls again), or SERVER_STREAM_END / SERVER_STREAM_ERROR.
+ * close() is called exactly once, when the response is finished or the
+ * client went away (then the source should cancel its work). Both run on
+ * the connection's thread. */
+enum { SERVER_STREAM_END = -1, SERVER_STREAM_ERROR = -2 };
+struct server_stream {
+	long (*next)(void *ud, char *buf, size_t cap, int wait_ms);
+	void (*close)(void *ud);
+	void *ud;
+};
+
+/* Called once per complete request on its connection's thread. */
+typedef void (*server_handler_fn)(void *ud, struct server_call *c);
+
+/* Binds and starts serving. On success *out is the server (stop it with
+ * server_stop). ING_ERR_IO when the address cannot be resolved or bound,
+ * ING_ERR_NOMEM. */
+int server_start(const struct server_config *cfg, server_handler_fn handler, void *ud,
+		 struct server **out, ing_err *err);
+
+/* The port actually bound (useful with port 0). */
+int server_port(const struct server *s);
+
+/* Stops accepting connections; requests arriving on open connections get
+ * 503. In-flight requests continue. */
+void server_quiesce(struct server *s);
+
+/* Requests currently being received, handled or streamed. */
+int server_active(struct server *s);
+
+/* Closes every connection and joins the threads: call once no handler is
+ * blocked (server_active() == 0) or after making them return. Accepts
+ * NULL. */
+void server_stop(struct server *s);
+
+/* ---- for handlers ---- */
+
+const char *server_call_method(const struct server_call *c);
+/* The path without the query string. */
+const char *server_call_path(const struct server_call *c);
+/* The request body (NUL-terminated; *len may be NULL). */
+const char *server_call_body(const struct server_call *c, size_t *len);
+
+/* True when the client has closed its end (checked without blocking). */
+bool server_call_client_gone(const struct server_call *c);
+
+/* Adds a response header (Retry-After, ...) for the coming response; the
+ * strings are copied. Up to 8 per response. */
+void server_call_header_add(struct server_call *c, const char *name, const char *value);
+
+/* Answers with body[0..len) (copied). Returns 0, or -1 when a response was
+ * already given or on allocation failure. */
+int server_call_respond(struct server_call *c, int status, const char *content_type,
+			const char *body, size_t len);
+
+/* Answers with a streamed body; the server owns src from here on (its
+ * close() is called even when this fails). Returns 0 or -1. */
+int server_call_stream(struct server_call *c, int status, const char *content_type,
+		       const struct server_stream *src);
+
+#endif
