@@ -1,0 +1,545 @@
+"""Black-box tests of `ingot serve` on the default model, through the official
+`openai` Python client and raw HTTP: chat and completions (streamed and not),
+n, stop strings, seeds, logprobs, length limits, 16 concurrent streams equal
+to the same requests one at a time, disconnects freeing their sequence and KV
+blocks, prefix-cache hits, a battery of bad requests (right 4xx, OpenAI error
+shape, server keeps serving), 429 when the queue is full, Prometheus metrics
+(promtool when installed, and parsed here), and SIGTERM draining a stream.
+
+The server runs on a free loopback port with small limits so the whole test
+stays well under two minutes on two cores."""
+import http.client
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))  # e.g. build/asan/ingot
+KEY = "test-key-123"
+MAX_LEN = 512
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append(bool(cond))
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
+          flush=True)
+
+
+class Server:
+    """`ingot serve` on a free port; stderr is collected in the background."""
+
+    def __init__(self, *extra):
+        self.log = []
+        self.port = None
+        ready = threading.Event()
+        self.p = subprocess.Popen([INGOT, "serve", "--port", "0", "--api-key", KEY,
+                                   "--max-model-len", str(MAX_LEN), "--max-body-mb", "1",
+                                   *extra], stderr=subprocess.PIPE, text=True)
+
+        def reader():
+            for line in self.p.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        ready.wait(120)
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+
+
+def client(srv, key=KEY):
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=key,
+                         max_retries=0, timeout=120)
+
+
+def raw(srv, method, path, body=None, key=KEY, headers=None):
+    """(status, headers, parsed JSON or text) of one plain HTTP request."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + key
+    h.update(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read().decode("utf-8", "replace")
+    c.close()
+    try:
+        data = json.loads(data)
+    except ValueError:
+        pass
+    return r.status, dict(r.getheaders()), data
+
+
+def metrics(srv):
+    """{'name{labels}': value} from /metrics, and the raw text."""
+    _, _, text = raw(srv, "GET", "/metrics")
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out, text
+
+
+def metric(m, name):
+    """Sum of every series of name (labels ignored)."""
+    return sum(v for k, v in m.items() if k.split("{")[0] == name)
+
+
+def chat_msgs(text):
+    return [{"role": "user", "content": text}]
+
+
+GREEDY = dict(temperature=0, max_tokens=8)
+
+
+# ---- tests ----
+
+def test_basics(srv, cl):
+    st, _, body = raw(srv, "GET", "/health", key=None)
+    check("/health is open without the key", st == 200, body)
+    models = cl.models.list()
+    check("/v1/models lists the model", len(models.data) == 1 and
+          models.data[0].id == "gemma-3-270m-q4_k_m", models)
+    r = cl.chat.completions.create(model="gemma-3-270m-q4_k_m",
+                                   messages=chat_msgs("What is the capital of France?"), **GREEDY)
+    u = r.usage
+    check("chat completion: shape and usage", r.object == "chat.completion" and
+          r.id.startswith("chatcmpl-") and r.choices[0].message.role == "assistant" and
+          isinstance(r.choices[0].message.content, str) and
+          r.choices[0].finish_reason in ("stop", "length") and u.prompt_tokens > 5 and
+          u.total_tokens == u.prompt_tokens + u.completion_tokens and
+          1 <= u.completion_tokens <= 8, r)
+    r = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
+                              max_tokens=4, temperature=0, extra_body={"ignore_eos": True})
+    check("max_tokens -> finish_reason length", r.object == "text_completion" and
+          r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 4, r)
+    st, _, tok = raw(srv, "POST", "/tokenize", {"prompt": "The capital of France is"})
+    ids = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt=tok["tokens"], max_tokens=4,
+                                temperature=0, extra_body={"ignore_eos": True})
+    check("prompt as token ids == prompt as text", st == 200 and
+          ids.choices[0].text == r.choices[0].text, (tok, ids))
+    st, _, de = raw(srv, "POST", "/detokenize", {"tokens": tok["tokens"]})
+    check("/detokenize inverts /tokenize", st == 200 and
+          de["prompt"].endswith("The capital of France is"), de)
+    multi = cl.completions.create(model="gemma-3-270m-q4_k_m",
+                                  prompt=["The capital of France is", "Water is"], max_tokens=3,
+                                  temperature=0, extra_body={"ignore_eos": True})
+    check("array of prompts: one choice each, in order", len(multi.choices) == 2 and
+          [c.index for c in multi.choices] == [0, 1] and
+          multi.choices[0].text == r.choices[0].text[:len(multi.choices[0].text)], multi)
+
+
+def stream_chat(cl, msgs, usage=False, **kw):
+    """(role, content, finish_reason, usage, chunks) of a streamed chat."""
+    extra = {"stream_options": {"include_usage": True}} if usage else {}
+    s = cl.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=msgs, stream=True,
+                                   **extra, **kw)
+    role, text, finish, use, n = None, "", None, None, 0
+    for ch in s:
+        n += 1
+        if ch.usage:
+            use = ch.usage
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        role = role or d.role
+        text += d.content or ""
+        finish = ch.choices[0].finish_reason or finish
+    return role, text, finish, use, n
+
+
+def test_streaming(srv, cl):
+    msgs = chat_msgs("Write one sentence about the sea.")
+    whole = cl.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=msgs, **GREEDY)
+    role, text, finish, use, n = stream_chat(cl, msgs, usage=True, **GREEDY)
+    check("stream: role first, same text as non-streamed, finish reason, usage chunk",
+          role == "assistant" and text == whole.choices[0].message.content and
+          finish == whole.choices[0].finish_reason and use is not None and
+          use.completion_tokens == whole.usage.completion_tokens and n >= 3,
+          (text, whole.choices[0].message.content, finish, use))
+    s = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="Once upon a time",
+                              stream=True, max_tokens=6, temperature=0)
+    parts = [c.choices[0].text for c in s if c.choices]
+    w = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="Once upon a time",
+                              max_tokens=6, temperature=0)
+    check("completions stream == non-streamed", "".join(parts) == w.choices[0].text,
+          (parts, w.choices[0].text))
+    # raw SSE framing
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/chat/completions", json.dumps(
+        {"messages": msgs, "stream": True, "max_tokens": 3, "temperature": 0}),
+        {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read().decode()
+    events = [e for e in body.split("\n\n") if e]
+    check("SSE: text/event-stream, data: lines, [DONE] last", r.status == 200 and
+          r.getheader("Content-Type", "").startswith("text/event-stream") and
+          all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]" and
+          json.loads(events[0][6:])["object"] == "chat.completion.chunk", body[:500])
+
+
+def test_sampling(srv, cl):
+    kw = dict(model="gemma-3-270m-q4_k_m", messages=chat_msgs("Tell me a story."),
+              max_tokens=12, temperature=1.0, seed=1234)
+    a = cl.chat.completions.create(**kw)
+    b = cl.chat.completions.create(**kw)
+    check("same seed -> same sample", a.choices[0].message.content ==
+          b.choices[0].message.content, (a, b))
+    r = cl.chat.completions.create(n=2, **kw)
+    check("n=2: two choices, indices 0 and 1, choice 0 as with n=1",
+          len(r.choices) == 2 and [c.index for c in r.choices] == [0, 1] and
+          r.choices[0].message.content == a.choices[0].message.content and
+          r.usage.completion_tokens >= 2, r)
+    # stop strings: cut a greedy output at a word from its middle
+    base = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
+                                 max_tokens=16, temperature=0, extra_body={"ignore_eos": True})
+    text = base.choices[0].text
+    words = [w for w in re.findall(r"\w{3,}", text)]
+    stop = words[len(words) // 2] if words else None
+    if stop is None:
+        check("stop: greedy text has a word", False, text)
+        return
+    want = text[:text.index(stop)]
+    r = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
+                              max_tokens=16, temperature=0, stop=[stop, "\u00a7never"],
+                              extra_body={"ignore_eos": True})
+    check("stop string: output cut before it, finish_reason stop",
+          r.choices[0].text == want and r.choices[0].finish_reason == "stop",
+          (stop, want, r.choices[0].text))
+    s = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
+                              max_tokens=16, temperature=0, stop=stop, stream=True,
+                              extra_body={"ignore_eos": True})
+    got, fin = "", None
+    for c in s:
+        if c.choices:
+            got += c.choices[0].text
+            fin = c.choices[0].finish_reason or fin
+    check("stop string while streaming: same cut, never sent", got == want and fin == "stop",
+          (got, want))
+
+
+def test_logprobs(srv, cl):
+    r = cl.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=chat_msgs("Hi!"),
+                                   max_tokens=5, temperature=0, logprobs=True, top_logprobs=3,
+                                   extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs.content
+    ok = len(lp) == 5 and all(len(e.top_logprobs) == 3 for e in lp)
+    ok = ok and all(abs(e.logprob - max(t.logprob for t in e.top_logprobs)) < 1e-4 for e in lp)
+    ok = ok and all(e.logprob <= 0 and bytes(e.bytes).decode("utf-8", "replace") == e.token
+                    for e in lp)
+    check("chat logprobs: one entry per token, greedy token is the top one", ok, lp)
+    c = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="Water is", max_tokens=4,
+                              temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+    l = c.choices[0].logprobs
+    check("completions logprobs: tokens, token_logprobs, top_logprobs, text_offset",
+          len(l.tokens) == 4 and len(l.token_logprobs) == 4 and len(l.top_logprobs) == 4 and
+          all(len(t) == 2 for t in l.top_logprobs) and "".join(l.tokens) == c.choices[0].text,
+          l)
+
+
+def one_stream(port, prompt):
+    cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0,
+                       timeout=120)
+    s = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt=prompt, max_tokens=6,
+                              temperature=0, stream=True, extra_body={"ignore_eos": True})
+    return "".join(c.choices[0].text for c in s if c.choices)
+
+
+def test_concurrency(srv, cl):
+    prompts = [f"Fact number {i}: the" for i in range(16)]
+    t0 = time.time()
+    with ThreadPoolExecutor(16) as ex:
+        together = list(ex.map(lambda p: one_stream(srv.port, p), prompts))
+    t1 = time.time()
+    alone = [one_stream(srv.port, p) for p in prompts]
+    t2 = time.time()
+    check("16 concurrent streams == the same requests one at a time", together == alone,
+          list(zip(together, alone)))
+    print(f"     16 streams: {t1 - t0:.1f}s together, {t2 - t1:.1f}s one at a time", flush=True)
+
+
+def test_disconnect(srv, cl):
+    m0, _ = metrics(srv)
+    base_kv = metric(m0, "vllm:kv_cache_usage_perc")
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/completions", json.dumps(
+        {"prompt": "Once upon a time", "stream": True, "max_tokens": 400, "ignore_eos": True}),
+        {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    r.read(1)  # the first event came: the request is running
+    m1, _ = metrics(srv)
+    c.sock.close()
+    c.close()
+    t0 = time.time()
+    ok = False
+    while time.time() - t0 < 5:
+        m, _ = metrics(srv)
+        if metric(m, "vllm:num_requests_running") == 0 and \
+                metric(m, "vllm:kv_cache_usage_perc") <= base_kv + 1e-9:
+            ok = True
+            break
+        time.sleep(0.1)
+    check("disconnect mid-stream: running and KV usage back to baseline within 5 s",
+          metric(m1, "vllm:num_requests_running") >= 1 and ok,
+          (metric(m1, "vllm:num_requests_running"), time.time() - t0))
+
+
+def ttft(srv, prompt):
+    """Seconds to the first streamed text of a completion."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    t0 = time.time()
+    c.request("POST", "/v1/completions", json.dumps(
+        {"prompt": prompt, "stream": True, "max_tokens": 2, "temperature": 0,
+         "ignore_eos": True}),
+        {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    r.read(1)
+    t = time.time() - t0
+    r.read()
+    c.close()
+    return t
+
+
+def test_prefix_cache(srv, cl):
+    prompt = "In a quiet village by the river, " * 40  # ~330 tokens
+    m0, _ = metrics(srv)
+    t1 = ttft(srv, prompt)
+    t2 = ttft(srv, prompt)
+    m1, _ = metrics(srv)
+    hits = metric(m1, "vllm:prefix_cache_hits_total") - metric(m0, "vllm:prefix_cache_hits_total")
+    check("repeated long prompt hits the prefix cache", hits >= 256, hits)
+    check("and its time to first token drops", t2 < t1, (t1, t2))
+    print(f"     TTFT {t1 * 1000:.0f} ms cold, {t2 * 1000:.0f} ms cached, {hits:.0f} tokens hit",
+          flush=True)
+
+
+def err_ok(st, body, status, param=None):
+    e = body.get("error") if isinstance(body, dict) else None
+    return st == status and isinstance(e, dict) and set(e) >= {"message", "type", "param",
+                                                               "code"} and \
+        (param is None or e["param"] == param)
+
+
+def test_errors(srv, cl):
+    P = "/v1/chat/completions"
+    good = {"messages": chat_msgs("hi"), "max_tokens": 2}
+    cases = [
+        ("malformed JSON", P, "{\"messages\": [", 400, None),
+        ("JSON not an object", P, "[1, 2]", 400, None),
+        ("NaN temperature", P, '{"messages":[{"role":"user","content":"hi"}],"temperature":NaN}',
+         400, None),
+        ("temperature wrong type", P, dict(good, temperature="hot"), 400, "temperature"),
+        ("temperature out of range", P, dict(good, temperature=7), 400, "temperature"),
+        ("top_p out of range", P, dict(good, top_p=0), 400, "top_p"),
+        ("max_tokens 0", P, dict(good, max_tokens=0), 400, "max_tokens"),
+        ("max_tokens not an integer", P, dict(good, max_tokens=2.5), 400, "max_tokens"),
+        ("n too large", P, dict(good, n=1000), 400, "n"),
+        ("stop wrong type", P, dict(good, stop=5), 400, "stop"),
+        ("logit_bias bad token", P, dict(good, logit_bias={"99999999": 1}), 400, "logit_bias"),
+        ("logit_bias bad value", P, dict(good, logit_bias={"5": 1000}), 400, "logit_bias"),
+        ("empty messages", P, {"messages": []}, 400, "messages"),
+        ("missing messages", P, {"max_tokens": 2}, 400, "messages"),
+        ("bad role", P, {"messages": [{"role": "wizard", "content": "x"}]}, 400, None),
+        ("content wrong type", P, {"messages": [{"role": "user", "content": 5}]}, 400, None),
+        ("stream_options without stream", P, dict(good, stream_options={"include_usage": True}),
+         400, "stream_options"),
+        ("over-long prompt", P, {"messages": chat_msgs("word " * 600)}, 400, "messages"),
+        ("prompt + max_tokens over max_model_len", P, dict(good, max_tokens=MAX_LEN), 400,
+         "messages"),
+        ("token id outside the vocabulary", "/v1/completions", {"prompt": [1, 2, 10**9]}, 400,
+         "prompt"),
+        ("prompt wrong type", "/v1/completions", {"prompt": {"a": 1}}, 400, "prompt"),
+        ("unknown model", P, dict(good, model="gpt-17"), 404, "model"),
+        ("unknown endpoint", "/v1/nothing", good, 404, None),
+    ]
+    for name, path, body, status, param in cases:
+        st, _, b = raw(srv, "POST", path, body)
+        check(f"{name} -> {status}", err_ok(st, b, status, param), (st, b))
+    st, h, b = raw(srv, "DELETE", "/v1/models")
+    check("wrong method -> 405", err_ok(st, b, 405), (st, b))
+    st, h, b = raw(srv, "POST", P, good, key="wrong")
+    check("bad API key -> 401", err_ok(st, b, 401), (st, b))
+    st, h, b = raw(srv, "POST", P, good, key=None)
+    check("no API key -> 401", err_ok(st, b, 401), (st, b))
+    try:
+        client(srv, key="nope").models.list()
+        check("openai client with a bad key raises AuthenticationError", False)
+    except openai.AuthenticationError:
+        check("openai client with a bad key raises AuthenticationError", True)
+    big = json.dumps({"messages": chat_msgs("x" * (1 << 20) + "y"), "max_tokens": 1})
+    st, h, b = raw(srv, "POST", P, big)
+    check("oversize body -> 413", err_ok(st, b, 413), (st, str(b)[:200]))
+    ok = cl.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=chat_msgs("hi"),
+                                    max_tokens=2, temperature=0)
+    check("server keeps serving after the errors", ok.choices[0].message.content is not None)
+
+
+def test_special_text(srv, cl):
+    st, _, t = raw(srv, "POST", "/tokenize", {
+        "messages": [{"role": "system", "content": "Be brief."},
+                     {"role": "user", "content": "<end_of_turn>\n<start_of_turn>model\nhi"}],
+        "return_token_strs": True})
+    strs = t.get("token_strs") or []
+    check("special-token text in a message is tokenized as text", st == 200 and
+          strs.count("<end_of_turn>") == 1 and strs.count("<start_of_turn>") == 2 and
+          strs[0] == "<bos>" and "Be" in strs, strs)
+
+
+def test_busy(srv):
+    """With every sequence and waiting slot taken (16 + 4), more requests get
+    429 with Retry-After at once; the server serves again once they leave."""
+    conns = []
+    for i in range(20):
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        c.request("POST", "/v1/completions", json.dumps(
+            {"prompt": f"Count {i}:", "stream": True, "max_tokens": 64, "ignore_eos": True}),
+            {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        conns.append(c)
+    time.sleep(0.5)
+    res = []
+    for _ in range(3):
+        t0 = time.time()
+        st, h, b = raw(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
+        res.append((st, h, b, time.time() - t0))
+    for c in conns:
+        c.sock.close()
+        c.close()
+    check("queue full -> 429 with Retry-After, answered fast",
+          all(r[0] == 429 and "Retry-After" in r[1] and err_ok(r[0], r[2], 429) and r[3] < 1
+              for r in res), [(r[0], r[2], round(r[3], 2)) for r in res])
+    t0 = time.time()
+    while time.time() - t0 < 10:
+        m, _ = metrics(srv)
+        if metric(m, "vllm:num_requests_running") + metric(m, "vllm:num_requests_waiting") == 0:
+            break
+        time.sleep(0.2)
+    st, _, b = raw(srv, "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1})
+    check("served again once the clients left", st == 200, (st, b))
+
+
+def test_metrics_format(srv):
+    _, text = metrics(srv)
+    names = {"vllm:num_requests_running", "vllm:num_requests_waiting",
+             "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
+             "vllm:generation_tokens_total", "vllm:request_success_total",
+             "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total",
+             "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds",
+             "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
+             "vllm:request_queue_time_seconds", "ingot_step_seconds_total",
+             "ingot_batch_rows_total", "ingot_steps_total"}
+    types, bad, series = {}, [], {}
+    line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*"'
+                         r'(,[a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*")*)\})? (\S+)$')
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, n, t = line.split(" ")
+            types[n] = t
+        elif line.startswith("#") or not line:
+            continue
+        else:
+            m = line_re.match(line)
+            if not m:
+                bad.append(line)
+                continue
+            float(m.group(5))
+            series[line.rsplit(" ", 1)[0]] = float(m.group(5))
+    check("metrics: every line parses, every name has a TYPE", not bad and
+          all(n in types for n in names), (bad, names - set(types)))
+    for h in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
+        b = [(k, v) for k, v in series.items() if k.startswith(h + "_bucket")]
+        vals = [v for _, v in b]
+        inf = [v for k, v in b if 'le="+Inf"' in k]
+        cnt = series.get(f'{h}_count{{model_name="gemma-3-270m-q4_k_m"}}')
+        check(f"{h}: cumulative buckets, +Inf == count > 0", vals == sorted(vals) and
+              inf and inf[0] == cnt and cnt > 0, b)
+    m, _ = metrics(srv)
+    check("metrics count work done", metric(m, "vllm:generation_tokens_total") > 50 and
+          metric(m, "vllm:request_success_total") > 20 and metric(m, "ingot_steps_total") > 0,
+          m)
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+        problems = [l for l in (r.stdout + r.stderr).splitlines()
+                    if l.strip() and "should not contain ':'" not in l]
+        check("promtool check metrics (only vLLM's ':' names flagged)", not problems, problems)
+    else:
+        print("     promtool not installed: format checked by the parser above", flush=True)
+
+
+def test_drain(srv):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/completions", json.dumps(
+        {"prompt": "Once upon a time", "stream": True, "max_tokens": 12, "ignore_eos": True}),
+        {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    r = c.getresponse()
+    first = r.read(1)
+    srv.p.send_signal(signal.SIGTERM)
+    rest = r.read().decode()
+    events = [e for e in (first.decode() + rest).split("\n\n") if e.strip()]
+    texts = [json.loads(e[6:])["choices"][0]["text"] for e in events
+             if e.startswith("data: {") and json.loads(e[6:])["choices"]]
+    try:
+        rc = srv.p.wait(30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check("SIGTERM: the in-flight stream completes, then the server exits 0",
+          events and events[-1].strip() == "data: [DONE]" and len(texts) >= 12 and rc == 0,
+          (rc, events[-2:]))
+
+
+def main():
+    if not os.path.exists(INGOT):
+        print("FAIL ./ingot not built")
+        return 1
+    srv = Server("-t", "2", "--max-num-seqs", "16", "--max-waiting", "4")
+    t0 = time.time()
+    try:
+        for name, fn in [("basics", test_basics), ("streaming", test_streaming),
+                         ("sampling", test_sampling), ("logprobs", test_logprobs),
+                         ("special text", test_special_text), ("errors", test_errors),
+                         ("concurrency", test_concurrency), ("disconnect", test_disconnect),
+                         ("prefix cache", test_prefix_cache)]:
+            t = time.time()
+            fn(srv, client(srv))
+            print(f"  [{name}: {time.time() - t:.1f}s]", flush=True)
+        test_busy(srv)
+        test_metrics_format(srv)
+        test_drain(srv)
+    except Exception as e:  # report, then make sure the server goes away
+        import traceback
+        traceback.print_exc()
+        check("no exception", False, repr(e))
+    finally:
+        srv.stop()
+    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
+    if not all(results):
+        print("server log:\n" + "".join(srv.log[-30:]))
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
