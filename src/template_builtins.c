@@ -525,6 +525,19 @@ static int cycler_method(struct tpl_run *R, struct tcycler *c, int id, struct tv
 	return 0;
 }
 
+/* The str methods whose result markupsafe makes a Markup again. */
+static int keeps_markup(int id)
+{
+	switch (id) {
+	case M_STRIP: case M_LSTRIP: case M_RSTRIP: case M_UPPER: case M_LOWER: case M_TITLE:
+	case M_CAPITALIZE: case M_SWAPCASE: case M_REPLACE: case M_CENTER: case M_LJUST:
+	case M_RJUST: case M_ZFILL: case M_REMOVEPREFIX: case M_REMOVESUFFIX:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 int tpl_method_call(struct tpl_run *R, struct tmethod *m, struct tpl_args *a, struct tv *out)
 {
 	struct tv self = m->self;
@@ -533,11 +546,16 @@ int tpl_method_call(struct tpl_run *R, struct tmethod *m, struct tpl_args *a, st
 				m->name, tv_type_name(self));
 	switch (self.kind) {
 	case TV_STR: {
-		/* markupsafe: these keep a Markup a Markup */
-		int keep = tv_is_safe(self) && m->id != M_SPLIT && m->id != M_RSPLIT &&
-			   m->id != M_SPLITLINES && m->id != M_JOIN && m->id != M_FORMAT &&
-			   m->id != M_PARTITION && m->id != M_RPARTITION;
-		return str_method(R, self.s, m->id, a, out) || tpl_keep_safe(R, keep, out) ? -1 : 0;
+		/* markupsafe: methods of a Markup return Markup (pieces too) */
+		int safe = tv_is_safe(self), pieces = m->id == M_SPLIT || m->id == M_RSPLIT ||
+			m->id == M_SPLITLINES || m->id == M_PARTITION || m->id == M_RPARTITION;
+		if (str_method(R, self.s, m->id, a, out) || tpl_keep_safe(R, safe && keeps_markup(m->id), out))
+			return -1;
+		if (safe && pieces && out->kind == TV_LIST)
+			for (size_t i = 0; i < out->l->n; i++)
+				if (tpl_keep_safe(R, 1, &out->l->v[i]))
+					return -1;
+		return 0;
 	}
 	case TV_DICT: return dict_method(R, self.d, m->id, a, out);
 	case TV_LIST: return list_method(R, self.l, m->id, a, out);

@@ -424,8 +424,41 @@ static int seq_concat(struct tpl_run *R, struct tv a, struct tv b, struct tv *ou
 	return 0;
 }
 
+/* Markup % args: string arguments are escaped first (markupsafe). */
+static int markup_percent(struct tpl_run *R, struct tv fmt, struct tv args, struct tv *out)
+{
+	struct tv esc = tv_undef(NULL);
+	int rc = 0;
+	if (args.kind == TV_STR) {
+		rc = tpl_html_escape(R, args, 0, &esc);
+	} else if (args.kind == TV_LIST && (args.l->h.flags & TL_TUPLE)) {
+		struct tlist *t;
+		if (!(rc = tpl_list_new(R, args.l->n, &t))) {
+			t->h.flags |= TL_TUPLE;
+			esc = tv_list_v(t);
+			for (size_t i = 0; i < args.l->n && !rc; i++) {
+				struct tv e = args.l->v[i];
+				if (e.kind == TV_STR)
+					rc = tpl_html_escape(R, args.l->v[i], 0, &e);
+				else
+					tv_retain(e);
+				rc = rc ? rc : tpl_list_push(R, t, e);
+			}
+		}
+	} else {
+		tv_retain(args);
+		esc = args;
+	}
+	if (!rc)
+		rc = tpl_str_percent(R, fmt.s, esc, out) || tpl_keep_safe(R, 1, out);
+	tv_release(esc);
+	return rc ? -1 : 0;
+}
+
 int tpl_binop(struct tpl_run *R, int op, struct tv a, struct tv b, struct tv *out)
 {
+	if (op == OP_MOD && a.kind == TV_STR) /* str % x runs before x can object */
+		return tv_is_safe(a) ? markup_percent(R, a, b, out) : tpl_str_percent(R, a.s, b, out);
 	if (a.kind == TV_UNDEF || b.kind == TV_UNDEF)
 		return tpl_fail_undef(R, a.kind == TV_UNDEF ? a : b);
 	if (tv_is_num(a) && tv_is_num(b)) {
@@ -886,13 +919,12 @@ static int eval_node(struct tpl_run *R, const struct tnode *n, struct tv *out)
 int tpl_eval(struct tpl_run *R, const struct tnode *n, struct tv *out)
 {
 	*out = tv_undef(NULL);
-	if (R->depth >= R->max_depth)
-		return tpl_fail(R, ING_ERR_RANGE, "evaluation nested more than %d deep", R->max_depth);
+	if (tpl_enter(R))
+		return -1;
 	const struct tnode *saved = R->at;
-	R->depth++;
 	R->at = n;
 	int rc = eval_node(R, n, out);
 	R->at = saved;
-	R->depth--;
+	tpl_leave(R);
 	return rc;
 }

@@ -8,6 +8,7 @@
  * open a scope; a macro runs in a scope under the one it was defined in,
  * so it sees later top-level assignments. Macro and caller bodies render
  * into their own buffer and return it as a string. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,38 @@ int tpl_fail_raw(struct tpl_run *R, int code, const char *msg, size_t n)
 int tpl_fail_nomem(struct tpl_run *R)
 {
 	return tpl_fail(R, ING_ERR_NOMEM, "out of memory");
+}
+
+int tpl_enter(struct tpl_run *R)
+{
+	char here;
+	size_t used = R->stack_base > &here ? (size_t)(R->stack_base - &here)
+					   : (size_t)(&here - R->stack_base);
+	if (R->depth >= R->max_depth)
+		return tpl_fail(R, ING_ERR_RANGE, "evaluation nested more than %d deep", R->max_depth);
+	if (used > R->stack_budget)
+		return tpl_fail(R, ING_ERR_RANGE, "evaluation nested too deeply for this thread's stack "
+				"(%zu bytes used)", used);
+	R->depth++;
+	return 0;
+}
+
+/* Bytes of stack below the caller that a render may use: three quarters
+ * of what is left of this thread's stack, less a margin for the C library
+ * and sanitizers. Threads with tiny stacks get a tiny budget, not a crash. */
+static size_t stack_budget(const char *base)
+{
+	pthread_attr_t a;
+	void *lo = NULL;
+	size_t size = 0, room = (size_t)1 << 20;
+	if (!pthread_getattr_np(pthread_self(), &a)) {
+		if (!pthread_attr_getstack(&a, &lo, &size) && lo && base > (const char *)lo &&
+		    base < (const char *)lo + size)
+			room = (size_t)(base - (const char *)lo);
+		pthread_attr_destroy(&a);
+	}
+	size_t margin = 64 << 10;
+	return room > margin ? (room - margin) / 4 * 3 : 0;
 }
 
 int tpl_step(struct tpl_run *R)
@@ -568,9 +601,8 @@ static int exec_stmt(struct tpl_run *R, const struct tnode *n)
 
 int tpl_exec_body(struct tpl_run *R, struct tnode **kids, int n)
 {
-	if (R->depth >= R->max_depth)
-		return tpl_fail(R, ING_ERR_RANGE, "evaluation nested more than %d deep", R->max_depth);
-	R->depth++;
+	if (tpl_enter(R))
+		return -1;
 	const struct tnode *saved = R->at;
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
@@ -578,7 +610,7 @@ int tpl_exec_body(struct tpl_run *R, struct tnode **kids, int n)
 		rc = exec_stmt(R, kids[i]);
 	}
 	R->at = saved;
-	R->depth--;
+	tpl_leave(R);
 	return rc;
 }
 
@@ -594,6 +626,9 @@ static void run_init(struct tpl_run *R, const struct template *t, const struct t
 	R->max_bytes = o && o->max_bytes ? o->max_bytes : DEFAULT_MAX_BYTES;
 	R->max_steps = o && o->max_steps > 0 ? o->max_steps : DEFAULT_MAX_STEPS;
 	R->max_depth = o && o->max_depth > 0 ? o->max_depth : DEFAULT_MAX_DEPTH;
+	char here;
+	R->stack_base = &here;
+	R->stack_budget = stack_budget(&here);
 }
 
 /* Empties every namespace (they alone can hold cycles), then drops them. */

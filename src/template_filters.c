@@ -221,6 +221,10 @@ static int indent_lines(struct tpl_run *R, struct tlist *lines, struct tstr *ind
 
 static int f_indent(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
+	if (in.kind == TV_UNDEF) /* jinja2: these use the value itself */
+		return tpl_fail_undef(R, in);
+	if (in.kind != TV_STR) /* jinja2 appends "\n" to the value itself */
+		return tpl_fail(R, ING_ERR_FORMAT, "indent: expected a string, got %s", tv_type_name(in));
 	static const char *const names[] = { "width", "first", "blank" };
 	struct tv slot[3], s, ind;
 	int64_t w = 4;
@@ -303,6 +307,16 @@ static int f_truncate(struct tpl_run *R, struct tv in, struct tpl_args *a, struc
 	if (BIND("truncate", names, 0, slot) || tpl_arg_int(R, "truncate", slot[0], 255, &length) ||
 	    tpl_arg_int(R, "truncate", slot[3], 5, &leeway))
 		return -1;
+	if (in.kind != TV_STR) { /* jinja2 measures the value itself */
+		int64_t n = in.kind == TV_UNDEF ? 0 : tv_is_seq(in) ? (int64_t)in.l->n
+			: in.kind == TV_DICT ? (int64_t)in.d->n : -1;
+		if (n < 0 || n > length + leeway)
+			return tpl_fail(R, ING_ERR_FORMAT, "truncate: object of type '%s' cannot be truncated",
+					tv_type_name(in));
+		tv_retain(in);
+		*out = in;
+		return 0;
+	}
 	if (slot[2].kind == TV_UNDEF) {
 		if (tpl_str_v(R, "...", 3, &end))
 			return -1;
@@ -403,6 +417,8 @@ static int f_format(struct tpl_run *R, struct tv in, struct tpl_args *a, struct 
 
 static int f_int(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
+	if (in.kind == TV_UNDEF) /* jinja2: these use the value itself */
+		return tpl_fail_undef(R, in);
 	static const char *const names[] = { "default", "base" };
 	struct tv slot[2];
 	int64_t def, base;
@@ -443,6 +459,8 @@ static int f_int(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv 
 
 static int f_float(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
+	if (in.kind == TV_UNDEF) /* jinja2: these use the value itself */
+		return tpl_fail_undef(R, in);
 	static const char *const names[] = { "default" };
 	struct tv slot[1];
 	if (BIND("float", names, 0, slot))
@@ -482,6 +500,8 @@ static int f_abs(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv 
 
 static int f_round(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
+	if (in.kind == TV_UNDEF) /* jinja2: these use the value itself */
+		return tpl_fail_undef(R, in);
 	static const char *const names[] = { "precision", "method" };
 	struct tv slot[2];
 	int64_t prec;
@@ -670,7 +690,9 @@ static int item_key(struct tpl_run *R, struct tv item, struct tstr *attr, int mu
 	return 0;
 }
 
-/* Stable merge sort of idx[0..n) by keys; reverse keeps stability. */
+/* Stable merge sort of idx[0..n) by keys; reverse keeps stability. Equal
+ * keys are never ordered with <, as jinja2's sort compares key lists
+ * (so a list of Undefined keys sorts). */
 static int sort_idx(struct tpl_run *R, struct tv *keys, size_t *idx, size_t n, int reverse)
 {
 	size_t *tmp = ing_malloc_array(n ? n : 1, sizeof *tmp);
@@ -683,7 +705,8 @@ static int sort_idx(struct tpl_run *R, struct tv *keys, size_t *idx, size_t n, i
 			size_t i = lo, j = mid, k = lo;
 			while (i < mid && j < hi && !rc) {
 				int c = 0;
-				rc = tpl_compare(R, keys[idx[j]], keys[idx[i]], "<", &c);
+				if (!tv_eq(keys[idx[j]], keys[idx[i]]))
+					rc = tpl_compare(R, keys[idx[j]], keys[idx[i]], "<", &c);
 				if (reverse)
 					c = -c;
 				tmp[k++] = c < 0 ? idx[j++] : idx[i++];
@@ -1058,6 +1081,8 @@ static int f_default(struct tpl_run *R, struct tv in, struct tpl_args *a, struct
 
 static int f_attr(struct tpl_run *R, struct tv in, struct tpl_args *a, struct tv *out)
 {
+	if (in.kind == TV_UNDEF) /* jinja2: these use the value itself */
+		return tpl_fail_undef(R, in);
 	static const char *const names[] = { "name" };
 	struct tv slot[1], s;
 	if (BIND("attr", names, 1, slot) || with_str(R, slot[0], &s))

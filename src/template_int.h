@@ -456,6 +456,8 @@ struct tpl_run {
 	const struct tnode *at;   /* node being evaluated, for messages */
 	struct tlist *namespaces; /* every namespace made: emptied at the end */
 	int depth, max_depth;
+	const char *stack_base; /* stack position when the render started */
+	size_t stack_budget;    /* bytes of C stack the render may use */
 	long steps, max_steps;
 	size_t max_output;
 	uint64_t bytes, max_bytes;
@@ -474,6 +476,10 @@ int tpl_fail_raw(struct tpl_run *R, int code, const char *msg, size_t n);
 void *tpl_obj_new(struct tpl_run *R, size_t size, int type);
 /* The UndefinedError for using undefined value v. */
 int tpl_fail_undef(struct tpl_run *R, struct tv v);
+/* Enters one level of evaluation: fails past max_depth or when the C
+ * stack of this thread runs low (tpl_leave undoes it). */
+int tpl_enter(struct tpl_run *R);
+static inline void tpl_leave(struct tpl_run *R) { R->depth--; }
 /* Counts one loop step / macro call against the budget. */
 int tpl_step(struct tpl_run *R);
 /* Charges n bytes of new strings against the budget. */

@@ -869,7 +869,11 @@ int tpl_str_percent(struct tpl_run *R, struct tstr *fmt, struct tv args, struct 
 		}
 		rc = percent_one(R, &b, type, flags, width, prec, v);
 	}
-	if (!rc && !used_map && next < nvals && !(nvals == 1 && args.kind == TV_DICT))
+	/* CPython: a mapping-like right operand (dict or list, not a tuple)
+	 * never leaves arguments "not converted". */
+	int mapping = args.kind == TV_DICT || args.kind == TV_UNDEF ||
+		      (args.kind == TV_LIST && !(args.l->h.flags & TL_TUPLE));
+	if (!rc && !used_map && next < nvals && !mapping)
 		rc = tpl_fail(R, ING_ERR_FORMAT, "not all arguments converted during string formatting");
 	if (!rc)
 		rc = tpl_buf_take(R, &b, out);

@@ -130,21 +130,21 @@ static int t_sameas(struct tpl_run *R, struct tv v, struct tpl_args *a, int *out
 	return 0;
 }
 
+/* jinja2 tests str(value).islower() / .isupper(). */
 static int case_test(struct tpl_run *R, struct tv v, struct tpl_args *a, int *out, int upper)
 {
-	if (no_args(R, upper ? "upper" : "lower", a))
+	struct tv s;
+	if (no_args(R, upper ? "upper" : "lower", a) || tpl_to_str(R, v, &s))
 		return -1;
-	*out = 0;
-	if (v.kind != TV_STR)
-		return 0;
 	int cased = 0, ok = 1;
-	for (size_t i = 0; i < v.s->len && ok;) {
-		uint32_t cp = utf8_next(v.s->s, v.s->len, &i);
+	for (size_t i = 0; i < s.s->len && ok;) {
+		uint32_t cp = utf8_next(s.s->s, s.s->len, &i);
 		if (cp_upper(cp) != cp || cp_lower(cp) != cp) {
 			cased = 1;
 			ok = upper ? cp_upper(cp) == cp : cp_lower(cp) == cp;
 		}
 	}
+	tv_release(s);
 	*out = cased && ok;
 	return 0;
 }

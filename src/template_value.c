@@ -825,6 +825,8 @@ int tpl_value_repr(struct tpl_run *R, struct tbuf *b, struct tv v, int depth)
 	if (depth > TPL_VALUE_DEPTH_MAX)
 		return tpl_fail(R, ING_ERR_RANGE, "values nested more than %d deep",
 				TPL_VALUE_DEPTH_MAX);
+	if (tv_is_safe(v))
+		return tpl_buf_put(R, b, "Markup(", 7) || str_repr(R, b, v.s) || tpl_buf_putc(R, b, ')');
 	if (v.kind == TV_STR)
 		return str_repr(R, b, v.s);
 	if (v.kind == TV_UNDEF)

@@ -426,6 +426,14 @@ static const struct golden {
 	  "{{ strftime_now('%d %b %Y') }} {{ strftime_now('%Y-%m-%d %H:%M:%S %A %j') }}",
 	  "{}",
 	  "26 Jul 2026 2026-07-26 09:30:00 Sunday 207" },
+	{ "fuzz_found",
+	  "{{ 'a' % u }}|{{ '%s' % [1] }}|{{ [('x'|safe), 1] }}|{{ [1, 2] is lower }}|{{ [3, 1]|sort(attribute='age') }}|{{ 'ab'|e|capitalize + '<' }}",
+	  "{}",
+	  "a|[1]|[Markup('x'), 1]|False|[3, 1]|Ab&lt;" },
+	{ "markup_methods",
+	  "{{ ('<a>'|safe).upper() + '&' }}|{{ ('x'|safe).split('x') }}|{{ ('%s'|safe) % '<' }}",
+	  "{}",
+	  "<A>&amp;|[Markup(''), Markup('')]|&lt;" },
 	{ "json_numbers",
 	  "{{ a }} {{ b }} {{ c }} {{ d }} {{ e|tojson }} {{ a is float }} {{ b is integer }}",
 	  "{\"a\": 1.0, \"b\": 1, \"c\": 1e2, \"d\": 12345678901234567, \"e\": [1.5, -0.0, 2]}",
@@ -496,6 +504,10 @@ static void test_errors(void)
 	expect_error("{{ 9223372036854775807 + 1 }}", "{}", ING_ERR_RANGE, "64-bit");
 	expect_error("{{ none() }}", "{}", ING_ERR_FORMAT, "'NoneType' object is not callable");
 	expect_error("{% for x in 5 %}{% endfor %}", "{}", ING_ERR_FORMAT, "'int' object is not iterable");
+	expect_error("{{ u|int }}", "{}", ING_ERR_FORMAT, "'u' is undefined");
+	expect_error("{{ u|indent }}", "{}", ING_ERR_FORMAT, "'u' is undefined");
+	expect_error("{{ [1]|indent }}", "{}", ING_ERR_FORMAT, "expected a string");
+	expect_error("{{ 5|truncate(3) }}", "{}", ING_ERR_FORMAT, "cannot be truncated");
 	/* raise_exception: exactly its message, ING_ERR_INVALID */
 	char *out;
 	ing_err err = { 0 };
@@ -731,6 +743,31 @@ static void test_threads(void)
 	ing_free(want);
 }
 
+/* A render on a thread with a small stack fails cleanly when a template
+ * recurses, instead of overflowing the stack. */
+static void *deep_thread(void *p)
+{
+	ing_err *err = p;
+	char *out = NULL;
+	render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}", &out, err);
+	ing_free(out);
+	return NULL;
+}
+
+static void test_small_stack(void)
+{
+	pthread_attr_t a;
+	pthread_t th;
+	ing_err err = { 0 };
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 160 << 10);
+	CHECK(pthread_create(&th, &a, deep_thread, &err) == 0, "pthread_create");
+	pthread_join(th, NULL);
+	pthread_attr_destroy(&a);
+	CHECK(err.code == ING_ERR_RANGE && strstr(err.msg, "nested"), "small stack: %d %s", err.code,
+	      err.msg);
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -746,6 +783,7 @@ int main(void)
 	test_clock();
 	test_fault_injection();
 	test_threads();
+	test_small_stack();
 	CHECK(ing_mem_live() == live, "leaked %zu bytes", ing_mem_live() - live);
 	return check_summary("test_template");
 }
