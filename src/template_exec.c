@@ -192,12 +192,24 @@ static int assign(struct tpl_run *R, const struct tnode *t, struct tv v)
 	return rc;
 }
 
-/* Runs kids with output going to a fresh buffer, returned as a string. */
-static int capture(struct tpl_run *R, struct tnode **kids, int n, struct tv *out)
+/* Runs kids in a scope of their own (what they set stays inside). */
+static int exec_scoped(struct tpl_run *R, struct tnode **kids, int n)
+{
+	struct tscope *saved;
+	if (tpl_scope_push(R, R->scope, &saved))
+		return -1;
+	int rc = tpl_exec_body(R, kids, n);
+	tpl_scope_pop(R, saved);
+	return rc;
+}
+
+/* Runs kids with output going to a fresh buffer, returned as a string.
+ * scoped: in a scope of their own ({% set %} and {% filter %} blocks). */
+static int capture(struct tpl_run *R, struct tnode **kids, int n, int scoped, struct tv *out)
 {
 	struct tbuf saved = R->out;
 	R->out = (struct tbuf){ 0 };
-	int rc = tpl_exec_body(R, kids, n);
+	int rc = scoped ? exec_scoped(R, kids, n) : tpl_exec_body(R, kids, n);
 	struct tbuf got = R->out;
 	R->out = saved;
 	if (!rc)
@@ -456,7 +468,7 @@ int tpl_macro_call(struct tpl_run *R, struct tmacro *m, struct tpl_args *a, stru
 	R->at = d;
 	rc = bind_params(R, d, who, a, varargs, kwargs);
 	if (!rc)
-		rc = capture(R, d->kids, d->nkids, out);
+		rc = capture(R, d->kids, d->nkids, 0, out);
 	R->at = at;
 out:
 	if (varargs)
@@ -505,7 +517,7 @@ static int exec_if(struct tpl_run *R, const struct tnode *n)
 static int exec_set_block(struct tpl_run *R, const struct tnode *n)
 {
 	struct tv body, v;
-	int rc = capture(R, n->kids, n->nkids, &body);
+	int rc = capture(R, n->kids, n->nkids, 1, &body);
 	if (rc)
 		return rc;
 	if (n->c) {
@@ -525,7 +537,7 @@ static int exec_set_block(struct tpl_run *R, const struct tnode *n)
 static int exec_filter_block(struct tpl_run *R, const struct tnode *n)
 {
 	struct tv body, v;
-	int rc = capture(R, n->kids, n->nkids, &body);
+	int rc = capture(R, n->kids, n->nkids, 1, &body);
 	if (rc)
 		return rc;
 	rc = tpl_eval_filter_chain(R, n->c, body, &v);
@@ -593,7 +605,8 @@ static int exec_stmt(struct tpl_run *R, const struct tnode *n)
 	case S_WITH: return exec_with(R, n);
 	case S_BREAK: return TPL_BREAK;
 	case S_CONTINUE: return TPL_CONTINUE;
-	case S_BLOCK: case S_BODY: return tpl_exec_body(R, n->kids, n->nkids);
+	case S_BLOCK: return exec_scoped(R, n->kids, n->nkids);
+	case S_BODY: return tpl_exec_body(R, n->kids, n->nkids);
 	default:
 		return tpl_fail(R, ING_ERR_FORMAT, "internal error: not a statement");
 	}

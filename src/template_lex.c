@@ -470,7 +470,7 @@ static size_t match_raw(const struct lexer *L, size_t pos, const char *word, cha
 static int lex_raw(struct lexer *L, size_t open, size_t len, char sc)
 {
 	L->pos = open + len;
-	after_tag(L, sc, 1);
+	after_tag(L, sc, 0); /* jinja2 keeps the newline after {% raw %} */
 	for (size_t i = L->pos;; i++) {
 		i = find_open(L, i);
 		if (i >= L->n)
@@ -513,8 +513,10 @@ static int lex_root(struct lexer *L)
 		char kind = L->s[open + 1];
 		char sign = open + 2 < L->n && (L->s[open + 2] == '-' || L->s[open + 2] == '+')
 			? L->s[open + 2] : 0;
-		char so, sc;
+		char so = 0, sc = 0;
 		size_t rl = kind == '%' ? match_raw(L, open, "raw", &so, &sc) : 0;
+		if (sc == '+') /* jinja2 has no {% raw +%}: an unknown tag then */
+			rl = 0;
 		if (emit_data(L, L->pos, open, sign, kind != '{'))
 			return -1;
 		L->line_starting = 0;

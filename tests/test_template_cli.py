@@ -217,6 +217,12 @@ DIFF_CASES = [
     ("{{ 1 / 0 }}", {}),
     ("{{ xs[1:2] }}{{ xs['a'] }}|{{ d[none] }}", {"xs": [1, 2], "d": {}}),
     ("{% generation %}gen{% endgeneration %}{% block b %}blk{% endblock %}", {}),
+    # scoping of block bodies and raw edge cases (found by a statement fuzzer)
+    ("{% filter upper %}{% set x = 1 %}{% endfilter %}[{{ x }}]{% set y %}{% set z = 1 %}{% endset %}[{{ z }}]"
+     "{% set x = 5 %}{% set y %}{{ x }}{% set x = 1 %}{{ x }}{% endset %}[{{ x }}{{ y }}]", {}),
+    ("{% raw %}\nx{% endraw %}\ny|  {% raw %}x  {% endraw %}\ny|{% raw %}x{% endraw +%}\ny", {}),
+    ("{% raw +%}x{% endraw %}", {}),
+    ("{{ 'a' % u }}|{{ '%s' % [1] }}|{{ [('x'|safe), 1] }}|{{ [1, 2] is lower }}|{{ ('%s'|safe) % '<' }}", {}),
 ]
 
 
