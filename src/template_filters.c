@@ -1070,9 +1070,7 @@ static int f_default(struct tpl_run *R, struct tv in, struct tpl_args *a, struct
 		*out = in;
 		return 0;
 	}
-	if (slot[0].kind == TV_UNDEF && a->npos == 0 && !a->nkw)
-		return tpl_str_v(R, "", 0, out);
-	if (slot[0].kind == TV_UNDEF)
+	if (!a->npos && !a->nkw) /* default_value defaults to "" */
 		return tpl_str_v(R, "", 0, out);
 	tv_retain(slot[0]);
 	*out = slot[0];

@@ -18,33 +18,34 @@ static int no_args(struct tpl_run *R, const char *who, struct tpl_args *a)
 	return 0;
 }
 
-#define SIMPLE_TEST(fname, expr)                                                        \
-	static int fname(struct tpl_run *R, struct tv v, struct tpl_args *a, int *out)  \
+/* A test without arguments: t_NAME returns expr. */
+#define SIMPLE_TEST(name, expr)                                                         \
+	static int t_##name(struct tpl_run *R, struct tv v, struct tpl_args *a, int *out) \
 	{                                                                               \
-		if (no_args(R, #fname + 2, a))                                          \
+		if (no_args(R, #name, a))                                               \
 			return -1;                                                      \
 		*out = (expr);                                                          \
 		return 0;                                                               \
 	}
 
-SIMPLE_TEST(t_defined, v.kind != TV_UNDEF)
-SIMPLE_TEST(t_undefined, v.kind == TV_UNDEF)
-SIMPLE_TEST(t_none, v.kind == TV_NONE)
-SIMPLE_TEST(t_boolean, v.kind == TV_BOOL)
-SIMPLE_TEST(t_true, v.kind == TV_BOOL && v.i)
-SIMPLE_TEST(t_false, v.kind == TV_BOOL && !v.i)
-SIMPLE_TEST(t_integer, v.kind == TV_INT)
-SIMPLE_TEST(t_float, v.kind == TV_FLOAT)
-SIMPLE_TEST(t_number, tv_is_num(v))
-SIMPLE_TEST(t_string, v.kind == TV_STR)
-SIMPLE_TEST(t_mapping, v.kind == TV_DICT)
-SIMPLE_TEST(t_iterable, v.kind == TV_UNDEF || v.kind == TV_STR || v.kind == TV_LIST ||
+SIMPLE_TEST(defined, v.kind != TV_UNDEF)
+SIMPLE_TEST(undefined, v.kind == TV_UNDEF)
+SIMPLE_TEST(none, v.kind == TV_NONE)
+SIMPLE_TEST(boolean, v.kind == TV_BOOL)
+SIMPLE_TEST(true, v.kind == TV_BOOL && v.i)
+SIMPLE_TEST(false, v.kind == TV_BOOL && !v.i)
+SIMPLE_TEST(integer, v.kind == TV_INT)
+SIMPLE_TEST(float, v.kind == TV_FLOAT)
+SIMPLE_TEST(number, tv_is_num(v))
+SIMPLE_TEST(string, v.kind == TV_STR)
+SIMPLE_TEST(mapping, v.kind == TV_DICT)
+SIMPLE_TEST(iterable, v.kind == TV_UNDEF || v.kind == TV_STR || v.kind == TV_LIST ||
 			v.kind == TV_DICT)
-SIMPLE_TEST(t_sequence, v.kind == TV_UNDEF || v.kind == TV_STR || tv_is_seq(v) ||
+SIMPLE_TEST(sequence, v.kind == TV_UNDEF || v.kind == TV_STR || tv_is_seq(v) ||
 			v.kind == TV_DICT)
-SIMPLE_TEST(t_callable, v.kind == TV_UNDEF || v.kind == TV_MACRO || v.kind == TV_FUNC || v.kind == TV_METHOD ||
+SIMPLE_TEST(callable, v.kind == TV_UNDEF || v.kind == TV_MACRO || v.kind == TV_FUNC || v.kind == TV_METHOD ||
 			v.kind == TV_JOINER || v.kind == TV_LOOP)
-SIMPLE_TEST(t_escaped, 0)
+SIMPLE_TEST(escaped, 0)
 
 static int parity(struct tpl_run *R, struct tv v, struct tpl_args *a, int *out, int odd)
 {
