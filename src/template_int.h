@@ -3,8 +3,12 @@
  * Pipeline: template_lex.c turns the source into tokens (applying
  * trim_blocks / lstrip_blocks / {%- -%}), template_parse.c builds the syntax
  * tree (struct tnode, allocated in the template's arena and immutable after
- * parsing), template_exec.c and template_eval.c walk it with a per-render
- * state (struct tpl_run) over the value type below.
+ * parsing), template_exec.c (statements, scopes, render entry points) and
+ * template_eval.c (expressions) walk it with a per-render state (struct
+ * tpl_run) over the value type below. Around them: template_value.c (the
+ * values), template_str.c (Python string semantics), template_json.c (JSON
+ * in, tojson out), template_filters.c, template_tests.c ("is" tests) and
+ * template_builtins.c (globals, methods, loop object, clock).
  *
  * Values (struct tv) are small tagged unions passed by value. Strings,
  * lists, dicts, namespaces, macros, bound methods, loop objects and scopes
@@ -522,8 +526,8 @@ int tpl_scope_set(struct tpl_run *R, struct tscope *s, struct tstr *name, struct
 
 /* template_json.c */
 struct cJSON;
-/* *out = the value of a cJSON item; float_bits (may be NULL) marks, in
- * document order, which numbers were written as floats. */
+/* *out = the value of a cJSON item (integral numbers within 2^53 as ints),
+ * or of the JSON text (ints and floats as written, as Python reads them). */
 int tpl_from_cjson(struct tpl_run *R, const struct cJSON *j, struct tv *out);
 int tpl_from_json_text(struct tpl_run *R, const char *text, size_t len, struct tv *out);
 struct tojson_opts {
