@@ -46,6 +46,8 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 		quant_quantize_ref(act, x, dst, n);
 }
 
+#define MATMUL_TILE 32
+
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
 		     size_t xq_stride, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1)
 {
@@ -53,16 +55,21 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	const uint8_t *w = (const uint8_t *)W->data;
 	float s[QUANT_MULTI_MAX];
-	/* each weight row is unpacked once per QUANT_MULTI_MAX tokens; a
-	 * token's result does not depend on its group (quant.h contract) */
-	for (int64_t r = r0; r < r1; r++) {
-		const void *wr = w + (size_t)r * row_bytes;
-		for (int64_t t = 0; t < T; t += QUANT_MULTI_MAX) {
-			int cols = (int)(T - t < QUANT_MULTI_MAX ? T - t : QUANT_MULTI_MAX);
-			quant_dot_multi(k, W->type, n, s, wr, (const uint8_t *)xq + (size_t)t * xq_stride,
-					xq_stride, cols);
-			for (int c = 0; c < cols; c++)
-				y[(t + c) * y_stride + r] = s[c];
+	/* Tokens in tiles of MATMUL_TILE rows (their activations stay in L1
+	 * while the thread's weight rows stream from L2); within a tile each
+	 * weight row is unpacked once per QUANT_MULTI_MAX tokens. A token's
+	 * result does not depend on its group or tile (quant.h contract). */
+	for (int64_t t0 = 0; t0 < T; t0 += MATMUL_TILE) {
+		const int64_t t1 = T - t0 < MATMUL_TILE ? T : t0 + MATMUL_TILE;
+		for (int64_t r = r0; r < r1; r++) {
+			const void *wr = w + (size_t)r * row_bytes;
+			for (int64_t t = t0; t < t1; t += QUANT_MULTI_MAX) {
+				int cols = (int)(t1 - t < QUANT_MULTI_MAX ? t1 - t : QUANT_MULTI_MAX);
+				quant_dot_multi(k, W->type, n, s, wr,
+						(const uint8_t *)xq + (size_t)t * xq_stride, xq_stride, cols);
+				for (int c = 0; c < cols; c++)
+					y[(t + c) * y_stride + r] = s[c];
+			}
 		}
 	}
 }
