@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "mem.h"
 #include "metrics.h"
+#include "model.h"
 #include "server.h"
 #include "template.h"
 
@@ -353,7 +354,7 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name, stru
 	a->n_vocab = tokenizer_n_vocab(a->tk);
 	a->salt = salt_make();
 	pthread_mutex_init(&a->mu, NULL);
-	int rc = api_template_load(a, note ? note : &dummy, err);
+	int rc = api_template_load(a, engine_model(e)->gguf, note ? note : &dummy, err);
 	if (rc) {
 		api_free(a);
 		return rc;

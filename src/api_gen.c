@@ -372,6 +372,7 @@ static void sse_chunk(struct gen_call *k, const struct gen_choice *ch, cJSON *de
 		}
 		cJSON_AddItemToObject(c, "delta", delta);
 	} else {
+		cJSON_Delete(delta);
 		cJSON_AddItemToObject(c, "text", api_json_text(text, len));
 	}
 	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());

@@ -110,8 +110,11 @@ int api_prompt_chat(struct api *a, const cJSON *body, bool add_generation_prompt
 int api_prompt_completion(struct api *a, const cJSON *prompt, bool add_special,
 			  struct gen_request *r, struct api_error *e);
 
-/* Loads the chat template for a (model's or built-in). */
-int api_template_load(struct api *a, const char **note, ing_err *err);
+/* Loads a->tpl from g's tokenizer.chat_template or, without one, a
+ * built-in turn format chosen by a->tk's control tokens; sets bos_text and
+ * eos_text. *note gets a static description of the choice. */
+struct gguf;
+int api_template_load(struct api *a, const struct gguf *g, const char **note, ing_err *err);
 
 /* ---- generation (api_gen.c) ---- */
 

@@ -15,10 +15,11 @@
  * come out the same).
  *
  * Templates sometimes transform contents (Gemma's trims them). The real
- * rendering is made too; when substituting the contents back does not
- * reproduce it, substituting the trimmed contents is tried, and failing
- * both the raw contents are used (the prompt stays safe, if not exactly
- * the template's). Other user-controlled strings that reach the template
+ * rendering is made too and matched piece by piece against the
+ * placeholder one: each content is taken raw or trimmed, whichever
+ * reproduces the real rendering there. When no choice does (a template
+ * that inspects contents), the raw contents are used: the prompt stays
+ * safe, if not exactly the template's. Other user-controlled strings that reach the template
  * (tools, names, tool calls, chat_template_kwargs) are refused when they
  * contain control-token text.
  *
@@ -56,9 +57,8 @@ static const char chatml_template[] =
 	"{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] or '' }}<|im_end|>\n"
 	"{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-int api_template_load(struct api *a, const char **note, ing_err *err)
+int api_template_load(struct api *a, const struct gguf *g, const char **note, ing_err *err)
 {
-	const struct gguf *g = engine_model(a->e)->gguf;
 	struct gguf_str s;
 	const char *src;
 	size_t len;
@@ -250,6 +250,7 @@ static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct cha
 struct seg {
 	size_t off, len;  /* template text in the rendering, or ... */
 	int msg;          /* ... message content (msg >= 0) */
+	bool trim;        /* the content goes in trimmed */
 };
 
 static int segs_split(const struct chat *ch, const char *r, size_t n, struct seg **out, int *n_out)
@@ -268,7 +269,7 @@ static int segs_split(const struct chat *ch, const char *r, size_t n, struct seg
 		long idx = p ? strtol(p + ch->tag_len, &end, 10) : -1;
 		bool ok = p && end && idx >= 0 && idx < ch->n && !strncmp(end, "@@", 2);
 		size_t stop = ok ? (size_t)(p - r) : n;
-		s[k++] = (struct seg){ .off = pos, .len = stop - pos, .msg = -1 };
+		s[k++] = (struct seg){ .off = pos, .len = stop - pos, .msg = -1, .trim = false };
 		if (!ok) {
 			*out = s;
 			*n_out = (int)k;
@@ -293,20 +294,58 @@ static void trimmed(const struct sbuf *c, const char **p, size_t *n)
 	*n = b - a;
 }
 
-/* The rendering with contents substituted back (trimmed or not). */
-static int subst_build(const struct chat *ch, const char *r, const struct seg *s, int n,
-		       bool trim, struct sbuf *out)
+/* The text segment s stands for: template text, or a content (trimmed
+ * when s->trim). */
+static void seg_text(const struct chat *ch, const char *r, const struct seg *s, const char **p,
+		     size_t *n)
 {
-	for (int i = 0; i < n; i++) {
-		const char *p = r + s[i].off;
-		size_t len = s[i].len;
-		if (s[i].msg >= 0 && trim)
-			trimmed(&ch->content[s[i].msg], &p, &len);
-		else if (s[i].msg >= 0)
-			p = ch->content[s[i].msg].p, len = ch->content[s[i].msg].len;
-		sbuf_put(out, p ? p : "", len);
+	if (s->msg < 0) {
+		*p = r + s->off;
+		*n = s->len;
+	} else if (s->trim) {
+		trimmed(&ch->content[s->msg], p, n);
+	} else {
+		*p = ch->content[s->msg].p ? ch->content[s->msg].p : "";
+		*n = ch->content[s->msg].len;
 	}
-	return out->oom ? -1 : 0;
+}
+
+static bool seg_matches(const struct chat *ch, const char *r, const struct seg *s,
+			const char *real, size_t real_len, size_t pos)
+{
+	const char *p;
+	size_t n;
+	seg_text(ch, r, s, &p, &n);
+	return pos + n <= real_len && !memcmp(real + pos, p, n);
+}
+
+/* Chooses raw or trimmed for every content so that the substituted
+ * placeholder rendering equals the real one; false when impossible (then
+ * every content is left raw). */
+static bool subst_choose(const struct chat *ch, const char *r, struct seg *s, int n,
+			 const char *real, size_t real_len)
+{
+	size_t pos = 0;
+	bool ok = true;
+	for (int i = 0; i < n && ok; i++) {
+		ok = false;
+		for (int t = 0; t < (s[i].msg >= 0 ? 2 : 1) && !ok; t++) {
+			s[i].trim = t == 1;
+			const char *p;
+			size_t len;
+			seg_text(ch, r, &s[i], &p, &len);
+			ok = seg_matches(ch, r, &s[i], real, real_len, pos) &&
+			     (i + 1 == n || s[i + 1].msg >= 0 ||
+			      seg_matches(ch, r, &s[i + 1], real, real_len, pos + len));
+			if (ok)
+				pos += len;
+		}
+	}
+	if (ok && pos == real_len)
+		return true;
+	for (int i = 0; i < n; i++)
+		s[i].trim = false;
+	return false;
 }
 
 /* ---- tokenizing with control tokens only from template text ---- */
@@ -360,16 +399,17 @@ static int encode_text(const struct api *a, const char *s, size_t n, struct toke
 }
 
 static int tokenize_final(const struct api *a, const struct chat *ch, const char *r,
-			  const struct seg *s, int n, bool trim, struct token_ids *out,
-			  struct api_error *e)
+			  const struct seg *s, int n, struct token_ids *out, struct api_error *e)
 {
 	struct sbuf text = { 0 };
 	struct span *sp = NULL;
 	size_t ns = 0, cap = 0;
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
-		size_t base = text.len;
-		if (subst_build(ch, r, &s[i], 1, trim, &text))
+		size_t base = text.len, len;
+		const char *p;
+		seg_text(ch, r, &s[i], &p, &len);
+		if (sbuf_put(&text, p, len))
 			rc = api_fail(e, 500, NULL, NULL, "out of memory");
 		else if (s[i].msg < 0)
 			rc = spans_find(a, r + s[i].off, s[i].len, base, &sp, &ns, &cap, e);
@@ -400,18 +440,6 @@ static int render(const struct api *a, const cJSON *ctx, char **out, size_t *len
 	return 0;
 }
 
-/* Whether substituting (trimmed) contents into the placeholder rendering
- * gives exactly the real rendering. */
-static bool subst_matches(const struct chat *ch, const char *r, const struct seg *s, int n,
-			  bool trim, const char *real, size_t real_len)
-{
-	struct sbuf b = { 0 };
-	bool eq = !subst_build(ch, r, s, n, trim, &b) && b.len == real_len &&
-		  !memcmp(b.p, real, real_len);
-	sbuf_free(&b);
-	return eq;
-}
-
 int api_prompt_chat(struct api *a, const cJSON *body, bool agp, struct token_ids *out,
 		    struct api_error *e)
 {
@@ -432,9 +460,8 @@ int api_prompt_chat(struct api *a, const cJSON *body, bool agp, struct token_ids
 	    segs_split(&ch, ph, ph_len, &s, &n))
 		rc = api_fail(e, 500, NULL, NULL, "out of memory");
 	if (!rc) {
-		bool trim = !subst_matches(&ch, ph, s, n, false, real, real_len) &&
-			    subst_matches(&ch, ph, s, n, true, real, real_len);
-		rc = tokenize_final(a, &ch, ph, s, n, trim, out, e);
+		subst_choose(&ch, ph, s, n, real, real_len);
+		rc = tokenize_final(a, &ch, ph, s, n, out, e);
 	}
 	cJSON_Delete(c1);
 	cJSON_Delete(c2);
