@@ -188,6 +188,15 @@ def test_streaming(srv, cl):
                               max_tokens=6, temperature=0)
     check("completions stream == non-streamed", "".join(parts) == w.choices[0].text,
           (parts, w.choices[0].text))
+    jp = "日本の首都は東京です。大阪は"
+    s = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt=jp, stream=True, max_tokens=8,
+                              temperature=0, extra_body={"ignore_eos": True})
+    parts = [c.choices[0].text for c in s if c.choices]
+    w = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt=jp, max_tokens=8,
+                              temperature=0, extra_body={"ignore_eos": True})
+    check("multi-byte text streams whole characters", "".join(parts) == w.choices[0].text and
+          "\ufffd" not in w.choices[0].text and any(ord(ch) > 127 for ch in w.choices[0].text),
+          (parts, w.choices[0].text))
     # raw SSE framing
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
     c.request("POST", "/v1/chat/completions", json.dumps(
