@@ -242,6 +242,11 @@ static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct cha
 		cJSON_AddItemToArray(msgs, m);
 		i++;
 	}
+	if (!msgs || cJSON_GetArraySize(msgs) != ch->n ||
+	    !cJSON_GetObjectItemCaseSensitive(ctx, "eos_token")) { /* an allocation failed */
+		cJSON_Delete(ctx);
+		return NULL;
+	}
 	return ctx;
 }
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,7 +194,9 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 		fprintf(stderr, "ingot serve: %s; model '%s', %d threads, max %d sequences, "
 				"context %lld\n", note, o->name ? o->name : name, ec.threads,
 			ec.max_num_seqs, (long long)ec.max_model_len);
-		fprintf(stderr, "listening on http://%s:%d\n", o->sc.host, server_port(s));
+		bool v6 = strchr(o->sc.host, ':') != NULL;
+		fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", o->sc.host,
+			v6 ? "]" : "", server_port(s));
 		while (!signal_wait(set, 1000))
 			;
 		serve_shutdown(s, a, set);

@@ -422,8 +422,7 @@ int server_start(const struct server_config *cfg, server_handler_fn handler, voi
 				MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 	if (!s->d) {
 		rc = ing_err_set(err, ING_ERR_IO, "cannot listen on %s:%d (address in use?)",
 				 s->host, cfg->port);
