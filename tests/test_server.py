@@ -322,6 +322,62 @@ def test_disconnect(srv, cl):
           running >= 1 and ok, (running, time.time() - t0))
 
 
+def test_disconnect_whole(srv, cl):
+    """A non-streamed request whose client leaves is cancelled too."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/completions", json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True}),
+        {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    seen = False
+    for _ in range(100):
+        m, _ = metrics(srv)
+        if metric(m, "vllm:num_requests_running") >= 1:
+            seen = True
+            break
+        time.sleep(0.05)
+    c.sock.close()
+    c.close()
+    t0 = time.time()
+    gone = False
+    while time.time() - t0 < 5:
+        m, _ = metrics(srv)
+        if metric(m, "vllm:num_requests_running") == 0:
+            gone = True
+            break
+        time.sleep(0.1)
+    check("disconnect while waiting for a whole answer: cancelled within 5 s", seen and gone,
+          (seen, time.time() - t0))
+
+
+def test_timeouts():
+    """Slow headers and slow bodies are cut off after the idle timeout."""
+    import socket
+    srv = Server("-t", "1", "--timeout", "1", "--max-num-seqs", "1")
+    try:
+        socks = []
+        for data in (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n",
+                     b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                     b"Authorization: Bearer " + KEY.encode() + b"\r\n\r\n{\"pro"):
+            so = socket.create_connection(("127.0.0.1", srv.port))
+            so.sendall(data)
+            so.settimeout(6)
+            socks.append(so)
+        t0 = time.time()
+        closed = []
+        for so in socks:
+            try:
+                closed.append(so.recv(4096) == b"")
+            except OSError:
+                closed.append(True)
+            so.close()
+        check("idle timeout closes slow headers and slow bodies", all(closed) and
+              time.time() - t0 < 5, (closed, time.time() - t0))
+        st, _, _ = raw(srv, "GET", "/health")
+        check("and the server still answers", st == 200)
+    finally:
+        srv.stop()
+
+
 def ttft(srv, prompt):
     """Seconds to the first streamed text of a completion."""
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
@@ -536,6 +592,7 @@ def main():
                          ("sampling", test_sampling), ("logprobs", test_logprobs),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
+                         ("disconnect whole", test_disconnect_whole),
                          ("prefix cache", test_prefix_cache)]:
             t = time.time()
             fn(srv, client(srv))
@@ -543,6 +600,7 @@ def main():
         test_busy(srv)
         test_metrics_format(srv)
         test_drain(srv)
+        test_timeouts()
     except Exception as e:  # report, then make sure the server goes away
         import traceback
         traceback.print_exc()
