@@ -52,33 +52,41 @@ int cli_model_path(const char *arg, char *buf, size_t cap)
 	return 0;
 }
 
-char *cli_read_stdin(size_t *len)
+/* Reads f to its end into a NUL-terminated ing_malloc'd buffer. */
+static char *read_stream(FILE *f, size_t *len)
 {
 	size_t cap = 1 << 16, n = 0;
-	char *buf = ing_malloc(cap);
-	if (!buf)
-		return NULL;
-	for (;;) {
-		if (n == cap) {
-			char *nb = cap < ((size_t)1 << 40) ? ing_realloc(buf, cap * 2) : NULL;
-			if (!nb) {
-				ing_free(buf);
-				return NULL;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		size_t r = fread(buf + n, 1, cap - n, stdin);
-		n += r;
-		if (r == 0) {
-			if (ferror(stdin)) {
-				ing_free(buf);
-				return NULL;
-			}
+	char *buf = ing_malloc(cap + 1);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap)
 			break;
-		}
+		char *nb = cap < ((size_t)1 << 40) ? ing_realloc(buf, cap * 2 + 1) : NULL;
+		if (!nb)
+			ing_free(buf);
+		buf = nb;
+		cap *= 2;
 	}
-	*len = n;
+	if (buf && ferror(f)) {
+		ing_free(buf);
+		buf = NULL;
+	}
+	if (buf) {
+		buf[n] = '\0';
+		*len = n;
+	}
+	return buf;
+}
+
+char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
+
+char *cli_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = read_stream(f, len);
+	fclose(f);
 	return buf;
 }
 

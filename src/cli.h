@@ -26,8 +26,10 @@ int cli_model_path(const char *arg, char *buf, size_t cap);
  * capped (with a note on stderr) at the CPUs we may run on. */
 int cli_threads(int requested);
 
-/* Reads all of stdin into a malloc'd buffer (ing_free); NULL on failure. */
+/* Reads all of stdin / the file at path into a NUL-terminated buffer the
+ * caller frees with ing_free(); *len excludes the NUL. NULL on failure. */
 char *cli_read_stdin(size_t *len);
+char *cli_read_file(const char *path, size_t *len);
 
 struct tokenizer;
 struct model;

@@ -107,27 +107,6 @@ static int parse_args(int argc, char **argv, struct ppl_opts *o)
 	return 0;
 }
 
-/* Reads the whole file into a malloc'd buffer (ing_free); NULL on failure
- * with errno set by stdio or the allocator. */
-static char *read_text(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	long n = -1;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET))
-		buf = ing_malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		ing_free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		*len = (size_t)n;
-	return buf;
-}
-
 /* ---- engine ---- */
 
 struct ppl_ctx {
@@ -321,7 +300,7 @@ int cmd_perplexity(int argc, char **argv)
 	char *text = NULL;
 	int status = 1;
 	size_t len;
-	text = read_text(o.file, &len);
+	text = cli_read_file(o.file, &len);
 	if (!text) {
 		fprintf(stderr, "ingot perplexity: cannot read %s\n", o.file);
 		goto out;

@@ -163,28 +163,6 @@ static int encode_chat(const struct tokenizer *tk, const char *text, size_t n,
 	       encode(tk, post, strlen(post), sp, ids) ? -1 : 0;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, n = 0;
-	char *buf = ing_malloc(cap);
-	while (buf) {
-		n += fread(buf + n, 1, cap - n, f);
-		if (n < cap)
-			break;
-		char *nb = ing_realloc(buf, cap * 2);
-		if (!nb)
-			ing_free(buf);
-		buf = nb;
-		cap *= 2;
-	}
-	fclose(f);
-	*len = n;
-	return buf;
-}
-
 static int build_prompt(const struct run_opts *o, const struct tokenizer *tk,
 			struct token_ids *ids)
 {
@@ -192,7 +170,7 @@ static int build_prompt(const struct run_opts *o, const struct tokenizer *tk,
 	char *owned = NULL;
 	const char *text = o->prompt;
 	if (o->prompt_file) {
-		text = owned = read_file(o->prompt_file, &n);
+		text = owned = cli_read_file(o->prompt_file, &n);
 		if (!text) {
 			fprintf(stderr, "ingot run: cannot read %s\n", o->prompt_file);
 			return -1;

@@ -19,39 +19,6 @@ static void usage(FILE *f)
 		   "  renders TEMPLATE with the JSON object CONTEXT (default: stdin)\n");
 }
 
-/* Whole file into a NUL-terminated ing_malloc'd buffer, or NULL. */
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 14, n = 0;
-	char *buf = ing_malloc(cap + 1);
-	while (buf) {
-		n += fread(buf + n, 1, cap - n, f);
-		if (n < cap)
-			break;
-		char *nb = ing_realloc(buf, cap * 2 + 1);
-		if (!nb) {
-			ing_free(buf);
-			buf = NULL;
-			break;
-		}
-		buf = nb;
-		cap *= 2;
-	}
-	if (buf && ferror(f)) {
-		ing_free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = 0;
-		*len = n;
-	}
-	return buf;
-}
-
 int cmd_template(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -63,7 +30,7 @@ int cmd_template(int argc, char **argv)
 		return 2;
 	}
 	size_t tlen = 0, clen = 0, olen = 0;
-	char *src = read_file(argv[1], &tlen), *ctx = NULL, *out = NULL;
+	char *src = cli_read_file(argv[1], &tlen), *ctx = NULL, *out = NULL;
 	struct template *t = NULL;
 	ing_err err = { 0 };
 	int status = 1;
@@ -71,7 +38,7 @@ int cmd_template(int argc, char **argv)
 		fprintf(stderr, "ingot template: cannot read %s: %s\n", argv[1], strerror(errno));
 		goto done;
 	}
-	ctx = argc == 3 ? read_file(argv[2], &clen) : cli_read_stdin(&clen);
+	ctx = argc == 3 ? cli_read_file(argv[2], &clen) : cli_read_stdin(&clen);
 	if (!ctx) {
 		fprintf(stderr, "ingot template: cannot read the context %s\n",
 			argc == 3 ? argv[2] : "from stdin");
