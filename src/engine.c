@@ -160,8 +160,8 @@ static struct req *req_new(const struct engine *e, const struct engine_params *p
 	q->ignore_eos = p->ignore_eos;
 	q->top_logprobs = p->top_logprobs;
 	q->slot = -1;
-	for (int64_t i = 0; i < p->n_prompt; i++)
-		sampler_accept(q->sampler, p->prompt[i]);
+	for (int64_t i = 0; i < p->n_prompt; i++) /* OpenAI/vLLM penalty semantics */
+		sampler_accept_prompt(q->sampler, p->prompt[i]);
 	return q;
 }
 

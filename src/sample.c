@@ -29,6 +29,8 @@ struct sampler {
 	int64_t n_cand;
 	int32_t *counts;        /* [V] occurrences in the window */
 	int32_t *ring;          /* [penalty_last_n] */
+	uint8_t *prompt_seen;   /* [V] tokens of the prompt (repetition penalty only) */
+	bool any_prompt;
 	int64_t ring_n, ring_head;
 };
 
@@ -106,9 +108,10 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 	s->cand_ids = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_ids);
 	s->cand_probs = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_probs);
 	s->counts = ing_calloc((size_t)n_vocab, sizeof *s->counts);
+	s->prompt_seen = ing_calloc((size_t)n_vocab, 1);
 	s->ring = ing_malloc_array((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1),
 				   sizeof *s->ring);
-	if (!s->cand || !s->cand_ids || !s->cand_probs || !s->counts || !s->ring) {
+	if (!s->cand || !s->cand_ids || !s->cand_probs || !s->counts || !s->ring || !s->prompt_seen) {
 		sampler_free(s);
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
@@ -125,6 +128,7 @@ void sampler_free(struct sampler *s)
 	ing_free(s->cand_probs);
 	ing_free(s->counts);
 	ing_free(s->ring);
+	ing_free(s->prompt_seen);
 	ing_free(s);
 }
 
@@ -141,6 +145,14 @@ void sampler_accept(struct sampler *s, int32_t token)
 	s->ring_head = (s->ring_head + 1) % N;
 	s->ring_n++;
 	s->counts[token]++;
+}
+
+void sampler_accept_prompt(struct sampler *s, int32_t token)
+{
+	if (token >= 0 && token < s->n_vocab) {
+		s->prompt_seen[token] = 1;
+		s->any_prompt = true;
+	}
 }
 
 static bool penalties_on(const struct sample_params *p)
@@ -163,6 +175,13 @@ static void apply_penalties(struct sampler *s, float *logits)
 		logits[t] = l - (float)c * s->p.frequency_penalty - s->p.presence_penalty;
 		s->counts[t] = -c; /* mark done; restored below */
 	}
+	/* prompt tokens (sampler_accept_prompt) get only the repetition
+	 * penalty, and only if the window did not already penalize them */
+	if (s->any_prompt && s->p.repeat_penalty != 1.0f)
+		for (int64_t t = 0; t < s->n_vocab; t++)
+			if (s->prompt_seen[t] && s->counts[t] == 0)
+				logits[t] = logits[t] > 0 ? logits[t] / s->p.repeat_penalty
+							  : logits[t] * s->p.repeat_penalty;
 	for (int64_t i = 0; i < s->ring_n; i++) {
 		int32_t t = s->ring[(s->ring_head - 1 - i + N) % N];
 		if (s->counts[t] < 0)

@@ -42,8 +42,15 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 		   ing_err *err);
 void sampler_free(struct sampler *s);
 
-/* Records a token of the sequence (prompt or generated) for the penalties. */
+/* Records a token of the sequence for the penalties: all three penalties
+ * look at the last penalty_last_n accepted tokens (llama.cpp's CLI feeds
+ * the prompt through here too). */
 void sampler_accept(struct sampler *s, int32_t token);
+
+/* Records a prompt token that only the repetition penalty sees, with no
+ * window (vLLM/OpenAI semantics: presence and frequency penalties count
+ * generated tokens only). */
+void sampler_accept_prompt(struct sampler *s, int32_t token);
 
 /* Picks the next token from logits[n_vocab]; logits is modified (penalties
  * applied in place). Does not call sampler_accept. */

@@ -144,6 +144,28 @@ static void test_penalties(void)
 	sampler_free(s);
 }
 
+/* vLLM/OpenAI semantics: a prompt token gets the repetition penalty only;
+ * presence and frequency count generated tokens. */
+static void test_prompt_penalties(void)
+{
+	struct sample_params p = { .temperature = 0, .top_p = 1, .repeat_penalty = 2,
+				   .penalty_last_n = 8, .presence_penalty = 0.5f,
+				   .frequency_penalty = 0.25f };
+	struct sampler *s = make(p);
+	sampler_accept_prompt(s, 3);
+	sampler_accept_prompt(s, 4);
+	sampler_accept(s, 4); /* 4 also generated once */
+	float l[V] = { 0 };
+	l[3] = 4;
+	l[4] = 4;
+	l[5] = 4;
+	sampler_sample(s, l);
+	CHECK(l[3] == 2.0f, "prompt-only token: repetition penalty only (%g)", l[3]);
+	CHECK(fabsf(l[4] - (2.0f - 0.25f - 0.5f)) < 1e-6f, "generated token: all penalties once (%g)", l[4]);
+	CHECK(l[5] == 4.0f, "unseen token untouched (%g)", l[5]);
+	sampler_free(s);
+}
+
 static void test_params(void)
 {
 	ing_err err = { 0 };
@@ -165,6 +187,7 @@ int main(void)
 	test_truncation();
 	test_seed_and_distribution();
 	test_penalties();
+	test_prompt_penalties();
 	test_params();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_sample");
