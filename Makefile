@@ -17,7 +17,7 @@ BUILD    := build/$(MODE)
 CC       ?= cc
 CSTD     := -std=c11 -D_GNU_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wvla -Wpointer-arith
-PKGS     := libpcre2-8 libcjson libmicrohttpd
+PKGS     := libpcre2-8 libcjson libmicrohttpd libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8)
 

@@ -9,7 +9,7 @@
 #   scripts/setup.sh fuzz     build packages plus clang and its libFuzzer runtime
 set -euo pipefail
 WHAT=${1:-test}
-APT_PKGS=(pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev)
+APT_PKGS=(pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev)
 TEST_APT_PKGS=(libsimde-dev)
 FUZZ_APT_PKGS=(clang libclang-rt-dev)
 PY_PKGS=(gguf==0.19.0 numpy openai)

@@ -279,6 +279,8 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c, do
 
 int cmd_bench(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "serve"))
+		return cmd_bench_serve(argc - 1, argv + 1);
 	struct bench_opts o;
 	if (parse_args(argc, argv, &o))
 		return usage();

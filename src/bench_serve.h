@@ -1,0 +1,30 @@
+/* bench_serve.h — the requests `ingot bench serve` sends (private to
+ * cmd_bench_serve.c and bench_serve_workload.c).
+ *
+ * A workload is a fixed list of request bodies built from a seed, so two
+ * runs with the same flags send the same bytes. A request may wait for
+ * another one (an agent's next turn waits for its previous turn). */
+#ifndef INGOT_BENCH_SERVE_H
+#define INGOT_BENCH_SERVE_H
+
+#include <stdint.h>
+
+enum bs_kind { BS_CHAT, BS_SHARED_PREFIX, BS_AGENTIC };
+
+struct bs_req {
+	char *body;     /* JSON body, owned (ing_free) */
+	int chat_api;   /* 1: /v1/chat/completions, 0: /v1/completions */
+	int dep;        /* index of the request this one waits for, or -1 */
+};
+
+/* Workload kind by name (chat, shared-prefix, agentic); -1 if unknown. */
+int bs_kind_parse(const char *name);
+
+/* Builds n requests of the given kind for `model` (NULL: no "model" field),
+ * each streamed with at most max_tokens tokens. Returns an array of n the
+ * caller frees with bs_reqs_free, or NULL when out of memory. */
+struct bs_req *bs_workload_build(int kind, const char *model, int n, int max_tokens,
+				 uint64_t seed);
+void bs_reqs_free(struct bs_req *r, int n);
+
+#endif

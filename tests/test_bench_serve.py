@@ -1,0 +1,131 @@
+"""Black-box test of `ingot bench serve` against `ingot serve` on the default
+model: the shared-prefix and agentic workloads complete every request with
+sane figures (--json), the text report carries vLLM's labels, and a dead URL
+or a bad one exits nonzero with a message. Small runs keep it well under a
+minute on two cores."""
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
+results = []
+
+LABELS = [
+    "============ Serving Benchmark Result ============", "Successful requests:",
+    "Failed requests:", "Benchmark duration (s):", "Total input tokens:",
+    "Total generated tokens:", "Request throughput (req/s):",
+    "Output token throughput (tok/s):", "Total Token throughput (tok/s):",
+    "---------------Time to First Token----------------", "Mean TTFT (ms):",
+    "Median TTFT (ms):", "P99 TTFT (ms):",
+    "-----Time per Output Token (excl. 1st token)------", "Mean TPOT (ms):",
+    "Median TPOT (ms):", "P99 TPOT (ms):",
+    "---------------Inter-token Latency----------------", "Mean ITL (ms):",
+    "Median ITL (ms):", "P99 ITL (ms):",
+    "==================================================",
+]
+
+
+def check(name, cond, detail=""):
+    results.append(bool(cond))
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
+          flush=True)
+
+
+class Server:
+    """`ingot serve` on a free port; stderr is collected in the background."""
+
+    def __init__(self):
+        self.log, self.port = [], None
+        ready = threading.Event()
+        self.p = subprocess.Popen([INGOT, "serve", "--port", "0"], stderr=subprocess.PIPE,
+                                  text=True)
+
+        def reader():
+            for line in self.p.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        ready.wait(120)
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
+
+
+def bench(url, *args):
+    return subprocess.run([INGOT, "bench", "serve", "--url", url, *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def check_json_run(name, p, n):
+    try:
+        r = json.loads(p.stdout)
+    except ValueError:
+        check(name + " prints JSON", False, p.stdout + p.stderr)
+        return
+    check(name + " exits 0", p.returncode == 0, p.stderr)
+    check(name + " completed all", r["completed"] == n and r["failed"] == 0, r)
+    check(name + " throughput > 0", r["request_throughput"] > 0 and r["output_throughput"] > 0
+          and r["total_token_throughput"] > r["output_throughput"], r)
+    check(name + " tokens counted", r["total_input_tokens"] > n * 10
+          and 0 < r["total_output_tokens"] <= n * 8, r)
+    ttft = (r["mean_ttft_ms"], r["median_ttft_ms"], r["p99_ttft_ms"])
+    check(name + " TTFT sane", all(0 < t < r["duration"] * 1000 for t in ttft)
+          and r["median_ttft_ms"] <= r["p99_ttft_ms"], r)
+    check(name + " TPOT/ITL sane", 0 < r["mean_tpot_ms"] < 60000
+          and 0 < r["median_itl_ms"] <= r["p99_itl_ms"], r)
+
+
+def dead_url():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def main():
+    srv = Server()
+    url = f"http://127.0.0.1:{srv.port}"
+    try:
+        p = bench(url, "--workload", "shared-prefix", "--concurrency", "4", "--requests", "8",
+                  "--max-tokens", "8", "--json")
+        check_json_run("shared-prefix", p, 8)
+        p = bench(url + "/v1", "--workload", "agentic", "--concurrency", "3", "--requests", "6",
+                  "--max-tokens", "8", "--json")
+        check_json_run("agentic", p, 6)
+        p = bench(url, "--workload", "chat", "--concurrency", "2", "--requests", "2",
+                  "--max-tokens", "4")
+        missing = [l for l in LABELS if l not in p.stdout]
+        check("text report has vLLM's labels", p.returncode == 0 and not missing,
+              (missing, p.stdout, p.stderr))
+    finally:
+        srv.stop()
+    p = bench(dead_url(), "--requests", "2")
+    check("dead URL exits nonzero with a message",
+          p.returncode != 0 and "cannot reach" in p.stderr, (p.returncode, p.stderr))
+    p = bench("localhost:8080", "--requests", "2")
+    check("bad URL exits nonzero with a message",
+          p.returncode != 0 and "--url" in p.stderr, (p.returncode, p.stderr))
+    p = bench(dead_url(), "--workload", "nope")
+    check("unknown workload is a usage error", p.returncode == 2, (p.returncode, p.stderr))
+
+
+if __name__ == "__main__":
+    main()
+    failed = results.count(False)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    raise SystemExit(1 if failed else 0)
