@@ -5,14 +5,15 @@ or a bad one exits nonzero with a message. Small runs keep it well under a
 minute on two cores."""
 import json
 import os
-import re
 import socket
 import subprocess
-import threading
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
 results = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_proc  # noqa: E402
 
 LABELS = [
     "============ Serving Benchmark Result ============", "Successful requests:",
@@ -35,34 +36,8 @@ def check(name, cond, detail=""):
           flush=True)
 
 
-class Server:
-    """`ingot serve` on a free port; stderr is collected in the background."""
-
-    def __init__(self):
-        self.log, self.port = [], None
-        ready = threading.Event()
-        self.p = subprocess.Popen([INGOT, "serve", "--port", "0"], stderr=subprocess.PIPE,
-                                  text=True)
-
-        def reader():
-            for line in self.p.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on http://[^:]+:(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        ready.wait(120)
-        if self.port is None:
-            self.stop()
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(10)
+def Server():
+    return serve_proc.Server()
 
 
 def bench(url, *args):

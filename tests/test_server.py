@@ -25,6 +25,8 @@ import openai
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))  # e.g. build/asan/ingot
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_proc  # noqa: E402
 KEY = "test-key-123"
 MAX_LEN = 512
 results = []
@@ -36,36 +38,9 @@ def check(name, cond, detail=""):
           flush=True)
 
 
-class Server:
-    """`ingot serve` on a free port; stderr is collected in the background."""
-
-    def __init__(self, *extra):
-        self.log = []
-        self.port = None
-        ready = threading.Event()
-        self.p = subprocess.Popen([INGOT, "serve", "--port", "0", "--api-key", KEY,
-                                   "--max-model-len", str(MAX_LEN), "--max-body-mb", "1",
-                                   *extra], stderr=subprocess.PIPE, text=True)
-
-        def reader():
-            for line in self.p.stderr:
-                self.log.append(line)
-                m = re.search(r"listening on http://[^:]+:(\d+)", line)
-                if m:
-                    self.port = int(m.group(1))
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        ready.wait(120)
-        if self.port is None:
-            self.stop()
-            raise RuntimeError("server did not start:\n" + "".join(self.log))
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait(10)
+def Server(*extra):
+    return serve_proc.Server("--api-key", KEY, "--max-model-len", str(MAX_LEN),
+                             "--max-body-mb", "1", *extra)
 
 
 def client(srv, key=KEY):

@@ -1,0 +1,41 @@
+"""`ingot serve` as a test fixture: started on a free loopback port (--port 0),
+stderr collected in the background, the port read from its "listening on"
+line. Shared by the server tests."""
+import os
+import re
+import subprocess
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
+
+
+class Server:
+    """`ingot serve --port 0 *args`; .port, .log (stderr lines), .p (process)."""
+
+    def __init__(self, *args):
+        self.log = []
+        self.port = None
+        ready = threading.Event()
+        self.p = subprocess.Popen([INGOT, "serve", "--port", "0", *args],
+                                  stderr=subprocess.PIPE, text=True)
+
+        def reader():
+            for line in self.p.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        ready.wait(120)
+        if self.port is None:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait(10)
