@@ -426,19 +426,21 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 	const float lse = mx + (float)log(sum);
 	for (int64_t i = 0; i < V; i++)
 		e->lp[i] = logits[i] - lse;
+	/* one pass keeping the best `top` in descending order (earlier ids
+	 * first among equals) */
 	ev->n_top = 0;
-	for (int k = 0; k < top; k++) { /* top is small: repeated selection */
-		int64_t best = -1;
-		for (int64_t i = 0; i < V; i++) {
-			bool used = false;
-			for (int j = 0; j < k && !used; j++)
-				used = ev->top_ids[j] == i;
-			if (!used && (best < 0 || e->lp[i] > e->lp[best]))
-				best = i;
+	for (int64_t i = 0; i < V && top > 0; i++) {
+		float v = e->lp[i];
+		if (ev->n_top == top && !(v > ev->top_logprobs[top - 1]))
+			continue;
+		int k = ev->n_top < top ? ev->n_top++ : top - 1;
+		while (k > 0 && v > ev->top_logprobs[k - 1]) {
+			ev->top_ids[k] = ev->top_ids[k - 1];
+			ev->top_logprobs[k] = ev->top_logprobs[k - 1];
+			k--;
 		}
-		ev->top_ids[k] = (int32_t)best;
-		ev->top_logprobs[k] = e->lp[best];
-		ev->n_top++;
+		ev->top_ids[k] = (int32_t)i;
+		ev->top_logprobs[k] = v;
 	}
 }
 

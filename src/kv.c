@@ -55,6 +55,8 @@ static void table_insert(struct kv_cache *kv, int32_t b)
 	int64_t i = slot_of(kv, kv->hash[b]);
 	while (kv->slots[i] >= 0)
 		i = (i + 1) & (kv->n_slots - 1);
+	if (kv->slots[i] == SLOT_TOMB)
+		kv->n_tombs--;
 	kv->slots[i] = b;
 }
 
@@ -63,6 +65,7 @@ static void table_rebuild(struct kv_cache *kv)
 {
 	for (int64_t i = 0; i < kv->n_slots; i++)
 		kv->slots[i] = SLOT_EMPTY;
+	kv->n_tombs = 0;
 	for (int32_t b = 0; b < kv->n_blocks; b++)
 		if (kv->hash[b])
 			table_insert(kv, b);
@@ -73,16 +76,14 @@ static void unpublish(struct kv_cache *kv, int32_t b)
 	for (int64_t i = slot_of(kv, kv->hash[b]);; i = (i + 1) & (kv->n_slots - 1)) {
 		if (kv->slots[i] == b) {
 			kv->slots[i] = SLOT_TOMB;
+			kv->n_tombs++;
 			break;
 		}
 		if (kv->slots[i] == SLOT_EMPTY)
 			break; /* not found: cannot happen for a published block */
 	}
 	kv->hash[b] = 0;
-	int64_t tombs = 0;
-	for (int64_t i = 0; i < kv->n_slots && tombs <= kv->n_slots / 4; i++)
-		tombs += kv->slots[i] == SLOT_TOMB;
-	if (tombs > kv->n_slots / 4)
+	if (kv->n_tombs > kv->n_slots / 4)
 		table_rebuild(kv);
 }
 

@@ -52,6 +52,7 @@ struct kv_cache {
 	int64_t n_cached;            /* blocks in the LRU */
 	int32_t *slots;              /* open-addressing table of block ids */
 	int64_t n_slots;             /* power of two */
+	int64_t n_tombs;             /* deleted slots awaiting a rebuild */
 	/* counters for metrics */
 	uint64_t prefix_queries, prefix_hits; /* in tokens */
 };
