@@ -91,6 +91,7 @@ struct gen_request {
 	float *bias_vals;
 	int n_bias;
 	bool stream, include_usage;
+	bool no_spec;                /* "speculative": {"method": "none"} */
 };
 
 /* Reads everything but the prompt from body into r (zeroed first). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api_int.h"
+#include "spec.h"
 #include "engine.h"
 #include "mem.h"
 
@@ -211,6 +212,30 @@ static int parse_stream(const cJSON *b, struct gen_request *r, struct api_error 
 	return api_get_bool(so, "include_usage", &r->include_usage, e);
 }
 
+/* "speculative": {"method": "none"} opts a request out of the server's
+ * drafter; any drafter's name (or "auto") keeps the server's choice. */
+static int parse_speculative(const cJSON *b, struct gen_request *r, struct api_error *e)
+{
+	const cJSON *sp = api_get(b, "speculative");
+	if (!sp || cJSON_IsNull(sp))
+		return 0;
+	if (!cJSON_IsObject(sp))
+		return api_fail(e, 400, "speculative", "invalid_type",
+				"'speculative' must be an object");
+	const cJSON *m = api_get(sp, "method");
+	if (!m)
+		return 0;
+	if (!cJSON_IsString(m))
+		return api_fail(e, 400, "speculative.method", "invalid_type",
+				"'speculative.method' must be a string");
+	int method = spec_method_parse(m->valuestring);
+	if (method < 0 && strcmp(m->valuestring, "auto") != 0)
+		return api_fail(e, 400, "speculative.method", "invalid_value",
+				"'speculative.method' must be one of none, auto, ngram, suffix");
+	r->no_spec = method == SPEC_NONE;
+	return 0;
+}
+
 static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
 {
 	int64_t n = 1, mt = 0;
@@ -230,7 +255,7 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	if (parse_lengths(body, chat, r, e) || parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
-	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e))
+	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e))
 		return -1;
 	return 0;
 }

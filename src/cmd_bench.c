@@ -281,6 +281,8 @@ int cmd_bench(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "serve"))
 		return cmd_bench_serve(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "spec"))
+		return cmd_bench_spec(argc - 1, argv + 1);
 	struct bench_opts o;
 	if (parse_args(argc, argv, &o))
 		return usage();

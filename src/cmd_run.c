@@ -18,12 +18,13 @@
 #include "pool.h"
 #include "runner.h"
 #include "sample.h"
+#include "spec.h"
 #include "tokenizer.h"
 
 struct run_opts {
-	const char *model, *prompt, *prompt_file, *runner;
+	const char *model, *prompt, *prompt_file, *runner, *spec;
 	int64_t n_predict, n_ctx, batch;
-	int threads;
+	int threads, spec_max;
 	int chat, ids, ignore_eos, no_bos;
 	struct sample_params sp;
 };
@@ -50,7 +51,9 @@ static int usage(void)
 		"      --batch N           prefill chunk size (default 256)\n"
 		"  -t, --threads N         compute threads (default: physical cores)\n"
 		"      --runner mega|graph schedule: megakernel (default) or one dispatch per op\n"
-		"      --ignore-eos        keep generating past end-of-sequence tokens\n");
+		"      --ignore-eos        keep generating past end-of-sequence tokens\n"
+		"      --spec ngram|suffix speculative decoding with a model-free drafter (output unchanged)\n"
+		"      --spec-max N        longest draft per step (default 16, max %d)\n", SPEC_MAX_K);
 	return 2;
 }
 
@@ -65,7 +68,7 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 }
 
 enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ,
-       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS };
+       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX };
 
 static int parse_opt(struct run_opts *o, int opt, const char *arg)
 {
@@ -78,11 +81,13 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_IDS: o->ids = 1; return 0;
 	case O_IGNORE_EOS: o->ignore_eos = 1; return 0;
 	case O_RUNNER: o->runner = arg; return 0;
+	case O_SPEC: o->spec = arg; return 0;
 	}
 	if (opt == 'n' && !parse_num(arg, -1, 1e9, &v)) o->n_predict = (int64_t)v;
 	else if (opt == 't' && !parse_num(arg, 1, 1024, &v)) o->threads = (int)v;
 	else if (opt == O_CTX && !parse_num(arg, 1, 1 << 24, &v)) o->n_ctx = (int64_t)v;
 	else if (opt == O_BATCH && !parse_num(arg, 1, 512, &v)) o->batch = (int64_t)v;
+	else if (opt == O_SPEC_MAX && !parse_num(arg, 1, SPEC_MAX_K, &v)) o->spec_max = (int)v;
 	else if (opt == O_TEMP && !parse_num(arg, 0, 1e6, &v)) o->sp.temperature = (float)v;
 	else if (opt == O_TOPK && !parse_num(arg, 0, 1e9, &v)) o->sp.top_k = (int32_t)v;
 	else if (opt == O_TOPP && !parse_num(arg, 0, 1, &v)) o->sp.top_p = (float)v;
@@ -109,9 +114,11 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		{ "repeat-penalty", 1, 0, O_REP }, { "repeat-last-n", 1, 0, O_REPN },
 		{ "presence-penalty", 1, 0, O_PRES }, { "frequency-penalty", 1, 0, O_FREQ },
 		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
-		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS }, { 0 }
+		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
+		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX }, { 0 }
 	};
-	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega",
+	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega", .spec = "none",
+				.spec_max = 16,
 				.sp = sample_params_default() };
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", lo, NULL)) != -1)
@@ -212,10 +219,12 @@ static int print_token(void *ud, int32_t tok)
 struct run_ctx {
 	struct cli_session ses;
 	struct sampler *s;
+	struct spec_seq *spec;
 };
 
 static void run_ctx_close(struct run_ctx *c)
 {
+	spec_seq_free(c->spec);
 	sampler_free(c->s);
 	cli_session_close(&c->ses);
 }
@@ -225,11 +234,22 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 	int kind = runner_kind_parse(o->runner);
 	if (kind < 0)
 		return ing_err_set(err, ING_ERR_INVALID, "unknown runner '%s' (mega, graph)", o->runner);
-	struct fwd_config fc = { .max_batch = o->batch, .max_logits = 1, .n_ctx = o->n_ctx,
-				 .n_seq = 1, .kv_type = QTYPE_F32 };
+	int method = spec_method_parse(o->spec);
+	if (method < 0)
+		return ing_err_set(err, ING_ERR_INVALID, "unknown --spec '%s' (none, ngram, suffix)",
+				   o->spec);
+	if (method == SPEC_DRAFT)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "--spec draft (a draft model) is not implemented yet; use ngram or suffix");
+	int rows = method == SPEC_NONE ? 1 : 1 + o->spec_max;
+	struct fwd_config fc = { .max_batch = o->batch > rows ? o->batch : rows, .max_logits = rows,
+				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = QTYPE_F32 };
 	int rc = cli_session_open(&c->ses, path, &fc, o->threads, kind, "ingot run", err);
 	if (rc == ING_OK)
 		rc = sampler_create(&o->sp, c->ses.m->hp.n_vocab, &c->s, err);
+	if (rc == ING_OK && method != SPEC_NONE)
+		rc = spec_seq_create((enum spec_method)method, o->spec_max, fwd_kv(c->ses.f)->n_ctx,
+				     NULL, &c->spec, err);
 	return rc;
 }
 
@@ -241,6 +261,11 @@ static void print_summary(const struct gen_stats *st)
 	fprintf(stderr, "generated: %lld tokens, %.1f tok/s\n", (long long)st->n_gen,
 		st->t_gen_s > 0 && steps ? steps / st->t_gen_s : 0.0);
 	fprintf(stderr, "stop:      %s\n", gen_stop_name(st->stop));
+	if (st->n_drafts > 0)
+		fprintf(stderr, "spec:      %lld drafts, %lld drafted, %lld accepted, "
+			"mean acceptance length %.2f\n", (long long)st->n_drafts,
+			(long long)st->n_draft_tokens, (long long)st->n_accepted,
+			1.0 + (double)st->n_accepted / (double)st->n_drafts);
 }
 
 int cmd_run(int argc, char **argv)
@@ -265,7 +290,7 @@ int cmd_run(int argc, char **argv)
 	if (build_prompt(&o, c.ses.tk, &ids))
 		goto out;
 	struct gen_config gc = { .n_predict = o.n_predict, .prefill_chunk = o.batch,
-				 .ignore_eos = o.ignore_eos };
+				 .ignore_eos = o.ignore_eos, .spec = c.spec, .spec_k = o.spec_max };
 	struct gen_stats st;
 	if (generate(c.ses.r, c.ses.f, c.s, c.ses.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
 		fprintf(stderr, "ingot run: %s\n", err.msg);

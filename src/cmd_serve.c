@@ -28,7 +28,7 @@
 #define CANCEL_WAIT_S 10
 
 struct serve_opts {
-	const char *model, *runner, *name;
+	const char *model, *runner, *name, *spec;
 	struct engine_config ec;
 	struct server_config sc;
 	int threads;
@@ -50,12 +50,15 @@ static int usage(void)
 		"      --max-body-mb N      request body limit (default 8)\n"
 		"      --timeout S          idle connection timeout in seconds (default 30)\n"
 		"  -t, --threads N          compute threads (default: physical cores)\n"
-		"      --runner mega|graph  step schedule (default mega)\n");
+		"      --runner mega|graph  step schedule (default mega)\n"
+		"      --spec ngram|suffix  speculative decoding with a model-free drafter (default none;\n"
+		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
+		"      --spec-max N         longest draft per sequence per step (default 16)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER };
+       O_RUNNER, O_SPEC, O_SPEC_MAX };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -77,6 +80,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_KEY: o->sc.api_key = arg; return 0;
 	case O_NAME: o->name = arg; return 0;
 	case O_RUNNER: o->runner = arg; return 0;
+	case O_SPEC: o->spec = arg; return 0;
 	}
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
@@ -86,6 +90,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
 	else if (opt == O_TIMEOUT && !num(arg, 1, 86400, &v)) o->sc.timeout_s = (unsigned)v;
 	else if (opt == 't' && !num(arg, 1, 1024, &v)) o->threads = (int)v;
+	else if (opt == O_SPEC_MAX && !num(arg, 1, SPEC_MAX_K, &v)) o->ec.spec_max = (int)v;
 	else {
 		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
 		return -1;
@@ -101,9 +106,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "max-num-seqs", 1, 0, O_SEQS }, { "max-waiting", 1, 0, O_WAIT },
 		{ "kv-cache-mb", 1, 0, O_KV }, { "max-model-len", 1, 0, O_LEN },
 		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
-		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER }, { 0 }
+		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
+		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX }, { 0 }
 	};
-	*o = (struct serve_opts){ .runner = "mega", .ec = engine_config_default(),
+	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1)
@@ -119,6 +125,12 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		return -1;
 	}
 	o->ec.runner = (enum runner_kind)kind;
+	int method = spec_method_parse(o->spec);
+	if (method < 0 || method == SPEC_DRAFT) {
+		fprintf(stderr, "ingot serve: --spec must be none, ngram or suffix\n");
+		return -1;
+	}
+	o->ec.spec = (enum spec_method)method;
 	return 0;
 }
 

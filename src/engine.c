@@ -29,6 +29,8 @@
 #include "pool.h"
 #include "tokenizer.h"
 
+#define SPEC_STEP_ROWS 64 /* draft rows per step, over all sequences */
+
 struct req {
 	uint64_t id;
 	engine_event_fn cb;
@@ -36,7 +38,9 @@ struct req {
 	int32_t *tokens;          /* [max_model_len] prompt, then generated */
 	int64_t n_prompt, n_tokens, n_computed, n_generated, max_tokens, n_cached_prompt;
 	struct sample_params sp;
-	bool ignore_eos;
+	bool ignore_eos, spec;    /* spec: drafts may be proposed for it */
+	int n_draft;              /* draft rows in the current step */
+	int32_t draft[SPEC_MAX_K];
 	int top_logprobs;
 	int32_t *bias_ids;
 	float *bias_values;
@@ -83,13 +87,18 @@ struct engine {
 	bool *b_want;
 	struct req **b_req;       /* [step_tokens] request of each row */
 	float *lp;                /* [V] log-softmax scratch */
+	struct spec_seq **spec;   /* [max_num_seqs] drafter per slot, when cfg.spec */
+	struct spec_cache *spec_cache;
+	int64_t spec_rows;        /* draft rows allowed per step */
+	double spec_draft_s;      /* time spent drafting */
+	struct engine_stats st_spec; /* speculation counters (engine thread) */
 };
 
 struct engine_config engine_config_default(void)
 {
 	return (struct engine_config){ .max_num_seqs = 16, .max_model_len = 4096,
 				       .step_tokens = 256, .max_waiting = 64,
-				       .runner = RUNNER_MEGA };
+				       .runner = RUNNER_MEGA, .spec = SPEC_NONE, .spec_max = 16 };
 }
 
 const struct model *engine_model(const struct engine *e) { return e->m; }
@@ -159,6 +168,7 @@ static struct req *req_new(const struct engine *e, const struct engine_params *p
 	q->sp = p->sample;
 	q->ignore_eos = p->ignore_eos;
 	q->top_logprobs = p->top_logprobs;
+	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec;
 	q->slot = -1;
 	for (int64_t i = 0; i < p->n_prompt; i++) /* OpenAI/vLLM penalty semantics */
 		sampler_accept_prompt(q->sampler, p->prompt[i]);
@@ -230,6 +240,8 @@ static void release_slot(struct engine *e, struct req *q)
 {
 	if (q->slot < 0)
 		return;
+	if (q->spec && q->n_generated > 0) /* later requests may repeat this output */
+		spec_cache_add(e->spec_cache, q->tokens + q->n_prompt, q->n_generated);
 	struct kv_cache *kv = fwd_kv(e->f);
 	kv_seq_publish(kv, q->slot, q->tokens, q->n_computed);
 	kv_seq_truncate(kv, q->slot, 0);
@@ -356,23 +368,69 @@ static void admit(struct engine *e, int64_t budget)
 		q->n_computed = hit;
 		if (q->n_generated == 0)
 			q->n_cached_prompt = hit;
+		if (q->spec) {
+			struct spec_seq *sp = e->spec[q->slot];
+			spec_seq_reset(sp);
+			spec_seq_append(sp, q->tokens, q->n_tokens);
+		}
 		e->running[e->n_running++] = q;
 		budget -= q->n_tokens - q->n_computed;
 	}
 }
 
+/* Appends q's draft after its decode row: the draft tokens at the next
+ * positions, every row wanting logits. spec_room bounds the draft rows
+ * left in this step; returns the new row count. */
+static int64_t add_draft(struct engine *e, int64_t n, struct req *q, int64_t room,
+			 int64_t *spec_room)
+{
+	q->n_draft = 0;
+	if (!q->spec)
+		return n;
+	int64_t k = e->cfg.spec_max;
+	int64_t left = q->max_tokens - q->n_generated - 1; /* a step emits <= k + 1 */
+	int64_t ctx_left = e->cfg.max_model_len - 1 - q->n_tokens;
+	k = k < left ? k : left;
+	k = k < ctx_left ? k : ctx_left;
+	k = k < room ? k : room;
+	k = k < *spec_room ? k : *spec_room;
+	if (k <= 0)
+		return n;
+	double t0 = gen_now();
+	int m = spec_seq_draft(e->spec[q->slot], (int)k, q->draft);
+	e->spec_draft_s += gen_now() - t0;
+	for (int j = 0; j < m; j++, n++) {
+		int64_t p = q->n_computed + 1 + j;
+		e->b_tok[n] = q->draft[j];
+		e->b_pos[n] = (int32_t)p;
+		e->b_seq[n] = q->slot;
+		e->b_req[n] = q;
+		e->b_want[n] = true;
+	}
+	q->n_draft = m;
+	*spec_room -= m;
+	return n;
+}
+
 /* Builds the step's batch: a decode row for every request that has one
- * token to feed, then (after admitting waiting requests when allowed)
- * prefill chunks within the token budget. */
+ * token to feed (followed by its draft when speculating), then (after
+ * admitting waiting requests when allowed) prefill chunks within the token
+ * budget. A request's rows are contiguous. */
 static int64_t build_batch(struct engine *e, bool allow_admit)
 {
 	const int64_t cap = e->cfg.step_tokens;
 	const uint64_t step = ++e->step_no;
-	int64_t n = 0;
+	int64_t n = 0, n_decode = 0, spec_room = e->spec_rows;
+	for (int i = 0; i < e->n_running; i++)
+		n_decode += e->running[i]->n_tokens - e->running[i]->n_computed == 1;
 	for (int i = 0; i < e->n_running && n < cap; i++) {
 		struct req *q = e->running[i];
+		q->n_draft = 0;
 		if (q->n_tokens - q->n_computed == 1) {
 			n = add_rows(e, n, q, 1);
+			/* leave a row for every decode request still to come */
+			n = add_draft(e, n, q, cap - n - (n_decode - 1), &spec_room);
+			n_decode--;
 			q->in_step = step;
 		}
 	}
@@ -445,7 +503,8 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 }
 
 /* Samples the next token of q from its logits row and reports it. Returns
- * the finish reason, or -1 while q goes on. */
+ * the finish reason, or -1 while q goes on. The token is appended to
+ * q->tokens (and told to q's drafter). */
 static int emit_token(struct engine *e, struct req *q, float *logits)
 {
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
@@ -459,6 +518,8 @@ static int emit_token(struct engine *e, struct req *q, float *logits)
 		ev.logprob = e->lp[tok];
 	q->tokens[q->n_tokens++] = tok;
 	q->n_generated++;
+	if (q->spec)
+		spec_seq_append(e->spec[q->slot], &tok, 1);
 	if (!q->t_first)
 		q->t_first = gen_now();
 	ev.token = tok;
@@ -492,19 +553,53 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
 	}
 }
 
+/* Samples the tokens of q's rows in this step: one for a decode row, then
+ * one more for each draft token the model confirmed. Returns the finish
+ * reason or -1; *gen counts the tokens emitted. */
+static int verify_rows(struct engine *e, struct req *q, const float *logits, uint64_t *gen)
+{
+	const int64_t V = e->m->hp.n_vocab;
+	int why = -1, acc = 0;
+	for (int j = 0; j <= q->n_draft; j++) {
+		why = emit_token(e, q, (float *)logits + (size_t)j * V);
+		(*gen)++;
+		if (why >= 0 || j == q->n_draft || q->tokens[q->n_tokens - 1] != q->draft[j])
+			break;
+		/* draft token j is what was chosen: its row was computed right */
+		q->n_computed++;
+		acc++;
+	}
+	if (q->n_draft > 0) {
+		spec_seq_feedback(e->spec[q->slot], q->n_draft, acc);
+		e->st_spec.spec_drafts++;
+		e->st_spec.spec_draft_tokens += (uint64_t)q->n_draft;
+		e->st_spec.spec_accepted += (uint64_t)acc;
+		for (int j = 0; j < acc; j++)
+			e->st_spec.spec_accepted_per_pos[j]++;
+		/* the rejected rows leave the cache */
+		kv_seq_truncate(fwd_kv(e->f), q->slot, q->n_computed);
+	}
+	return why;
+}
+
 static void after_step(struct engine *e, int64_t n)
 {
 	int64_t n_out, o = 0;
 	float *logits = fwd_logits(e->f, &n_out);
 	const int64_t V = e->m->hp.n_vocab;
 	uint64_t gen = 0;
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; i < n;) {
 		struct req *q = e->b_req[i];
-		q->n_computed++;
-		if (!e->b_want[i])
-			continue;
-		int why = emit_token(e, q, logits + (size_t)(o++) * V);
-		gen++;
+		int64_t cnt = 1;
+		while (i + cnt < n && e->b_req[i + cnt] == q)
+			cnt++;
+		i += cnt;
+		q->n_computed += cnt - q->n_draft; /* draft rows count once confirmed */
+		if (!e->b_want[i - 1])
+			continue; /* a prefill chunk that does not reach the end yet */
+		int why = verify_rows(e, q, logits + (size_t)o * V, &gen);
+		o += 1 + q->n_draft;
+		q->n_draft = 0;
 		kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);
 		if (why < 0 && atomic_load(&q->cancelled))
 			why = ENGINE_FINISH_CANCELLED;
@@ -519,6 +614,11 @@ static void after_step(struct engine *e, int64_t n)
 	}
 	pthread_mutex_lock(&e->mu);
 	e->stats.generation_tokens += gen;
+	e->stats.spec_drafts = e->st_spec.spec_drafts;
+	e->stats.spec_draft_tokens = e->st_spec.spec_draft_tokens;
+	e->stats.spec_accepted = e->st_spec.spec_accepted;
+	memcpy(e->stats.spec_accepted_per_pos, e->st_spec.spec_accepted_per_pos,
+	       sizeof e->stats.spec_accepted_per_pos);
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -636,7 +736,13 @@ static int setup(struct engine *e, ing_err *err)
 	if (rc)
 		return rc;
 	int threads = c->threads > 0 ? c->threads : pool_physical_cores();
-	struct fwd_config fc = { .max_batch = c->step_tokens, .max_logits = c->max_num_seqs,
+	/* speculation: at most SPEC_STEP_ROWS draft rows per step, each with
+	 * logits (V floats a row) */
+	e->spec_rows = c->spec == SPEC_NONE ? 0 : SPEC_STEP_ROWS;
+	if (e->spec_rows > c->step_tokens - c->max_num_seqs)
+		e->spec_rows = c->step_tokens - c->max_num_seqs;
+	struct fwd_config fc = { .max_batch = c->step_tokens,
+				 .max_logits = c->max_num_seqs + e->spec_rows,
 				 .n_ctx = c->max_model_len, .n_seq = c->max_num_seqs,
 				 .n_threads = threads, .kv_type = QTYPE_F32,
 				 .kv_blocks = kv_blocks_for(e) };
@@ -657,6 +763,18 @@ static int setup(struct engine *e, ing_err *err)
 	e->lp = ing_malloc_array((size_t)e->m->hp.n_vocab, sizeof *e->lp);
 	if (!e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_req || !e->lp)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	if (c->spec == SPEC_NONE)
+		return ING_OK;
+	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */
+	e->spec = ing_calloc((size_t)c->max_num_seqs, sizeof *e->spec);
+	if (!e->spec)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	if (c->spec == SPEC_SUFFIX && (rc = spec_cache_create(0, &e->spec_cache, err)))
+		return rc;
+	for (int i = 0; i < c->max_num_seqs; i++)
+		if ((rc = spec_seq_create(c->spec, c->spec_max, c->max_model_len, e->spec_cache,
+					  &e->spec[i], err)))
+			return rc;
 	return ING_OK;
 }
 
@@ -681,6 +799,11 @@ static void *engine_main(void *arg)
 
 static void free_engine(struct engine *e)
 {
+	if (e->spec)
+		for (int i = 0; i < e->cfg.max_num_seqs; i++)
+			spec_seq_free(e->spec[i]);
+	ing_free(e->spec);
+	spec_cache_free(e->spec_cache);
 	fwd_destroy(e->f);
 	tokenizer_close(e->tk);
 	model_close(e->m);
@@ -700,6 +823,12 @@ static int check_config(const struct engine_config *c, ing_err *err)
 	if (c->max_model_len < 2 || c->step_tokens < 1 || c->step_tokens > 8192 ||
 	    c->max_waiting < 0 || c->kv_cache_mb < 0)
 		return ing_err_set(err, ING_ERR_RANGE, "bad engine configuration");
+	if (c->spec == SPEC_DRAFT)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "the server does not support draft-model speculation yet "
+				   "(use ngram or suffix)");
+	if (c->spec != SPEC_NONE && (c->spec_max < 1 || c->spec_max > SPEC_MAX_K))
+		return ing_err_set(err, ING_ERR_RANGE, "spec_max must be in 1..%d", SPEC_MAX_K);
 	return ING_OK;
 }
 

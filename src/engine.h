@@ -13,7 +13,10 @@
  * one decode row for every running sequence first, then prefill chunks of
  * waiting requests within the per-step token budget (continuous batching,
  * chunked prefill). Prompt blocks already in the prefix cache are reused
- * instead of recomputed. When the KV pool runs out the newest running
+ * instead of recomputed. With a drafter (cfg.spec), a decoding sequence's
+ * row is followed by its draft; the longest prefix of the draft the model
+ * confirms is accepted (greedy and seeded outputs are exactly those of
+ * plain decoding) and the rest rolled back. When the KV pool runs out the newest running
  * sequence is preempted (its blocks freed) and later recomputed from its
  * prompt plus what it had generated; the client sees no difference. */
 #ifndef INGOT_ENGINE_H
@@ -25,6 +28,7 @@
 #include "err.h"
 #include "runner.h"
 #include "sample.h"
+#include "spec.h"
 
 struct model;
 struct tokenizer;
@@ -37,9 +41,12 @@ struct engine_config {
 	int max_waiting;        /* bounded waiting queue; beyond it submit fails */
 	int threads;            /* compute threads (0: physical cores) */
 	enum runner_kind runner;
+	enum spec_method spec;  /* speculative decoding drafter (SPEC_NONE: off) */
+	int spec_max;           /* longest draft per sequence per step (1..SPEC_MAX_K) */
 };
 
-/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step, 64 waiting. */
+/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step, 64 waiting,
+ * no speculation (spec_max 16 when turned on). */
 struct engine_config engine_config_default(void);
 
 #define ENGINE_MAX_LOGPROBS 20
@@ -54,6 +61,7 @@ struct engine_params {
 	const int32_t *bias_ids; /* logit_bias: n_bias (id, value) pairs, copied */
 	const float *bias_values;
 	int n_bias;
+	bool no_spec;            /* never draft for this request */
 };
 
 enum engine_event_kind {
@@ -124,6 +132,11 @@ struct engine_stats {
 	uint64_t steps;
 	double step_seconds;             /* total time in forward steps */
 	uint64_t batch_rows;             /* total rows over all steps */
+	/* speculative decoding: verified drafts, their tokens, accepted
+	 * tokens, and how often draft position i was accepted */
+	uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
+	uint64_t spec_accepted_per_pos[SPEC_MAX_K];
+	int spec_positions;              /* draft positions in use (spec_max; 0: off) */
 };
 
 /* A consistent snapshot. Thread-safe. */

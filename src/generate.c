@@ -41,12 +41,53 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 	return ING_OK;
 }
 
+/* Emits one sampled token: counts it, tells the caller and the drafter.
+ * Returns true when generation must stop (reason in st->stop). */
+static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen_config *cfg,
+		 float *logits, gen_token_fn on_token, void *ud, struct gen_stats *st, int32_t *out)
+{
+	int32_t tok = sampler_sample(s, logits);
+	sampler_accept(s, tok);
+	st->n_gen++;
+	*out = tok;
+	if (cfg->spec)
+		spec_seq_append(cfg->spec, &tok, 1);
+	bool eos = !cfg->ignore_eos && tokenizer_is_eog(tk, tok);
+	if (on_token && on_token(ud, tok)) {
+		st->stop = GEN_STOP_CALLER;
+		return true;
+	}
+	if (eos) {
+		st->stop = GEN_STOP_EOS;
+		return true;
+	}
+	if (cfg->n_predict >= 0 && st->n_gen >= cfg->n_predict) {
+		st->stop = GEN_STOP_LENGTH;
+		return true;
+	}
+	return false;
+}
+
+/* Draft length allowed at position pos: room in the context and in
+ * n_predict (a step emits at most n_draft + 1 tokens). */
+static int draft_room(const struct gen_config *cfg, const struct gen_stats *st, int64_t pos,
+		      int64_t n_ctx)
+{
+	int64_t k = cfg->spec ? cfg->spec_k : 0;
+	if (k > n_ctx - 1 - pos)
+		k = n_ctx - 1 - pos;
+	if (cfg->n_predict >= 0 && k > cfg->n_predict - st->n_gen - 1)
+		k = cfg->n_predict - st->n_gen - 1;
+	return k > 0 ? (int)k : 0;
+}
+
 int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct tokenizer *tk,
 	     const int32_t *prompt, int64_t n_prompt, const struct gen_config *cfg,
 	     gen_token_fn on_token, void *ud, struct gen_stats *st, ing_err *err)
 {
 	struct kv_cache *kv = fwd_kv(f);
 	const int64_t n_ctx = kv->n_ctx;
+	const int64_t V = fwd_model(f)->hp.n_vocab;
 	*st = (struct gen_stats){ .n_prompt = n_prompt };
 	if (n_prompt < 1)
 		return ing_err_set(err, ING_ERR_INVALID, "empty prompt");
@@ -55,48 +96,85 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 				   "the prompt has %lld tokens but the context holds %lld "
 				   "(use a larger --ctx or a shorter prompt)",
 				   (long long)n_prompt, (long long)n_ctx);
+	if (cfg->spec && (cfg->spec_k < 0 || cfg->spec_k > SPEC_MAX_K))
+		return ing_err_set(err, ING_ERR_RANGE, "draft length %d outside 0..%d", cfg->spec_k,
+				   SPEC_MAX_K);
 	kv_seq_truncate(kv, 0, 0);
 	for (int64_t i = 0; i < n_prompt; i++)
 		sampler_accept(s, prompt[i]);
+	if (cfg->spec) {
+		spec_seq_reset(cfg->spec);
+		spec_seq_append(cfg->spec, prompt, n_prompt);
+	}
 	double t0 = gen_now();
 	int rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, err);
 	if (rc)
 		return rc;
 	double t1 = gen_now();
 	st->t_prompt_s = t1 - t0;
+	/* Each step fed row 0 = the last sampled token at position pos and rows
+	 * 1..n_draft = the draft; row i's logits pick the token after row i.
+	 * The draft's token i+1 stands as long as it equals what row i's
+	 * logits produce, exactly as plain decoding would have chosen. */
+	int32_t rows[1 + SPEC_MAX_K], rpos[1 + SPEC_MAX_K], rseq[1 + SPEC_MAX_K] = { 0 };
+	bool want[1 + SPEC_MAX_K];
 	int64_t pos = n_prompt;
+	int n_draft = 0;
+	if (cfg->n_predict == 0) {
+		st->stop = GEN_STOP_LENGTH;
+		goto done;
+	}
 	for (;;) {
-		if (cfg->n_predict >= 0 && st->n_gen >= cfg->n_predict) {
-			st->stop = GEN_STOP_LENGTH;
-			break;
-		}
 		int64_t n_out;
-		int32_t tok = sampler_sample(s, fwd_logits(f, &n_out));
-		sampler_accept(s, tok);
-		st->n_gen++;
-		bool eos = !cfg->ignore_eos && tokenizer_is_eog(tk, tok);
-		if (on_token && on_token(ud, tok)) {
-			st->stop = GEN_STOP_CALLER;
+		float *logits = fwd_logits(f, &n_out);
+		int32_t tok = 0;
+		int acc = 0;
+		bool stop = false;
+		for (int i = 0; i <= n_draft && !stop; i++) {
+			stop = emit(s, tk, cfg, logits + (size_t)i * V, on_token, ud, st, &tok);
+			if (i < n_draft && tok == rows[i + 1]) {
+				st->accepted_per_pos[acc++]++;
+				continue;
+			}
 			break;
 		}
-		if (eos) {
-			st->stop = GEN_STOP_EOS;
-			break;
+		if (n_draft > 0) {
+			st->n_accepted += acc;
+			spec_seq_feedback(cfg->spec, n_draft, acc);
 		}
+		/* rows 0..acc hold real tokens; the rejected draft leaves the cache */
+		pos += acc;
+		kv_seq_truncate(kv, 0, pos);
+		if (stop)
+			break;
 		if (pos >= n_ctx) {
 			st->stop = GEN_STOP_CONTEXT;
 			break;
 		}
-		if (cfg->n_predict >= 0 && st->n_gen >= cfg->n_predict) {
-			st->stop = GEN_STOP_LENGTH;
-			break;
+		rows[0] = tok;
+		n_draft = 0;
+		int room = draft_room(cfg, st, pos, n_ctx);
+		if (room > 0) {
+			double td = gen_now();
+			n_draft = spec_seq_draft(cfg->spec, room, rows + 1);
+			st->t_draft_s += gen_now() - td;
+			if (n_draft > 0) {
+				st->n_drafts++;
+				st->n_draft_tokens += n_draft;
+			}
 		}
-		int32_t p = (int32_t)pos, sq = 0;
-		struct fwd_batch b = { .n = 1, .tokens = &tok, .pos = &p, .seq = &sq };
+		for (int i = 0; i <= n_draft; i++) {
+			rpos[i] = (int32_t)(pos + i);
+			want[i] = true;
+		}
+		struct fwd_batch b = { .n = 1 + n_draft, .tokens = rows, .pos = rpos, .seq = rseq,
+				       .want_logits = want };
 		if ((rc = runner_step(r, &b, err)))
 			return rc;
+		st->n_steps++;
 		pos++;
 	}
+done:
 	st->t_gen_s = gen_now() - t1;
 	return ING_OK;
 }

@@ -2,7 +2,8 @@
  *
  * Prefills the prompt in chunks of cfg.prefill_chunk tokens (one
  * matrix-matrix step per chunk, logits only for the last row), then decodes
- * one token per step until EOS/EOG (unless ignore_eos), n_predict tokens, the
+ * one token per step (or, with a drafter, verifies a draft of several in
+ * one step and keeps the longest prefix the model agrees with) until EOS/EOG (unless ignore_eos), n_predict tokens, the
  * end of the context, or the callback asks to stop. Uses sequence slot 0 of
  * the forward context and starts from an empty cache. The server's engine
  * batches many sequences instead; this is the simple path. */
@@ -16,6 +17,7 @@
 #include "forward.h"
 #include "runner.h"
 #include "sample.h"
+#include "spec.h"
 #include "tokenizer.h"
 
 enum gen_stop { GEN_STOP_EOS, GEN_STOP_LENGTH, GEN_STOP_CONTEXT, GEN_STOP_CALLER };
@@ -24,12 +26,22 @@ struct gen_config {
 	int64_t n_predict;     /* < 0: until EOS or the context is full */
 	int64_t prefill_chunk; /* <= the forward context's max_batch */
 	bool ignore_eos;
+	/* Speculative decoding (optional): spec drafts up to spec_k tokens per
+	 * step (spec_k + 1 <= the forward context's max_batch and max_logits);
+	 * the output is exactly what plain decoding gives. */
+	struct spec_seq *spec;
+	int spec_k;
 };
 
 struct gen_stats {
 	int64_t n_prompt, n_gen;
 	double t_prompt_s, t_gen_s; /* wall time of prefill / of decoding */
 	enum gen_stop stop;
+	/* speculation: steps with a draft, drafted and accepted tokens, how
+	 * often draft position i was accepted, time spent drafting */
+	int64_t n_steps, n_drafts, n_draft_tokens, n_accepted;
+	int64_t accepted_per_pos[SPEC_MAX_K];
+	double t_draft_s;
 };
 
 /* Called for every generated token (including an EOS that stops the run);

@@ -27,6 +27,8 @@ static void usage(FILE *f)
 		"                           token ids of TEXT (or of stdin, exactly as given)\n"
 		"  run -p TEXT [options]    generate text (ingot run --help for options)\n"
 		"  bench [options]          decode/prefill speed vs memory bandwidth, per runner\n"
+		"  bench serve [options]    load generator against an OpenAI-compatible server\n"
+		"  bench spec [options]     speculative decoding: acceptance and speedup per workload\n"
 		"  perplexity -f FILE [--ctx N]\n"
 		"                           perplexity on FILE, computed as llama.cpp's llama-perplexity\n"
 		"  template TPL.jinja < CONTEXT.json   render a chat template with a JSON context\n"

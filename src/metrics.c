@@ -167,6 +167,23 @@ static void put_finished(struct sbuf *b, const struct metrics *m, const uint64_t
 			    m->label, (unsigned long long)finished[i]);
 }
 
+/* Speculative decoding, vLLM's names. Per-position counts for the draft
+ * positions the engine may use (none when speculation is off). */
+static void put_spec(struct sbuf *b, const struct metrics *m, const struct engine_stats *st)
+{
+	put_counter(b, m, "vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+		    (double)st->spec_drafts);
+	put_counter(b, m, "vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
+		    (double)st->spec_draft_tokens);
+	put_counter(b, m, "vllm:spec_decode_num_accepted_tokens_total",
+		    "Number of accepted tokens.", (double)st->spec_accepted);
+	const char *name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+	put_header(b, name, "counter", "Accepted tokens per draft position.");
+	for (int i = 0; i < st->spec_positions && i < SPEC_MAX_K; i++)
+		sbuf_printf(b, "%s{position=\"%d\",%s} %llu\n", name, i, m->label,
+			    (unsigned long long)st->spec_accepted_per_pos[i]);
+}
+
 static void put_engine(struct sbuf *b, const struct metrics *m, const struct engine_stats *st)
 {
 	put_gauge(b, m, "vllm:num_requests_running", "Number of requests in model execution batches.",
@@ -192,6 +209,7 @@ static void put_engine(struct sbuf *b, const struct metrics *m, const struct eng
 	put_counter(b, m, "ingot_batch_rows_total", "Rows over all forward steps.",
 		    (double)st->batch_rows);
 	put_counter(b, m, "ingot_steps_total", "Forward steps run.", (double)st->steps);
+	put_spec(b, m, st);
 }
 
 int metrics_render(struct metrics *m, const struct engine_stats *st, char **out, size_t *len,
