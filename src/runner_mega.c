@@ -16,6 +16,7 @@
  * Counters are monotonic across steps (targets grow with each step), one
  * per cache line; nothing is allocated per step. Each unit is computed by
  * the same code as in runner_graph, so logits are bit-identical. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -94,6 +95,10 @@ void runner_mega_set_prefetch(struct runner *r, int on)
 		r->mega->prefetch = on;
 }
 
+/* ~50-100 us of pause instructions: far longer than any op's imbalance on
+ * an idle machine, short against a scheduler time slice */
+#define MEGA_SPINS_BEFORE_YIELD 20000
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -118,12 +123,19 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith, 
 		if (bytes > PREFETCH_MAX_BYTES)
 			bytes = PREFETCH_MAX_BYTES;
 	}
-	while (atomic_load_explicit(&s->done, memory_order_acquire) < s->step) {
+	for (unsigned spins = 0; atomic_load_explicit(&s->done, memory_order_acquire) < s->step;
+	     spins++) {
 		if (base && cursor < bytes) {
 			__builtin_prefetch(base + cursor, 0, 3);
 			cursor += 64;
 		}
-		cpu_relax();
+		/* a long wait means the thread we wait for is not running (the
+		 * machine is busier than our thread count): give it the core
+		 * instead of spinning through its time slice */
+		if (spins >= MEGA_SPINS_BEFORE_YIELD)
+			sched_yield();
+		else
+			cpu_relax();
 	}
 }
 
