@@ -19,10 +19,11 @@
 #include "runner.h"
 #include "sample.h"
 #include "spec.h"
+#include "spec_draft.h"
 #include "tokenizer.h"
 
 struct run_opts {
-	const char *model, *prompt, *prompt_file, *runner, *spec;
+	const char *model, *prompt, *prompt_file, *runner, *spec, *draft_model;
 	int64_t n_predict, n_ctx, batch;
 	int threads, spec_max;
 	int chat, ids, ignore_eos, no_bos;
@@ -52,7 +53,9 @@ static int usage(void)
 		"  -t, --threads N         compute threads (default: physical cores)\n"
 		"      --runner mega|graph schedule: megakernel (default) or one dispatch per op\n"
 		"      --ignore-eos        keep generating past end-of-sequence tokens\n"
-		"      --spec ngram|suffix speculative decoding with a model-free drafter (output unchanged)\n"
+		"      --spec ngram|suffix|draft   speculative decoding (output unchanged): prompt lookup,\n"
+		"                          suffix tries, or a draft model sharing the vocabulary\n"
+		"      --draft-model FILE  the draft model for --spec draft\n"
 		"      --spec-max N        longest draft per step (default 16, max %d)\n", SPEC_MAX_K);
 	return 2;
 }
@@ -68,7 +71,7 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 }
 
 enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ,
-       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX };
+       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX, O_DRAFT };
 
 static int parse_opt(struct run_opts *o, int opt, const char *arg)
 {
@@ -82,6 +85,7 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_IGNORE_EOS: o->ignore_eos = 1; return 0;
 	case O_RUNNER: o->runner = arg; return 0;
 	case O_SPEC: o->spec = arg; return 0;
+	case O_DRAFT: o->draft_model = arg; return 0;
 	}
 	if (opt == 'n' && !parse_num(arg, -1, 1e9, &v)) o->n_predict = (int64_t)v;
 	else if (opt == 't' && !parse_num(arg, 1, 1024, &v)) o->threads = (int)v;
@@ -115,7 +119,8 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		{ "presence-penalty", 1, 0, O_PRES }, { "frequency-penalty", 1, 0, O_FREQ },
 		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
-		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX }, { 0 }
+		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
+		{ "draft-model", 1, 0, O_DRAFT }, { 0 }
 	};
 	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega", .spec = "none",
 				.spec_max = 16,
@@ -220,11 +225,13 @@ struct run_ctx {
 	struct cli_session ses;
 	struct sampler *s;
 	struct spec_seq *spec;
+	struct spec_draft *draft;
 };
 
 static void run_ctx_close(struct run_ctx *c)
 {
 	spec_seq_free(c->spec);
+	spec_draft_free(c->draft); /* before the session: it runs on its pool */
 	sampler_free(c->s);
 	cli_session_close(&c->ses);
 }
@@ -238,16 +245,22 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 	if (method < 0)
 		return ing_err_set(err, ING_ERR_INVALID, "unknown --spec '%s' (none, ngram, suffix)",
 				   o->spec);
-	if (method == SPEC_DRAFT)
-		return ing_err_set(err, ING_ERR_UNSUPPORTED,
-				   "--spec draft (a draft model) is not implemented yet; use ngram or suffix");
+	if ((method == SPEC_DRAFT) != (o->draft_model != NULL))
+		return ing_err_set(err, ING_ERR_INVALID,
+				   "--spec draft and --draft-model FILE go together");
 	int rows = method == SPEC_NONE ? 1 : 1 + o->spec_max;
 	struct fwd_config fc = { .max_batch = o->batch > rows ? o->batch : rows, .max_logits = rows,
 				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = QTYPE_F32 };
 	int rc = cli_session_open(&c->ses, path, &fc, o->threads, kind, "ingot run", err);
 	if (rc == ING_OK)
 		rc = sampler_create(&o->sp, c->ses.m->hp.n_vocab, &c->s, err);
-	if (rc == ING_OK && method != SPEC_NONE)
+	if (rc == ING_OK && method == SPEC_DRAFT) {
+		char dpath[4096];
+		if (cli_model_path(o->draft_model, dpath, sizeof dpath))
+			return ing_err_set(err, ING_ERR_NOTFOUND, "no draft model");
+		rc = spec_draft_create(dpath, c->ses.tk, c->ses.pool, (enum runner_kind)kind,
+				       fwd_kv(c->ses.f)->n_ctx, o->spec_max, &o->sp, &c->draft, err);
+	} else if (rc == ING_OK && method != SPEC_NONE)
 		rc = spec_seq_create((enum spec_method)method, o->spec_max, fwd_kv(c->ses.f)->n_ctx,
 				     NULL, &c->spec, err);
 	return rc;
@@ -290,7 +303,8 @@ int cmd_run(int argc, char **argv)
 	if (build_prompt(&o, c.ses.tk, &ids))
 		goto out;
 	struct gen_config gc = { .n_predict = o.n_predict, .prefill_chunk = o.batch,
-				 .ignore_eos = o.ignore_eos, .spec = c.spec, .spec_k = o.spec_max };
+				 .ignore_eos = o.ignore_eos, .spec = c.spec, .draft = c.draft,
+				 .spec_k = o.spec_max };
 	struct gen_stats st;
 	if (generate(c.ses.r, c.ses.f, c.s, c.ses.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
 		fprintf(stderr, "ingot run: %s\n", err.msg);

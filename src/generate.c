@@ -1,6 +1,7 @@
 /* generate.c — see generate.h. */
 #include "generate.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "kv.h"
@@ -41,17 +42,17 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 	return ING_OK;
 }
 
-/* Emits one sampled token: counts it, tells the caller and the drafter.
- * Returns true when generation must stop (reason in st->stop). */
+/* Emits one chosen token: counts it, tells the sampler, the caller and the
+ * drafter. Returns true when generation must stop (reason in st->stop). */
 static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen_config *cfg,
-		 float *logits, gen_token_fn on_token, void *ud, struct gen_stats *st, int32_t *out)
+		 int32_t tok, gen_token_fn on_token, void *ud, struct gen_stats *st)
 {
-	int32_t tok = sampler_sample(s, logits);
 	sampler_accept(s, tok);
 	st->n_gen++;
-	*out = tok;
 	if (cfg->spec)
 		spec_seq_append(cfg->spec, &tok, 1);
+	if (cfg->draft)
+		spec_draft_append(cfg->draft, &tok, 1);
 	bool eos = !cfg->ignore_eos && tokenizer_is_eog(tk, tok);
 	if (on_token && on_token(ud, tok)) {
 		st->stop = GEN_STOP_CALLER;
@@ -68,12 +69,30 @@ static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen
 	return false;
 }
 
+/* Speculative sampling of draft token i (drafted from the draft model's
+ * q_i) against the target's final distribution at that row: true when it
+ * stands (*tok = drafted), else *tok is the replacement. */
+static bool accept_drafted(struct sampler *s, struct spec_draft *d, float *logits, int64_t V,
+			   int i, int32_t drafted, int32_t *tok)
+{
+	int64_t n = sampler_dist(s, logits);
+	const int32_t *ids;
+	const float *probs;
+	sampler_candidates(s, &ids, &probs);
+	float *p = spec_draft_p_scratch(d);
+	memset(p, 0, (size_t)V * sizeof *p);
+	for (int64_t c = 0; c < n; c++)
+		p[ids[c]] = probs[c];
+	double u1 = sampler_uniform(s), u2 = sampler_uniform(s);
+	return spec_accept_draft(p, spec_draft_q(d, i), V, drafted, u1, u2, tok);
+}
+
 /* Draft length allowed at position pos: room in the context and in
  * n_predict (a step emits at most n_draft + 1 tokens). */
 static int draft_room(const struct gen_config *cfg, const struct gen_stats *st, int64_t pos,
 		      int64_t n_ctx)
 {
-	int64_t k = cfg->spec ? cfg->spec_k : 0;
+	int64_t k = cfg->spec || cfg->draft ? cfg->spec_k : 0;
 	if (k > n_ctx - 1 - pos)
 		k = n_ctx - 1 - pos;
 	if (cfg->n_predict >= 0 && k > cfg->n_predict - st->n_gen - 1)
@@ -96,7 +115,7 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 				   "the prompt has %lld tokens but the context holds %lld "
 				   "(use a larger --ctx or a shorter prompt)",
 				   (long long)n_prompt, (long long)n_ctx);
-	if (cfg->spec && (cfg->spec_k < 0 || cfg->spec_k > SPEC_MAX_K))
+	if ((cfg->spec || cfg->draft) && (cfg->spec_k < 0 || cfg->spec_k > SPEC_MAX_K))
 		return ing_err_set(err, ING_ERR_RANGE, "draft length %d outside 0..%d", cfg->spec_k,
 				   SPEC_MAX_K);
 	kv_seq_truncate(kv, 0, 0);
@@ -106,6 +125,12 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		spec_seq_reset(cfg->spec);
 		spec_seq_append(cfg->spec, prompt, n_prompt);
 	}
+	if (cfg->draft) {
+		spec_draft_reset(cfg->draft);
+		spec_draft_append(cfg->draft, prompt, n_prompt);
+	}
+	/* a sampling target with a draft model accepts by rejection sampling */
+	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft);
 	double t0 = gen_now();
 	int rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, err);
 	if (rc)
@@ -131,16 +156,23 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		int acc = 0;
 		bool stop = false;
 		for (int i = 0; i <= n_draft && !stop; i++) {
-			stop = emit(s, tk, cfg, logits + (size_t)i * V, on_token, ud, st, &tok);
-			if (i < n_draft && tok == rows[i + 1]) {
-				st->accepted_per_pos[acc++]++;
-				continue;
+			bool same;
+			if (rejection && i < n_draft) {
+				same = accept_drafted(s, cfg->draft, logits + (size_t)i * V, V, i,
+						      rows[i + 1], &tok);
+			} else {
+				tok = sampler_sample(s, logits + (size_t)i * V);
+				same = i < n_draft && tok == rows[i + 1];
 			}
-			break;
+			stop = emit(s, tk, cfg, tok, on_token, ud, st);
+			if (!same)
+				break;
+			st->accepted_per_pos[acc++]++;
 		}
 		if (n_draft > 0) {
 			st->n_accepted += acc;
-			spec_seq_feedback(cfg->spec, n_draft, acc);
+			if (cfg->spec)
+				spec_seq_feedback(cfg->spec, n_draft, acc);
 		}
 		/* rows 0..acc hold real tokens; the rejected draft leaves the cache */
 		pos += acc;
@@ -156,7 +188,10 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		int room = draft_room(cfg, st, pos, n_ctx);
 		if (room > 0) {
 			double td = gen_now();
-			n_draft = spec_seq_draft(cfg->spec, room, rows + 1);
+			if (cfg->spec)
+				n_draft = spec_seq_draft(cfg->spec, room, rows + 1);
+			else if ((rc = spec_draft_propose(cfg->draft, room, rows + 1, &n_draft, err)))
+				return rc;
 			st->t_draft_s += gen_now() - td;
 			if (n_draft > 0) {
 				st->n_drafts++;

@@ -18,6 +18,7 @@
 #include "runner.h"
 #include "sample.h"
 #include "spec.h"
+#include "spec_draft.h"
 #include "tokenizer.h"
 
 enum gen_stop { GEN_STOP_EOS, GEN_STOP_LENGTH, GEN_STOP_CONTEXT, GEN_STOP_CALLER };
@@ -28,8 +29,10 @@ struct gen_config {
 	bool ignore_eos;
 	/* Speculative decoding (optional): spec drafts up to spec_k tokens per
 	 * step (spec_k + 1 <= the forward context's max_batch and max_logits);
-	 * the output is exactly what plain decoding gives. */
+	 * the output is exactly what plain decoding gives (a draft model with
+	 * temperature > 0: distributed exactly as plain decoding's output). */
 	struct spec_seq *spec;
+	struct spec_draft *draft; /* or a draft model (spec_draft.h); one of the two */
 	int spec_k;
 };
 

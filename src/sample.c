@@ -290,7 +290,7 @@ static int64_t truncate_p(struct sampler *s, int64_t n)
 	return keep;
 }
 
-int32_t sampler_sample(struct sampler *s, float *logits)
+int64_t sampler_dist(struct sampler *s, float *logits)
 {
 	const int64_t V = s->n_vocab;
 	if (penalties_on(&s->p))
@@ -303,7 +303,7 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 		s->n_cand = 1;
 		s->cand_ids[0] = (int32_t)best;
 		s->cand_probs[0] = 1.0f;
-		return (int32_t)best;
+		return 1;
 	}
 	for (int64_t i = 0; i < V; i++)
 		s->cand[i] = (struct cand){ logits[i], (int32_t)i };
@@ -315,19 +315,34 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 	sort_cands(s->cand, n);
 	n = truncate_p(s, n);
 	softmax(s->cand, n, s->p.temperature, s->cand_probs);
+	for (int64_t i = 0; i < n; i++)
+		s->cand_ids[i] = s->cand[i].id;
+	s->n_cand = n;
+	return n;
+}
+
+double sampler_uniform(struct sampler *s) { return rng_uniform(s->rng); }
+
+int32_t sampler_draw(struct sampler *s)
+{
+	if (s->p.temperature <= 0.0f)
+		return s->cand_ids[0]; /* greedy draws no random number */
 	double r = rng_uniform(s->rng), cum = 0;
-	int64_t pick = n - 1;
-	for (int64_t i = 0; i < n; i++) {
+	int64_t pick = s->n_cand - 1;
+	for (int64_t i = 0; i < s->n_cand; i++) {
 		cum += s->cand_probs[i];
 		if (r < cum) {
 			pick = i;
 			break;
 		}
 	}
-	for (int64_t i = 0; i < n; i++)
-		s->cand_ids[i] = s->cand[i].id;
-	s->n_cand = n;
-	return s->cand[pick].id;
+	return s->cand_ids[pick];
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits)
+{
+	sampler_dist(s, logits);
+	return sampler_draw(s);
 }
 
 int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs)

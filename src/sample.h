@@ -56,6 +56,17 @@ void sampler_accept_prompt(struct sampler *s, int32_t token);
  * applied in place). Does not call sampler_accept. */
 int32_t sampler_sample(struct sampler *s, float *logits);
 
+/* sampler_sample in two halves, for speculative decoding: sampler_dist
+ * computes the final distribution (penalties, truncation, temperature;
+ * greedy: the argmax with probability 1) into the candidates without
+ * drawing; sampler_draw then picks one with one uniform number (none when
+ * greedy). dist + draw consumes exactly what sampler_sample does. */
+int64_t sampler_dist(struct sampler *s, float *logits);
+int32_t sampler_draw(struct sampler *s);
+
+/* The next uniform number in [0, 1) of the sampler's own generator. */
+double sampler_uniform(struct sampler *s);
+
 /* After sampler_sample with truncation: the surviving candidates in order
  * of decreasing probability and their final probabilities (tests, logprobs).
  * Valid until the next call. */

@@ -75,4 +75,12 @@ void spec_seq_feedback(struct spec_seq *s, int n_draft, int accepted);
 /* Tokens appended so far (bounded by max_len). */
 int64_t spec_seq_len(const struct spec_seq *s);
 
+/* Speculative sampling (spec_accept.c): x was drafted from q; p is the
+ * target's final distribution at the same position (both dense over V
+ * tokens, summing to 1). Returns true when x is accepted (*out = x), else
+ * false with *out drawn from norm(max(0, p - q)). u_accept and u_resample
+ * are uniform in [0, 1). */
+bool spec_accept_draft(const float *p, const float *q, int64_t V, int32_t x, double u_accept,
+		       double u_resample, int32_t *out);
+
 #endif

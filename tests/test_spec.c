@@ -226,8 +226,84 @@ static void test_errors(void)
 	}
 }
 
+static uint64_t rng_state = 88172645463325252ull;
+
+static double uniform(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (double)(rng_state >> 11) * 0x1.0p-53;
+}
+
+static int32_t draw(const float *d, int V)
+{
+	double u = uniform(), cum = 0;
+	for (int i = 0; i < V; i++) {
+		cum += d[i];
+		if (u < cum)
+			return i;
+	}
+	return V - 1;
+}
+
+/* Speculative sampling emits tokens distributed as p for any draft q:
+ * chi-square over 200,000 draws per (p, q) pair, 7 degrees of freedom;
+ * 24.3 is the 0.001 critical value. The generator is seeded, so the test
+ * is deterministic. */
+static void test_rejection_sampling(void)
+{
+	enum { V = 8, DRAWS = 200000 };
+	const float ps[3][V] = {
+		{ 0.30f, 0.20f, 0.15f, 0.10f, 0.10f, 0.08f, 0.05f, 0.02f },
+		{ 0.01f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f, 0.04f, 0.90f },
+		{ 0.0f, 0.5f, 0.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f },
+	};
+	const float qs[3][V] = {
+		{ 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f },
+		{ 0.90f, 0.04f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f },
+		{ 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.0f, 0.0f, 0.0f },
+	};
+	for (int c = 0; c < 3; c++) {
+		long count[V] = { 0 }, accepted = 0;
+		for (int i = 0; i < DRAWS; i++) {
+			int32_t x = draw(qs[c], V), out;
+			double u1 = uniform(), u2 = uniform();
+			accepted += spec_accept_draft(ps[c], qs[c], V, x, u1, u2, &out);
+			count[out]++;
+		}
+		double chi2 = 0;
+		int bad_support = 0;
+		for (int t = 0; t < V; t++) {
+			double expect = (double)DRAWS * ps[c][t];
+			if (expect == 0)
+				bad_support += count[t] != 0;
+			else
+				chi2 += (count[t] - expect) * (count[t] - expect) / expect;
+		}
+		/* acceptance rate is sum(min(p, q)) */
+		double overlap = 0;
+		for (int t = 0; t < V; t++)
+			overlap += ps[c][t] < qs[c][t] ? ps[c][t] : qs[c][t];
+		double rate = (double)accepted / DRAWS;
+		CHECK(chi2 < 24.3 && !bad_support, "case %d: chi2 %.2f, %d tokens outside p", c, chi2,
+		      bad_support);
+		CHECK(rate > overlap - 0.01 && rate < overlap + 0.01, "case %d: acceptance %.3f vs %.3f",
+		      c, rate, overlap);
+	}
+	/* q == p accepts everything */
+	const float same[4] = { 0.1f, 0.2f, 0.3f, 0.4f };
+	int all = 1;
+	for (int i = 0; i < 1000; i++) {
+		int32_t x = draw(same, 4), out;
+		all &= spec_accept_draft(same, same, 4, x, uniform(), uniform(), &out) && out == x;
+	}
+	CHECK(all, "p == q must accept every draft");
+}
+
 int main(void)
 {
+	test_rejection_sampling();
 	test_trie_counts();
 	test_ngram();
 	test_suffix();

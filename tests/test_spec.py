@@ -4,7 +4,10 @@ CLI (`ingot run --spec ...`): for both model-free drafters and draft lengths
 k in {1, 4, 8, 16}, greedy ids equal plain decoding's on several prompts
 (repetitive ones, where drafts are long and mostly accepted, and prose);
 at n_predict and context boundaries; and seeded sampling (with penalties)
-reproduces plain decoding token for token.
+reproduces plain decoding token for token. A draft model (the default model
+drafting for itself, the only model at hand) keeps greedy output identical
+and samples with rejection sampling; a draft model with another vocabulary
+is refused.
 
 Server (`ingot serve --spec suffix`): concurrent greedy requests (a batch
 of sequences with uneven drafts) give exactly what the same requests give
@@ -16,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,6 +93,29 @@ def test_cli():
         for method in ("ngram", "suffix"):
             ids, err = run(prompt, 48, *samp, "--spec", method, "--spec-max", "8")
             check(f"cli seeded sampling {method}: same ids", ids == base, (ids, base, err))
+    # a draft model (the only model at hand drafts for itself: every greedy
+    # draft is right, so this checks the bookkeeping, not the speedup)
+    model = subprocess.run([INGOT, "pull"], capture_output=True, text=True).stdout.strip()
+    for prompt in (PROSE, LIST):
+        base, _ = run(prompt, 40, "--temp", "0")
+        for k in (1, 5):
+            ids, err = run(prompt, 40, "--temp", "0", "--spec", "draft", "--draft-model", model,
+                           "--spec-max", str(k))
+            check(f"cli draft model k={k}: same ids", ids == base, (ids, base, err))
+    ids, err = run(PROSE, 24, "--temp", "0.9", "--seed", "5", "--spec", "draft",
+                   "--draft-model", model, "--spec-max", "4")
+    check("cli draft model, sampling: runs and accepts", ids and len(ids) == 24 and
+          re.search(r"[1-9]\d* accepted", err), err)
+    with tempfile.TemporaryDirectory() as d:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+        import make_tiny
+        import contextlib
+        import io
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_tiny.main(["make_tiny", d, "gemma3-f32"])
+        ids, err = run(PROSE, 4, "--spec", "draft", "--draft-model", os.path.join(d, "gemma3-f32.gguf"))
+        check("cli draft model with another vocabulary is refused",
+              ids is None and "vocabulary" in err, err)
     _, err = run(PROSE, 4, "--spec", "bogus")
     check("cli: unknown --spec is an error", "unknown --spec" in err, err)
 
