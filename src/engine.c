@@ -29,7 +29,8 @@
 #include "pool.h"
 #include "tokenizer.h"
 
-#define SPEC_STEP_ROWS 64 /* draft rows per step, over all sequences */
+#define SPEC_STEP_ROWS 64   /* logits rows reserved for drafts per step */
+#define SPEC_TARGET_ROWS 24 /* decode + draft rows a step aims at */
 
 struct req {
 	uint64_t id;
@@ -420,9 +421,15 @@ static int64_t build_batch(struct engine *e, bool allow_admit)
 {
 	const int64_t cap = e->cfg.step_tokens;
 	const uint64_t step = ++e->step_no;
-	int64_t n = 0, n_decode = 0, spec_room = e->spec_rows;
+	int64_t n = 0, n_decode = 0;
 	for (int i = 0; i < e->n_running; i++)
 		n_decode += e->running[i]->n_tokens - e->running[i]->n_computed == 1;
+	/* drafts are nearly free while a step is bound by reading the weights
+	 * (few rows) and cost full price once it is bound by compute: keep
+	 * decode + draft rows near SPEC_TARGET_ROWS */
+	int64_t spec_room = SPEC_TARGET_ROWS - n_decode;
+	spec_room = spec_room < e->spec_rows ? spec_room : e->spec_rows;
+	spec_room = spec_room > 0 ? spec_room : 0;
 	for (int i = 0; i < e->n_running && n < cap; i++) {
 		struct req *q = e->running[i];
 		q->n_draft = 0;
