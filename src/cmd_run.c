@@ -259,7 +259,7 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 		if (cli_model_path(o->draft_model, dpath, sizeof dpath))
 			return ing_err_set(err, ING_ERR_NOTFOUND, "no draft model");
 		rc = spec_draft_create(dpath, c->ses.tk, c->ses.pool, (enum runner_kind)kind,
-				       fwd_kv(c->ses.f)->n_ctx, o->spec_max, &o->sp, &c->draft, err);
+				       fwd_kv(c->ses.f)->n_ctx, 1, o->spec_max, &c->draft, err);
 	} else if (rc == ING_OK && method != SPEC_NONE)
 		rc = spec_seq_create((enum spec_method)method, o->spec_max, fwd_kv(c->ses.f)->n_ctx,
 				     NULL, &c->spec, err);

@@ -51,14 +51,15 @@ static int usage(void)
 		"      --timeout S          idle connection timeout in seconds (default 30)\n"
 		"  -t, --threads N          compute threads (default: physical cores)\n"
 		"      --runner mega|graph  step schedule (default mega)\n"
-		"      --spec ngram|suffix  speculative decoding with a model-free drafter (default none;\n"
+		"      --spec ngram|suffix|draft  speculative decoding (default none; draft: a draft model\n"
+		"                           given by --draft-model, same vocabulary;\n"
 		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
 		"      --spec-max N         longest draft per sequence per step (default 16)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -81,6 +82,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_NAME: o->name = arg; return 0;
 	case O_RUNNER: o->runner = arg; return 0;
 	case O_SPEC: o->spec = arg; return 0;
+	case O_DRAFT: o->ec.draft_model = arg; return 0;
 	}
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
@@ -107,7 +109,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "kv-cache-mb", 1, 0, O_KV }, { "max-model-len", 1, 0, O_LEN },
 		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
 		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
-		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX }, { 0 }
+		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
+		{ "draft-model", 1, 0, O_DRAFT }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };
@@ -126,8 +129,9 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 	}
 	o->ec.runner = (enum runner_kind)kind;
 	int method = spec_method_parse(o->spec);
-	if (method < 0 || method == SPEC_DRAFT) {
-		fprintf(stderr, "ingot serve: --spec must be none, ngram or suffix\n");
+	if (method < 0 || (method == SPEC_DRAFT) != (o->ec.draft_model != NULL)) {
+		fprintf(stderr, "ingot serve: --spec must be none, ngram, suffix or draft; "
+			"--spec draft and --draft-model FILE go together\n");
 		return -1;
 	}
 	o->ec.spec = (enum spec_method)method;

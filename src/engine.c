@@ -27,6 +27,7 @@
 #include "mem.h"
 #include "model.h"
 #include "pool.h"
+#include "spec_draft.h"
 #include "tokenizer.h"
 
 #define SPEC_STEP_ROWS 64   /* logits rows reserved for drafts per step */
@@ -90,6 +91,8 @@ struct engine {
 	float *lp;                /* [V] log-softmax scratch */
 	struct spec_seq **spec;   /* [max_num_seqs] drafter per slot, when cfg.spec */
 	struct spec_cache *spec_cache;
+	struct spec_draft *draft; /* cfg.spec == SPEC_DRAFT */
+	char draft_path[4096];
 	int64_t spec_rows;        /* draft rows allowed per step */
 	double spec_draft_s;      /* time spent drafting */
 	struct engine_stats st_spec; /* speculation counters (engine thread) */
@@ -369,7 +372,11 @@ static void admit(struct engine *e, int64_t budget)
 		q->n_computed = hit;
 		if (q->n_generated == 0)
 			q->n_cached_prompt = hit;
-		if (q->spec) {
+		if (q->spec && e->draft) {
+			ing_err err;
+			q->spec = spec_draft_start(e->draft, q->slot, &q->sp, &err) == ING_OK;
+			spec_draft_append(e->draft, q->slot, q->tokens, q->n_tokens);
+		} else if (q->spec) {
 			struct spec_seq *sp = e->spec[q->slot];
 			spec_seq_reset(sp);
 			spec_seq_append(sp, q->tokens, q->n_tokens);
@@ -398,7 +405,14 @@ static int64_t add_draft(struct engine *e, int64_t n, struct req *q, int64_t roo
 	if (k <= 0)
 		return n;
 	double t0 = gen_now();
-	int m = spec_seq_draft(e->spec[q->slot], (int)k, q->draft);
+	int m = 0;
+	if (!e->draft) {
+		m = spec_seq_draft(e->spec[q->slot], (int)k, q->draft);
+	} else {
+		ing_err err;
+		if (spec_draft_propose(e->draft, q->slot, (int)k, q->draft, &m, &err))
+			m = 0; /* the draft model failed (its KV is full): no draft */
+	}
 	e->spec_draft_s += gen_now() - t0;
 	for (int j = 0; j < m; j++, n++) {
 		int64_t p = q->n_computed + 1 + j;
@@ -511,21 +525,47 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 
 /* Samples the next token of q from its logits row and reports it. Returns
  * the finish reason, or -1 while q goes on. The token is appended to
- * q->tokens (and told to q's drafter). */
-static int emit_token(struct engine *e, struct req *q, float *logits)
+ * q->tokens (and told to q's drafter). For a row whose next token was
+ * drafted (draft_i >= 0), *same tells whether the draft stands. */
+/* Speculative sampling of q's draft token i against the final
+ * distribution of logits (a draft model's proposal): true when it stands. */
+static bool accept_drafted(struct engine *e, struct req *q, float *logits, int i, int32_t *tok)
+{
+	const int64_t V = e->m->hp.n_vocab;
+	int64_t n = sampler_dist(q->sampler, logits);
+	const int32_t *ids;
+	const float *probs;
+	sampler_candidates(q->sampler, &ids, &probs);
+	float *p = spec_draft_p_scratch(e->draft);
+	memset(p, 0, (size_t)V * sizeof *p);
+	for (int64_t c = 0; c < n; c++)
+		p[ids[c]] = probs[c];
+	double u1 = sampler_uniform(q->sampler), u2 = sampler_uniform(q->sampler);
+	return spec_accept_draft(p, spec_draft_q(e->draft, q->slot, i), V, q->draft[i], u1, u2, tok);
+}
+
+static int emit_token(struct engine *e, struct req *q, float *logits, int draft_i, bool *same)
 {
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
 	if (q->top_logprobs >= 0)
 		fill_logprobs(e, logits, &ev, q->top_logprobs);
-	int32_t tok = sampler_sample(q->sampler, logits);
+	int32_t tok;
+	if (draft_i >= 0 && e->draft && spec_draft_sampling(e->draft, q->slot)) {
+		*same = accept_drafted(e, q, logits, draft_i, &tok);
+	} else {
+		tok = sampler_sample(q->sampler, logits);
+		*same = draft_i >= 0 && tok == q->draft[draft_i];
+	}
 	sampler_accept(q->sampler, tok);
 	if (q->top_logprobs >= 0)
 		ev.logprob = e->lp[tok];
 	q->tokens[q->n_tokens++] = tok;
 	q->n_generated++;
-	if (q->spec)
+	if (q->spec && e->draft)
+		spec_draft_append(e->draft, q->slot, &tok, 1);
+	else if (q->spec)
 		spec_seq_append(e->spec[q->slot], &tok, 1);
 	if (!q->t_first)
 		q->t_first = gen_now();
@@ -568,16 +608,18 @@ static int verify_rows(struct engine *e, struct req *q, const float *logits, uin
 	const int64_t V = e->m->hp.n_vocab;
 	int why = -1, acc = 0;
 	for (int j = 0; j <= q->n_draft; j++) {
-		why = emit_token(e, q, (float *)logits + (size_t)j * V);
+		bool same;
+		why = emit_token(e, q, (float *)logits + (size_t)j * V, j < q->n_draft ? j : -1, &same);
 		(*gen)++;
-		if (why >= 0 || j == q->n_draft || q->tokens[q->n_tokens - 1] != q->draft[j])
+		if (why >= 0 || !same)
 			break;
 		/* draft token j is what was chosen: its row was computed right */
 		q->n_computed++;
 		acc++;
 	}
 	if (q->n_draft > 0) {
-		spec_seq_feedback(e->spec[q->slot], q->n_draft, acc);
+		if (!e->draft)
+			spec_seq_feedback(e->spec[q->slot], q->n_draft, acc);
 		e->st_spec.spec_drafts++;
 		e->st_spec.spec_draft_tokens += (uint64_t)q->n_draft;
 		e->st_spec.spec_accepted += (uint64_t)acc;
@@ -776,6 +818,9 @@ static int setup(struct engine *e, ing_err *err)
 	e->spec = ing_calloc((size_t)c->max_num_seqs, sizeof *e->spec);
 	if (!e->spec)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	if (c->spec == SPEC_DRAFT)
+		return spec_draft_create(e->draft_path, e->tk, e->pool, c->runner, c->max_model_len,
+					 c->max_num_seqs, c->spec_max, &e->draft, err);
 	if (c->spec == SPEC_SUFFIX && (rc = spec_cache_create(0, &e->spec_cache, err)))
 		return rc;
 	for (int i = 0; i < c->max_num_seqs; i++)
@@ -797,6 +842,8 @@ static void *engine_main(void *arg)
 	pthread_mutex_unlock(&e->mu);
 	if (rc == ING_OK)
 		loop(e);
+	spec_draft_free(e->draft); /* runs on the pool */
+	e->draft = NULL;
 	runner_destroy(e->r);
 	pool_destroy(e->pool); /* on the thread that created it */
 	e->r = NULL;
@@ -830,10 +877,9 @@ static int check_config(const struct engine_config *c, ing_err *err)
 	if (c->max_model_len < 2 || c->step_tokens < 1 || c->step_tokens > 8192 ||
 	    c->max_waiting < 0 || c->kv_cache_mb < 0)
 		return ing_err_set(err, ING_ERR_RANGE, "bad engine configuration");
-	if (c->spec == SPEC_DRAFT)
-		return ing_err_set(err, ING_ERR_UNSUPPORTED,
-				   "the server does not support draft-model speculation yet "
-				   "(use ngram or suffix)");
+	if ((c->spec == SPEC_DRAFT) != (c->draft_model != NULL))
+		return ing_err_set(err, ING_ERR_INVALID, "draft-model speculation needs a draft model "
+				   "and a draft model needs spec draft");
 	if (c->spec != SPEC_NONE && (c->spec_max < 1 || c->spec_max > SPEC_MAX_K))
 		return ing_err_set(err, ING_ERR_RANGE, "spec_max must be in 1..%d", SPEC_MAX_K);
 	return ING_OK;
@@ -853,6 +899,8 @@ int engine_create(const char *model_path, const struct engine_config *cfg, struc
 	if (e->cfg.step_tokens < e->cfg.max_num_seqs)
 		e->cfg.step_tokens = e->cfg.max_num_seqs; /* room for every decode row */
 	snprintf(e->path, sizeof e->path, "%s", model_path);
+	if (cfg->draft_model)
+		snprintf(e->draft_path, sizeof e->draft_path, "%s", cfg->draft_model);
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->max_live = cfg->max_waiting + cfg->max_num_seqs;

@@ -43,6 +43,7 @@ struct engine_config {
 	enum runner_kind runner;
 	enum spec_method spec;  /* speculative decoding drafter (SPEC_NONE: off) */
 	int spec_max;           /* longest draft per sequence per step (1..SPEC_MAX_K) */
+	const char *draft_model; /* SPEC_DRAFT: the draft model's path (copied) */
 };
 
 /* Defaults: 16 sequences, 4096 tokens, 256 tokens per step, 64 waiting,

@@ -52,7 +52,7 @@ static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen
 	if (cfg->spec)
 		spec_seq_append(cfg->spec, &tok, 1);
 	if (cfg->draft)
-		spec_draft_append(cfg->draft, &tok, 1);
+		spec_draft_append(cfg->draft, 0, &tok, 1);
 	bool eos = !cfg->ignore_eos && tokenizer_is_eog(tk, tok);
 	if (on_token && on_token(ud, tok)) {
 		st->stop = GEN_STOP_CALLER;
@@ -84,7 +84,7 @@ static bool accept_drafted(struct sampler *s, struct spec_draft *d, float *logit
 	for (int64_t c = 0; c < n; c++)
 		p[ids[c]] = probs[c];
 	double u1 = sampler_uniform(s), u2 = sampler_uniform(s);
-	return spec_accept_draft(p, spec_draft_q(d, i), V, drafted, u1, u2, tok);
+	return spec_accept_draft(p, spec_draft_q(d, 0, i), V, drafted, u1, u2, tok);
 }
 
 /* Draft length allowed at position pos: room in the context and in
@@ -125,14 +125,16 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		spec_seq_reset(cfg->spec);
 		spec_seq_append(cfg->spec, prompt, n_prompt);
 	}
+	int rc;
 	if (cfg->draft) {
-		spec_draft_reset(cfg->draft);
-		spec_draft_append(cfg->draft, prompt, n_prompt);
+		if ((rc = spec_draft_start(cfg->draft, 0, sampler_params(s), err)))
+			return rc;
+		spec_draft_append(cfg->draft, 0, prompt, n_prompt);
 	}
 	/* a sampling target with a draft model accepts by rejection sampling */
-	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft);
+	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft, 0);
 	double t0 = gen_now();
-	int rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, err);
+	rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, err);
 	if (rc)
 		return rc;
 	double t1 = gen_now();
@@ -190,7 +192,7 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 			double td = gen_now();
 			if (cfg->spec)
 				n_draft = spec_seq_draft(cfg->spec, room, rows + 1);
-			else if ((rc = spec_draft_propose(cfg->draft, room, rows + 1, &n_draft, err)))
+			else if ((rc = spec_draft_propose(cfg->draft, 0, room, rows + 1, &n_draft, err)))
 				return rc;
 			st->t_draft_s += gen_now() - td;
 			if (n_draft > 0) {

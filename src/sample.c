@@ -119,6 +119,28 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 	return ING_OK;
 }
 
+int sampler_reset(struct sampler *s, const struct sample_params *p, ing_err *err)
+{
+	int rc = sample_params_check(p, err);
+	if (rc)
+		return rc;
+	/* the ring is sized by penalty_last_n at create time */
+	int32_t cap = s->p.penalty_last_n > 0 ? s->p.penalty_last_n : 1;
+	if (p->penalty_last_n > cap)
+		return ing_err_set(err, ING_ERR_RANGE, "sampler_reset: penalty window %d > %d",
+				   p->penalty_last_n, cap);
+	s->p = *p;
+	uint64_t seed = p->seed;
+	for (int i = 0; i < 4; i++)
+		s->rng[i] = splitmix64(&seed);
+	memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+	memset(s->prompt_seen, 0, (size_t)s->n_vocab);
+	s->any_prompt = false;
+	s->ring_n = s->ring_head = 0;
+	s->n_cand = 0;
+	return ING_OK;
+}
+
 void sampler_free(struct sampler *s)
 {
 	if (!s)
@@ -320,6 +342,8 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 	s->n_cand = n;
 	return n;
 }
+
+const struct sample_params *sampler_params(const struct sampler *s) { return &s->p; }
 
 double sampler_uniform(struct sampler *s) { return rng_uniform(s->rng); }
 

@@ -42,6 +42,11 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 		   ing_err *err);
 void sampler_free(struct sampler *s);
 
+/* Makes s as sampler_create(p) would, reusing its memory (same vocabulary
+ * size): new parameters, reseeded, no history. ING_ERR_RANGE on bad p (s
+ * unchanged). */
+int sampler_reset(struct sampler *s, const struct sample_params *p, ing_err *err);
+
 /* Records a token of the sequence for the penalties: all three penalties
  * look at the last penalty_last_n accepted tokens (llama.cpp's CLI feeds
  * the prompt through here too). */
@@ -63,6 +68,9 @@ int32_t sampler_sample(struct sampler *s, float *logits);
  * greedy). dist + draw consumes exactly what sampler_sample does. */
 int64_t sampler_dist(struct sampler *s, float *logits);
 int32_t sampler_draw(struct sampler *s);
+
+/* The parameters s samples with. */
+const struct sample_params *sampler_params(const struct sampler *s);
 
 /* The next uniform number in [0, 1) of the sampler's own generator. */
 double sampler_uniform(struct sampler *s);

@@ -13,7 +13,8 @@ Server (`ingot serve --spec suffix`): concurrent greedy requests (a batch
 of sequences with uneven drafts) give exactly what the same requests give
 with speculation turned off per request, including an end-of-sequence
 forced mid-draft by logit_bias; the vLLM spec-decode counters move; a bad
-"speculative" value is a 400."""
+"speculative" value is a 400. With a draft model (--spec draft) concurrent
+greedy requests again equal plain decoding and sampled ones complete."""
 import json
 import os
 import re
@@ -191,11 +192,35 @@ def test_server():
         srv.stop()
 
 
+def test_server_draft():
+    model = subprocess.run([INGOT, "pull"], capture_output=True, text=True).stdout.strip()
+    srv = serve_proc.Server("-t", "2", "--max-num-seqs", "4", "--max-model-len", "512",
+                            "--spec", "draft", "--draft-model", model, "--spec-max", "4")
+    try:
+        port = srv.port
+        prompts = [PROSE, LIST, CODE[:200], "Once upon a time"]
+        alone = [completion(port, p, False) for p in prompts]
+        with ThreadPoolExecutor(4) as ex:
+            together = list(ex.map(lambda p: completion(port, p, True), prompts))
+        check("server draft model: concurrent greedy == plain", together == alone,
+              list(zip(together, alone)))
+        with ThreadPoolExecutor(4) as ex:
+            sampled = list(ex.map(lambda p: completion(port, p, True, temperature=0.9, seed=3),
+                                  prompts))
+        check("server draft model: sampled requests finish",
+              all(r[0] in ("stop", "length") for r in sampled), sampled)
+        acc = metric_sum(port, "vllm:spec_decode_num_accepted_tokens_total")
+        check("server draft model: drafts accepted", acc and acc > 0, acc)
+    finally:
+        srv.stop()
+
+
 def main():
     t0 = time.time()
     try:
         test_cli()
         test_server()
+        test_server_draft()
     except Exception as e:
         import traceback
         traceback.print_exc()
