@@ -57,6 +57,7 @@ struct gen_choice {
 	enum engine_finish finish;
 	char errmsg[256];
 	double t_last;             /* time of the last token (inter-token latency) */
+	int64_t n_cached;          /* prompt tokens the prefix cache supplied */
 	/* connection thread only */
 	int cursor;                /* tokens of the log already taken */
 	struct tokenizer_stream ts;
@@ -176,6 +177,7 @@ static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 		snprintf(ch->errmsg, sizeof ch->errmsg, "%s", ev->error ? ev->error : "engine error");
 		return;
 	}
+	ch->n_cached = ev->n_cached_prompt;
 	metrics_observe(m, METRICS_QUEUE, ev->queue_s);
 	metrics_observe(m, METRICS_E2E, ev->total_s);
 	if (ev->n_generated > 0)
@@ -325,6 +327,15 @@ static cJSON *usage_new(const struct gen_call *k)
 	cJSON_AddNumberToObject(u, "prompt_tokens", (double)k->prompt_tokens);
 	cJSON_AddNumberToObject(u, "completion_tokens", (double)gen);
 	cJSON_AddNumberToObject(u, "total_tokens", (double)(k->prompt_tokens + gen));
+	/* prompt tokens served from the prefix cache, counted once per prompt
+	 * (its first choice) like prompt_tokens */
+	int64_t cached = 0;
+	for (int i = 0; i < k->n_ch; i++)
+		if (k->ch[i].index % k->r.n == 0)
+			cached += k->ch[i].n_cached;
+	cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+	if (d)
+		cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
 	return u;
 }
 

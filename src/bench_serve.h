@@ -15,6 +15,7 @@ struct bs_req {
 	char *body;     /* JSON body, owned (ing_free) */
 	int chat_api;   /* 1: /v1/chat/completions, 0: /v1/completions */
 	int dep;        /* index of the request this one waits for, or -1 */
+	int turn;       /* agentic: 1-based turn of its session; 0: not a session turn */
 };
 
 /* Workload kind by name (chat, shared-prefix, agentic); -1 if unknown. */

@@ -21,7 +21,7 @@
 
 #define N_PREFIX 4
 #define PREFIX_WORDS 600
-#define AG_TURNS 4
+#define AG_TURNS 8
 #define AG_BURST 3
 
 static const char *const words[] = {
@@ -44,11 +44,30 @@ static const char *const system_prompt =
 	"and answer briefly.";
 static const char *const tool_text =
 	"Tools:\n"
-	"- read_file(path: string): returns the file's text.\n"
-	"- write_file(path: string, text: string): replaces the file.\n"
-	"- run(command: string, timeout_s: integer): runs a shell command, returns output.\n"
-	"- search(query: string, limit: integer): returns matching lines with paths.\n"
-	"Answer with a JSON object {\"tool\": name, \"args\": {...}} to call a tool.";
+	"- read_file(path: string, start_line: integer, end_line: integer): returns the file's "
+	"text, or the given line range of it, with line numbers.\n"
+	"- write_file(path: string, text: string): replaces the whole file with text; creates "
+	"missing directories.\n"
+	"- edit_file(path: string, old: string, new: string): replaces the one occurrence of old "
+	"with new; fails when old occurs zero or several times.\n"
+	"- list_dir(path: string, depth: integer): lists files and directories with sizes.\n"
+	"- run(command: string, timeout_s: integer, cwd: string): runs a shell command and "
+	"returns its exit status, standard output and standard error (truncated to 20000 "
+	"characters).\n"
+	"- search(query: string, path: string, limit: integer, regex: boolean): returns matching "
+	"lines with paths and line numbers.\n"
+	"- git_diff(path: string): the uncommitted changes of the repository or of one path.\n"
+	"- git_log(limit: integer): the latest commits with their messages.\n"
+	"- run_tests(filter: string): builds the project and runs the tests whose names contain "
+	"filter; returns the summary and the logs of failing tests.\n"
+	"- web_docs(library: string, topic: string): returns the reference documentation of a "
+	"library function or option.\n"
+	"- ask_user(question: string): asks the user and waits for the answer.\n"
+	"- todo(items: array of strings): replaces the task list shown to the user.\n"
+	"Rules: read a file before editing it; keep edits small; run the tests after every "
+	"change; never delete files you did not create; report what you changed and why.\n"
+	"Answer with a JSON object {\"tool\": name, \"args\": {...}} to call a tool, or with "
+	"plain text when the task is done.";
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -197,7 +216,7 @@ static int chat_req(struct bs_req *r, const char *model, int max_tokens, const c
 static cJSON *session_new(void)
 {
 	cJSON *h = cJSON_CreateArray();
-	char sys[1024];
+	char sys[4096]; /* both texts are constants well under this */
 	snprintf(sys, sizeof sys, "%s\n\n%s", system_prompt, tool_text);
 	if (h && add_msg(h, "system", sys)) {
 		cJSON_Delete(h);
@@ -234,6 +253,7 @@ static int build_session(struct bs_req *r, int *i, int n, const char *model, int
 		rc = rc ? rc : chat_req(&r[*i], model, max_tokens, h, prev);
 		if (rc)
 			break;
+		r[*i].turn = t + 1;
 		prev = (*i)++;
 		if (t == 1)
 			rc = build_burst(r, i, n, model, max_tokens, s, prev);

@@ -35,7 +35,7 @@ struct bs_opts {
 struct bs_result {
 	int started, done, ok;
 	double t0, ttft, e2e, t_last;
-	int n_text, in_tok, out_tok;
+	int n_text, in_tok, out_tok, cached_tok;
 	double *itl;        /* [n_itl] gaps between text chunks, seconds */
 	int n_itl, cap_itl;
 	char err[256];
@@ -53,7 +53,10 @@ struct bs_xfer {
 
 struct bs_stats {
 	int completed, failed;
-	long in_tok, out_tok;
+	long in_tok, out_tok, cached_tok;
+	/* agentic: prefix-cache share of prompt tokens after each session's
+	 * first turn; mean TTFT of first and last turns (ms); -1: n/a */
+	double later_hit, ttft_first, ttft_last;
 	double duration;
 	double ttft[3], tpot[3], itl[3];  /* mean, median, p99 in ms */
 };
@@ -248,6 +251,9 @@ static void on_line(struct bs_result *r, char *line, double t)
 		const cJSON *c = cJSON_GetObjectItem(u, "completion_tokens");
 		r->in_tok = cJSON_IsNumber(p) ? p->valueint : r->in_tok;
 		r->out_tok = cJSON_IsNumber(c) ? c->valueint : r->out_tok;
+		const cJSON *ct = cJSON_GetObjectItem(cJSON_GetObjectItem(u, "prompt_tokens_details"),
+						      "cached_tokens");
+		r->cached_tok = cJSON_IsNumber(ct) ? ct->valueint : r->cached_tok;
 	}
 	cJSON_Delete(j);
 }
@@ -415,6 +421,35 @@ static int count_itl(const struct bs_result *r, int n)
 }
 
 /* Fills s from the results; -1 out of memory. */
+/* The agentic figures: prefix hits after the first turn, TTFT by turn. */
+static void stats_turns(const struct bs_req *q, const struct bs_result *r, int n,
+			struct bs_stats *s)
+{
+	int last = 0;
+	for (int i = 0; i < n; i++)
+		last = q[i].turn > last ? q[i].turn : last;
+	s->later_hit = s->ttft_first = s->ttft_last = -1;
+	if (last < 2)
+		return;
+	double in = 0, hit = 0, t1 = 0, tl = 0;
+	int n1 = 0, nl = 0;
+	for (int i = 0; i < n; i++) {
+		if (!r[i].ok || q[i].turn == 0)
+			continue;
+		if (q[i].turn >= 2) {
+			in += r[i].in_tok;
+			hit += r[i].cached_tok;
+		}
+		if (q[i].turn == 1)
+			t1 += r[i].ttft, n1++;
+		if (q[i].turn == last)
+			tl += r[i].ttft, nl++;
+	}
+	s->later_hit = in > 0 ? hit / in : -1;
+	s->ttft_first = n1 ? 1e3 * t1 / n1 : -1;
+	s->ttft_last = nl ? 1e3 * tl / nl : -1;
+}
+
 static int stats_compute(const struct bs_result *r, int n, double duration, struct bs_stats *s)
 {
 	int n_itl = count_itl(r, n), nt = 0, np = 0, ni = 0;
@@ -431,6 +466,7 @@ static int stats_compute(const struct bs_result *r, int n, double duration, stru
 		s->completed++;
 		s->in_tok += r[i].in_tok;
 		s->out_tok += r[i].out_tok;
+		s->cached_tok += r[i].cached_tok;
 		ttft[nt++] = r[i].ttft;
 		if (r[i].out_tok > 1)
 			tpot[np++] = (r[i].e2e - r[i].ttft) / (r[i].out_tok - 1);
@@ -484,6 +520,14 @@ static void print_text(const struct bs_stats *s)
 	print_triple("---------------Time to First Token----------------", "TTFT", s->ttft);
 	print_triple("-----Time per Output Token (excl. 1st token)------", "TPOT", s->tpot);
 	print_triple("---------------Inter-token Latency----------------", "ITL", s->itl);
+	printf("------------------Prefix Cache--------------------\n");
+	print_row_f("Prompt tokens from the cache (%):",
+		    s->in_tok ? 100.0 * s->cached_tok / s->in_tok : 0.0);
+	if (s->later_hit >= 0) {
+		print_row_f("... after each session's first turn (%):", 100.0 * s->later_hit);
+		print_row_f("Mean TTFT of first turns (ms):", s->ttft_first);
+		print_row_f("Mean TTFT of last turns (ms):", s->ttft_last);
+	}
 	printf("==================================================\n");
 }
 
@@ -515,6 +559,12 @@ static int print_json(const struct bs_stats *s, const struct bs_opts *o)
 	add_triple(j, "ttft", s->ttft);
 	add_triple(j, "tpot", s->tpot);
 	add_triple(j, "itl", s->itl);
+	cJSON_AddNumberToObject(j, "total_cached_input_tokens", (double)s->cached_tok);
+	if (s->later_hit >= 0) {
+		cJSON_AddNumberToObject(j, "prefix_hit_ratio_after_first_turn", s->later_hit);
+		cJSON_AddNumberToObject(j, "mean_ttft_first_turn_ms", s->ttft_first);
+		cJSON_AddNumberToObject(j, "mean_ttft_last_turn_ms", s->ttft_last);
+	}
 	char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
 	if (!txt)
@@ -545,6 +595,7 @@ static int bench_run(const struct bs_opts *o, const char *model)
 	double t0 = now_s();
 	if (run_all(o, q, r) || stats_compute(r, o->requests, now_s() - t0, &s))
 		goto out;
+	stats_turns(q, r, o->requests, &s);
 	report_failure(r, o->requests);
 	if (o->json ? print_json(&s, o) : (print_text(&s), 0))
 		goto out;
