@@ -54,12 +54,14 @@ static int usage(void)
 		"      --spec ngram|suffix|draft  speculative decoding (default none; draft: a draft model\n"
 		"                           given by --draft-model, same vocabulary;\n"
 		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
-		"      --spec-max N         longest draft per sequence per step (default 16)\n");
+		"      --spec-max N         longest draft per sequence per step (default 16)\n"
+		"      --mixed-prefill-tokens N   prompt tokens in a step that also decodes (default 64;\n"
+		"                           0: up to the step budget of 256): lower = steadier streams\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -92,6 +94,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
 	else if (opt == O_TIMEOUT && !num(arg, 1, 86400, &v)) o->sc.timeout_s = (unsigned)v;
 	else if (opt == 't' && !num(arg, 1, 1024, &v)) o->threads = (int)v;
+	else if (opt == O_MIXED && !num(arg, 0, 8192, &v)) o->ec.mixed_prefill_tokens = v;
 	else if (opt == O_SPEC_MAX && !num(arg, 1, SPEC_MAX_K, &v)) o->ec.spec_max = (int)v;
 	else {
 		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
@@ -110,7 +113,7 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
 		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-		{ "draft-model", 1, 0, O_DRAFT }, { 0 }
+		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };

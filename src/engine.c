@@ -102,7 +102,8 @@ struct engine_config engine_config_default(void)
 {
 	return (struct engine_config){ .max_num_seqs = 16, .max_model_len = 4096,
 				       .step_tokens = 256, .max_waiting = 64,
-				       .runner = RUNNER_MEGA, .spec = SPEC_NONE, .spec_max = 16 };
+				       .mixed_prefill_tokens = 64, .runner = RUNNER_MEGA,
+				       .spec = SPEC_NONE, .spec_max = 16 };
 }
 
 const struct model *engine_model(const struct engine *e) { return e->m; }
@@ -455,13 +456,18 @@ static int64_t build_batch(struct engine *e, bool allow_admit)
 			q->in_step = step;
 		}
 	}
+	/* a step that decodes takes only a small prefill chunk: the step's
+	 * time is every decoding client's inter-token latency */
+	int64_t pcap = cap;
+	if (n > 0 && e->cfg.mixed_prefill_tokens > 0 && n + e->cfg.mixed_prefill_tokens < cap)
+		pcap = n + e->cfg.mixed_prefill_tokens;
 	if (allow_admit)
-		admit(e, cap - n);
-	for (int i = 0; i < e->n_running && n < cap; i++) {
+		admit(e, pcap - n);
+	for (int i = 0; i < e->n_running && n < pcap; i++) {
 		struct req *q = e->running[i];
 		int64_t pending = q->n_tokens - q->n_computed;
 		if (q->in_step != step && pending >= 1) {
-			n = add_rows(e, n, q, pending < cap - n ? pending : cap - n);
+			n = add_rows(e, n, q, pending < pcap - n ? pending : pcap - n);
 			q->in_step = step;
 		}
 	}
@@ -875,7 +881,7 @@ static int check_config(const struct engine_config *c, ing_err *err)
 	if (c->max_num_seqs < 1 || c->max_num_seqs > 1024)
 		return ing_err_set(err, ING_ERR_RANGE, "max_num_seqs must be in 1..1024");
 	if (c->max_model_len < 2 || c->step_tokens < 1 || c->step_tokens > 8192 ||
-	    c->max_waiting < 0 || c->kv_cache_mb < 0)
+	    c->max_waiting < 0 || c->kv_cache_mb < 0 || c->mixed_prefill_tokens < 0)
 		return ing_err_set(err, ING_ERR_RANGE, "bad engine configuration");
 	if ((c->spec == SPEC_DRAFT) != (c->draft_model != NULL))
 		return ing_err_set(err, ING_ERR_INVALID, "draft-model speculation needs a draft model "

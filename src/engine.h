@@ -38,6 +38,8 @@ struct engine_config {
 	int64_t max_model_len;  /* prompt + generated tokens per request */
 	int64_t kv_cache_mb;    /* KV pool size; 0: enough for max_num_seqs full contexts */
 	int64_t step_tokens;    /* token budget per step (decode rows + prefill) */
+	int64_t mixed_prefill_tokens; /* prefill tokens in a step that also decodes (0: no
+				       * limit beyond step_tokens) */
 	int max_waiting;        /* bounded waiting queue; beyond it submit fails */
 	int threads;            /* compute threads (0: physical cores) */
 	enum runner_kind runner;
@@ -46,7 +48,8 @@ struct engine_config {
 	const char *draft_model; /* SPEC_DRAFT: the draft model's path (copied) */
 };
 
-/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step, 64 waiting,
+/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step (64 of prefill
+ * when the step also decodes), 64 waiting,
  * no speculation (spec_max 16 when turned on). */
 struct engine_config engine_config_default(void);
 
