@@ -362,6 +362,7 @@ static void admit(struct engine *e, int64_t budget)
 		struct req *q = waiting_pop(e);
 		q->slot = e->free_slots[--e->n_free_slots];
 		q->admitted = ++e->admissions;
+		q->n_draft = 0; /* a preempted request may carry its aborted step's draft */
 		if (!q->t_start) {
 			q->t_start = gen_now();
 			pthread_mutex_lock(&e->mu);

@@ -1,6 +1,7 @@
 /* test_engine.c — the serving engine on the default model: continuous
  * batching gives every request exactly the greedy tokens it gets alone;
- * preemption under a tiny KV pool changes nothing either; prefix caching,
+ * preemption under a tiny KV pool changes nothing either, nor does
+ * speculative decoding (with and without preemption); prefix caching,
  * cancellation, and submit errors. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -63,9 +64,13 @@ static void make_prompts(void)
 	}
 }
 
+static enum spec_method g_spec = SPEC_NONE; /* drafter of engines start() makes */
+
 static struct engine *start(int seqs, int64_t kv_mb, int waiting)
 {
 	struct engine_config c = engine_config_default();
+	c.spec = g_spec;
+	c.spec_max = 6;
 	c.max_num_seqs = seqs;
 	c.max_model_len = 128;
 	c.step_tokens = 32;
@@ -149,6 +154,36 @@ static void test_preemption(const struct result *solo)
 	compare(solo, r, "preemption");
 }
 
+/* With a drafter, batching and preemption (which drops a request's drafts
+ * and KV mid-flight) still give every request its solo greedy tokens. */
+static void test_speculation(const struct result *solo)
+{
+	g_spec = SPEC_SUFFIX;
+	struct result r[NREQ] = { 0 }, rp[NREQ] = { 0 };
+	struct engine_stats st, stp;
+	struct engine *e = start(4, 0, NREQ);
+	if (e) {
+		for (int i = 0; i < NREQ; i++)
+			submit(e, i, &r[i], GEN);
+		wait_all(r, NREQ);
+		engine_stats_get(e, &st);
+		engine_destroy(e, true);
+		compare(solo, r, "speculation");
+	}
+	e = start(4, 2, NREQ);
+	if (e) {
+		for (int i = 0; i < NREQ; i++)
+			submit(e, i, &rp[i], GEN);
+		wait_all(rp, NREQ);
+		engine_stats_get(e, &stp);
+		engine_destroy(e, true);
+		compare(solo, rp, "speculation + preemption");
+		CHECK(stp.preemptions > 0, "a tiny pool preempts with speculation too");
+		CHECK(st.spec_drafts + stp.spec_drafts > 0, "drafts were proposed");
+	}
+	g_spec = SPEC_NONE;
+}
+
 static void test_prefix_cancel_errors(void)
 {
 	struct engine *e = start(2, 0, 2);
@@ -205,6 +240,7 @@ int main(void)
 	run_solo(solo);
 	test_batching(solo);
 	test_preemption(solo);
+	test_speculation(solo);
 	test_prefix_cancel_errors();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
