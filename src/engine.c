@@ -534,23 +534,6 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
  * the finish reason, or -1 while q goes on. The token is appended to
  * q->tokens (and told to q's drafter). For a row whose next token was
  * drafted (draft_i >= 0), *same tells whether the draft stands. */
-/* Speculative sampling of q's draft token i against the final
- * distribution of logits (a draft model's proposal): true when it stands. */
-static bool accept_drafted(struct engine *e, struct req *q, float *logits, int i, int32_t *tok)
-{
-	const int64_t V = e->m->hp.n_vocab;
-	int64_t n = sampler_dist(q->sampler, logits);
-	const int32_t *ids;
-	const float *probs;
-	sampler_candidates(q->sampler, &ids, &probs);
-	float *p = spec_draft_p_scratch(e->draft);
-	memset(p, 0, (size_t)V * sizeof *p);
-	for (int64_t c = 0; c < n; c++)
-		p[ids[c]] = probs[c];
-	double u1 = sampler_uniform(q->sampler), u2 = sampler_uniform(q->sampler);
-	return spec_accept_draft(p, spec_draft_q(e->draft, q->slot, i), V, q->draft[i], u1, u2, tok);
-}
-
 static int emit_token(struct engine *e, struct req *q, float *logits, int draft_i, bool *same)
 {
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
@@ -560,7 +543,9 @@ static int emit_token(struct engine *e, struct req *q, float *logits, int draft_
 		fill_logprobs(e, logits, &ev, q->top_logprobs);
 	int32_t tok;
 	if (draft_i >= 0 && e->draft && spec_draft_sampling(e->draft, q->slot)) {
-		*same = accept_drafted(e, q, logits, draft_i, &tok);
+		*same = spec_accept_sampled(q->sampler, logits,
+					    spec_draft_q(e->draft, q->slot, draft_i), e->m->hp.n_vocab,
+					    q->draft[draft_i], spec_draft_p_scratch(e->draft), &tok);
 	} else {
 		tok = sampler_sample(q->sampler, logits);
 		*same = draft_i >= 0 && tok == q->draft[draft_i];

@@ -69,24 +69,6 @@ static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen
 	return false;
 }
 
-/* Speculative sampling of draft token i (drafted from the draft model's
- * q_i) against the target's final distribution at that row: true when it
- * stands (*tok = drafted), else *tok is the replacement. */
-static bool accept_drafted(struct sampler *s, struct spec_draft *d, float *logits, int64_t V,
-			   int i, int32_t drafted, int32_t *tok)
-{
-	int64_t n = sampler_dist(s, logits);
-	const int32_t *ids;
-	const float *probs;
-	sampler_candidates(s, &ids, &probs);
-	float *p = spec_draft_p_scratch(d);
-	memset(p, 0, (size_t)V * sizeof *p);
-	for (int64_t c = 0; c < n; c++)
-		p[ids[c]] = probs[c];
-	double u1 = sampler_uniform(s), u2 = sampler_uniform(s);
-	return spec_accept_draft(p, spec_draft_q(d, 0, i), V, drafted, u1, u2, tok);
-}
-
 /* Draft length allowed at position pos: room in the context and in
  * n_predict (a step emits at most n_draft + 1 tokens). */
 static int draft_room(const struct gen_config *cfg, const struct gen_stats *st, int64_t pos,
@@ -160,8 +142,9 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		for (int i = 0; i <= n_draft && !stop; i++) {
 			bool same;
 			if (rejection && i < n_draft) {
-				same = accept_drafted(s, cfg->draft, logits + (size_t)i * V, V, i,
-						      rows[i + 1], &tok);
+				same = spec_accept_sampled(s, logits + (size_t)i * V,
+							   spec_draft_q(cfg->draft, 0, i), V, rows[i + 1],
+							   spec_draft_p_scratch(cfg->draft), &tok);
 			} else {
 				tok = sampler_sample(s, logits + (size_t)i * V);
 				same = i < n_draft && tok == rows[i + 1];

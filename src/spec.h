@@ -83,4 +83,11 @@ int64_t spec_seq_len(const struct spec_seq *s);
 bool spec_accept_draft(const float *p, const float *q, int64_t V, int32_t x, double u_accept,
 		       double u_resample, int32_t *out);
 
+/* spec_accept_draft with p = the sampler's final distribution of logits
+ * (penalties, truncation, temperature: sampler_dist) and both uniforms from
+ * its own generator. p_scratch holds V floats. */
+struct sampler;
+bool spec_accept_sampled(struct sampler *s, float *logits, const float *q, int64_t V, int32_t x,
+			 float *p_scratch, int32_t *out);
+
 #endif

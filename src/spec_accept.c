@@ -6,6 +6,10 @@
  * whatever q is (tests/test_spec.c checks this with a chi-square test). */
 #include "spec.h"
 
+#include <string.h>
+
+#include "sample.h"
+
 bool spec_accept_draft(const float *p, const float *q, int64_t V, int32_t x, double u_accept,
 		       double u_resample, int32_t *out)
 {
@@ -41,4 +45,18 @@ bool spec_accept_draft(const float *p, const float *q, int64_t V, int32_t x, dou
 	}
 	*out = last; /* rounding at the very top of the range */
 	return false;
+}
+
+bool spec_accept_sampled(struct sampler *s, float *logits, const float *q, int64_t V, int32_t x,
+			 float *p, int32_t *out)
+{
+	int64_t n = sampler_dist(s, logits);
+	const int32_t *ids;
+	const float *probs;
+	sampler_candidates(s, &ids, &probs);
+	memset(p, 0, (size_t)V * sizeof *p);
+	for (int64_t c = 0; c < n; c++)
+		p[ids[c]] = probs[c];
+	double u1 = sampler_uniform(s), u2 = sampler_uniform(s);
+	return spec_accept_draft(p, q, V, x, u1, u2, out);
 }
