@@ -1,0 +1,282 @@
+/* grammar.c — building rules and flattening them into a grammar (see
+ * grammar_int.h for the representation).
+ *
+ * The builder keeps every alternative in its own growable array so that
+ * rules can be created while another is half built (the schema compiler
+ * recurses); gb_finish lays them out back to back. Failures are sticky:
+ * after the first one every call is a no-op and gb_finish reports it, so
+ * compilers need not check each call. */
+#include <string.h>
+
+#include "grammar_int.h"
+#include "mem.h"
+
+static bool grow(void **p, int *cap, int need, size_t elem)
+{
+	if (need <= *cap)
+		return true;
+	int c = *cap ? *cap * 2 : 8;
+	while (c < need)
+		c *= 2;
+	void *q = ing_realloc(*p, (size_t)c * elem);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = c;
+	return true;
+}
+
+void gb_free(struct gbuild *b)
+{
+	for (int r = 0; r < b->n_rules; r++) {
+		for (int a = 0; a < b->rules[r].n; a++)
+			ing_free(b->rules[r].alts[a].s);
+		ing_free(b->rules[r].alts);
+	}
+	ing_free(b->rules);
+	ing_free(b->classes);
+	*b = (struct gbuild){ 0 };
+}
+
+int gb_rule_new(struct gbuild *b)
+{
+	if (b->failed)
+		return 0;
+	if (b->n_rules >= GRAMMAR_MAX_RULES) {
+		b->failed = ING_ERR_UNSUPPORTED;
+		return 0;
+	}
+	if (!grow((void **)&b->rules, &b->cap_rules, b->n_rules + 1, sizeof *b->rules)) {
+		b->failed = ING_ERR_NOMEM;
+		return 0;
+	}
+	b->rules[b->n_rules] = (struct gb_rule){ 0 };
+	return b->n_rules++;
+}
+
+void gb_rule_add(struct gbuild *b, int r, const uint32_t *syms, int n)
+{
+	if (b->failed)
+		return;
+	struct gb_rule *R = &b->rules[r];
+	if (!grow((void **)&R->alts, &R->cap, R->n + 1, sizeof *R->alts)) {
+		b->failed = ING_ERR_NOMEM;
+		return;
+	}
+	struct gb_alt *A = &R->alts[R->n];
+	*A = (struct gb_alt){ 0 };
+	if (n > 0) {
+		A->s = ing_malloc_array((size_t)n, sizeof *A->s);
+		if (!A->s) {
+			b->failed = ING_ERR_NOMEM;
+			return;
+		}
+		memcpy(A->s, syms, (size_t)n * sizeof *syms);
+	}
+	A->n = A->cap = n;
+	R->n++;
+}
+
+uint32_t gb_class(struct gbuild *b, const struct gclass *c)
+{
+	if (b->failed)
+		return GSYM_CLASS;
+	for (int i = 0; i < b->n_classes; i++)
+		if (!memcmp(&b->classes[i], c, sizeof *c))
+			return GSYM_CLASS | (uint32_t)i;
+	if (!grow((void **)&b->classes, &b->cap_classes, b->n_classes + 1, sizeof *b->classes)) {
+		b->failed = ING_ERR_NOMEM;
+		return GSYM_CLASS;
+	}
+	b->classes[b->n_classes] = *c;
+	return GSYM_CLASS | (uint32_t)b->n_classes++;
+}
+
+uint32_t gb_range(struct gbuild *b, unsigned lo, unsigned hi)
+{
+	struct gclass c = { { 0 } };
+	for (unsigned x = lo; x <= hi && x < 256; x++)
+		c.w[x >> 5] |= 1u << (x & 31);
+	return gb_class(b, &c);
+}
+
+uint32_t gb_byte(struct gbuild *b, unsigned c) { return gb_range(b, c, c); }
+
+uint32_t gb_set(struct gbuild *b, const char *set)
+{
+	struct gclass c = { { 0 } };
+	for (const unsigned char *p = (const unsigned char *)set; *p; p++)
+		c.w[*p >> 5] |= 1u << (*p & 31);
+	return gb_class(b, &c);
+}
+
+uint32_t gb_seqv(struct gbuild *b, const uint32_t *syms, int n)
+{
+	if (n == 1)
+		return syms[0];
+	int r = gb_rule_new(b);
+	gb_rule_add(b, r, syms, n);
+	return (uint32_t)r;
+}
+
+uint32_t gb_altv(struct gbuild *b, const uint32_t *syms, int n)
+{
+	if (n == 1)
+		return syms[0];
+	int r = gb_rule_new(b);
+	for (int i = 0; i < n; i++)
+		gb_rule_add(b, r, &syms[i], 1);
+	return (uint32_t)r;
+}
+
+uint32_t gb_nothing(struct gbuild *b) { return (uint32_t)gb_rule_new(b); }
+
+uint32_t gb_lit(struct gbuild *b, const char *s, size_t n)
+{
+	if (n == 1)
+		return gb_byte(b, (unsigned char)s[0]);
+	int r = gb_rule_new(b);
+	if (b->failed)
+		return 0;
+	uint32_t buf[64];
+	uint32_t *syms = n <= 64 ? buf : ing_malloc_array(n, sizeof *syms);
+	if (!syms) {
+		b->failed = ING_ERR_NOMEM;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		syms[i] = gb_byte(b, (unsigned char)s[i]);
+	gb_rule_add(b, r, syms, (int)n);
+	if (syms != buf)
+		ing_free(syms);
+	return (uint32_t)r;
+}
+
+/* x{min,max}: min copies, then a chain of optional ones (right-nested so
+ * that each continuation is a tail call and stacks stay flat), or a
+ * right-recursive star when max < 0. */
+uint32_t gb_repeat(struct gbuild *b, uint32_t x, int min, int max)
+{
+	if (b->failed)
+		return 0;
+	if (max >= 0 && max < min)
+		max = min;
+	int tail;
+	if (max < 0) {
+		tail = gb_rule_new(b); /* tail ::= x tail | "" */
+		uint32_t a[2] = { x, (uint32_t)tail };
+		gb_rule_add(b, tail, a, 2);
+		gb_rule_add(b, tail, NULL, 0);
+	} else {
+		tail = gb_rule_new(b); /* "" */
+		gb_rule_add(b, tail, NULL, 0);
+		for (int i = min; i < max; i++) {
+			int r = gb_rule_new(b);
+			uint32_t a[2] = { x, (uint32_t)tail };
+			gb_rule_add(b, r, a, 2);
+			gb_rule_add(b, r, NULL, 0);
+			tail = r;
+		}
+	}
+	for (int i = 0; i < min; i++) {
+		int r = gb_rule_new(b);
+		uint32_t a[2] = { x, (uint32_t)tail };
+		gb_rule_add(b, r, a, 2);
+		tail = r;
+	}
+	return (uint32_t)tail;
+}
+
+/* Counts symbols and alternatives to size the flat arrays. */
+static int flat_sizes(const struct gbuild *b, size_t *n_syms, size_t *n_alts)
+{
+	size_t s = 2, a = 0; /* + the synthetic start "root END" */
+	for (int r = 0; r < b->n_rules; r++) {
+		a += (size_t)b->rules[r].n;
+		for (int i = 0; i < b->rules[r].n; i++)
+			s += (size_t)b->rules[r].alts[i].n + 1;
+	}
+	*n_syms = s;
+	*n_alts = a;
+	return s > GRAMMAR_MAX_SYMS ? ING_ERR_UNSUPPORTED : ING_OK;
+}
+
+static void flatten(const struct gbuild *b, uint32_t root, struct grammar *g)
+{
+	uint32_t s = 0, a = 0;
+	for (int r = 0; r < b->n_rules; r++) {
+		g->rule_alt[r] = a;
+		for (int i = 0; i < b->rules[r].n; i++) {
+			const struct gb_alt *A = &b->rules[r].alts[i];
+			g->alt_start[a++] = s;
+			if (A->n)
+				memcpy(&g->syms[s], A->s, (size_t)A->n * sizeof *A->s);
+			s += (uint32_t)A->n;
+			g->syms[s++] = GSYM_END;
+		}
+	}
+	g->rule_alt[b->n_rules] = a;
+	g->start = s;
+	g->syms[s++] = root;
+	g->syms[s++] = GSYM_END;
+	g->n_syms = s;
+}
+
+int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err)
+{
+	*out = NULL;
+	size_t n_syms = 0, n_alts = 0;
+	int rc = b->failed ? b->failed : flat_sizes(b, &n_syms, &n_alts);
+	if (rc) {
+		gb_free(b);
+		return rc == ING_ERR_NOMEM ? ing_err_set(err, rc, "out of memory")
+					   : ing_err_set(err, rc, "the grammar is too large");
+	}
+	struct grammar *g = ing_calloc(1, sizeof *g);
+	if (g) {
+		g->syms = ing_malloc_array(n_syms, sizeof *g->syms);
+		g->rule_alt = ing_malloc_array((size_t)b->n_rules + 1, sizeof *g->rule_alt);
+		g->alt_start = ing_malloc_array(n_alts + 1, sizeof *g->alt_start);
+		g->classes = ing_malloc_array((size_t)b->n_classes + 1, sizeof *g->classes);
+	}
+	if (!g || !g->syms || !g->rule_alt || !g->alt_start || !g->classes) {
+		if (g) {
+			ing_free(g->syms);
+			ing_free(g->rule_alt);
+			ing_free(g->alt_start);
+			ing_free(g->classes);
+			ing_free(g);
+		}
+		gb_free(b);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
+	flatten(b, root, g);
+	g->n_rules = (uint32_t)b->n_rules;
+	if (b->n_classes)
+		memcpy(g->classes, b->classes, (size_t)b->n_classes * sizeof *g->classes);
+	g->n_classes = (uint32_t)b->n_classes;
+	atomic_init(&g->refs, 1);
+	pthread_mutex_init(&g->mu, NULL);
+	gb_free(b);
+	*out = g;
+	return ING_OK;
+}
+
+struct grammar *grammar_ref(struct grammar *g)
+{
+	atomic_fetch_add(&g->refs, 1);
+	return g;
+}
+
+void grammar_free(struct grammar *g)
+{
+	if (!g || atomic_fetch_sub(&g->refs, 1) != 1)
+		return;
+	gdfa_free(&g->dfa);
+	pthread_mutex_destroy(&g->mu);
+	ing_free(g->syms);
+	ing_free(g->rule_alt);
+	ing_free(g->alt_start);
+	ing_free(g->classes);
+	ing_free(g);
+}

@@ -1,0 +1,543 @@
+/* grammar_match.c — matching bytes and tokens against a grammar.
+ *
+ * The state of a parse is the set of stacks consistent with the bytes so
+ * far (grammar_int.h). A transition on byte b advances every stack whose
+ * top class holds b and expands the result (closure): a rule reference is
+ * replaced by each of its alternatives, END pops to the caller, and a
+ * reference in tail position pops its caller first so right recursion
+ * keeps stacks flat. The resulting set, sorted and deduplicated, is the
+ * key under which the next state is interned.
+ *
+ * States and their 256-way transition tables are built lazily and shared
+ * by every matcher of the grammar (under the grammar's lock), so each
+ * distinct (state, byte) pair is computed once. A state's token mask is
+ * computed on first use by walking the vocabulary trie in preorder with
+ * one automaton state per depth, skipping a whole subtree as soon as its
+ * prefix reaches a dead state, and cached on the state. After
+ * GRAMMAR_MAX_STATES states the automaton is reset (a matcher keeps its
+ * own copy of its key and re-interns it); after GRAMMAR_MAX_MASKS masks
+ * the masks are dropped.
+ *
+ * The sole allocation in a decode step is that lazy construction; a state
+ * already seen costs a table load per byte and one pass over the mask. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_int.h"
+#include "mem.h"
+#include "tokenizer.h"
+
+struct grammar_matcher {
+	struct grammar *g;
+	const struct grammar_vocab *v;
+	int32_t state;
+	uint64_t generation;
+	uint32_t *key;      /* copy of the state's key (re-interned after a reset) */
+	size_t key_len, key_cap;
+};
+
+/* ---- scratch buffers ---- */
+
+static bool need(uint32_t **p, size_t *cap, size_t n)
+{
+	if (n <= *cap)
+		return true;
+	size_t c = *cap ? *cap * 2 : 256;
+	while (c < n)
+		c *= 2;
+	uint32_t *q = ing_realloc(*p, c * sizeof *q);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = c;
+	return true;
+}
+
+static void states_clear(struct gdfa *d)
+{
+	for (int32_t i = 0; i < d->n; i++) {
+		ing_free(d->st[i].trans);
+		ing_free(d->st[i].mask);
+	}
+	d->n = 0;
+	d->n_keys = 0;
+	d->n_masks = 0;
+	if (d->table)
+		memset(d->table, 0xff, d->table_cap * sizeof *d->table);
+	d->generation++;
+}
+
+void gdfa_free(struct gdfa *d)
+{
+	states_clear(d);
+	ing_free(d->st);
+	ing_free(d->keys);
+	ing_free(d->table);
+	ing_free(d->todo);
+	ing_free(d->out);
+	ing_free(d->cur);
+	ing_free(d->recs);
+	ing_free(d->walk);
+	*d = (struct gdfa){ 0 };
+}
+
+/* ---- closure ---- */
+
+/* Pushes the stack cur[0..len) onto the todo list as a record
+ * [p0 .. p(len-1), len] (length last so records pop from the end). */
+static bool todo_push(struct gdfa *d, const uint32_t *cur, uint32_t len, uint32_t extra)
+{
+	size_t n = len + (extra != GSYM_END) + 1;
+	if (!need(&d->todo, &d->cap_todo, d->n_todo + n))
+		return false;
+	uint32_t *t = d->todo + d->n_todo;
+	memcpy(t, cur, len * sizeof *cur);
+	if (extra != GSYM_END)
+		t[len++] = extra;
+	t[len] = len;
+	d->n_todo += n;
+	return true;
+}
+
+static bool out_push(struct gdfa *d, const uint32_t *cur, uint32_t len)
+{
+	if (!need(&d->out, &d->cap_out, d->n_out + len + 1))
+		return false;
+	d->out[d->n_out] = len;
+	memcpy(d->out + d->n_out + 1, cur, len * sizeof *cur);
+	d->n_out += len + 1;
+	return true;
+}
+
+/* Expands every stack on the todo list into d->out. Stacks deeper than
+ * GRAMMAR_MAX_DEPTH are dropped. False on allocation failure or when the
+ * expansion does not terminate within GRAMMAR_MAX_EXPAND steps (a
+ * grammar with empty cycles). */
+static bool closure(const struct grammar *g, struct gdfa *d)
+{
+	uint32_t *cur = d->cur;
+	long steps = 0;
+	while (d->n_todo > 0) {
+		uint32_t len = d->todo[d->n_todo - 1];
+		d->n_todo -= len + 1;
+		memcpy(cur, d->todo + d->n_todo, len * sizeof *cur);
+		for (;;) {
+			if (++steps > GRAMMAR_MAX_EXPAND)
+				return false;
+			if (len == 0) {
+				if (!out_push(d, cur, 0))
+					return false;
+				break;
+			}
+			uint32_t p = cur[len - 1], s = g->syms[p];
+			if (GSYM_IS_CLASS(s)) {
+				if (!out_push(d, cur, len))
+					return false;
+				break;
+			}
+			if (s == GSYM_END) {
+				len--;
+				continue;
+			}
+			/* a reference: the caller continues after it (unless
+			 * that is the end of its alternative: tail call) */
+			if (g->syms[p + 1] == GSYM_END)
+				len--;
+			else
+				cur[len - 1] = p + 1;
+			if (len + 1 > GRAMMAR_MAX_DEPTH)
+				break;
+			for (uint32_t a = g->rule_alt[s]; a < g->rule_alt[s + 1]; a++)
+				if (!todo_push(d, cur, len, g->alt_start[a]))
+					return false;
+			break;
+		}
+	}
+	return true;
+}
+
+/* ---- interning ---- */
+
+static int rec_cmp(const void *a, const void *b, void *keys)
+{
+	const uint32_t *x = (const uint32_t *)keys + *(const uint32_t *)a;
+	const uint32_t *y = (const uint32_t *)keys + *(const uint32_t *)b;
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	for (uint32_t i = 1; i <= x[0]; i++)
+		if (x[i] != y[i])
+			return x[i] < y[i] ? -1 : 1;
+	return 0;
+}
+
+static uint64_t key_hash(const uint32_t *k, size_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h ^= k[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* Sorts and deduplicates the records of d->out into d->cur (canonical
+ * key); returns its length. */
+static size_t canonical(struct gdfa *d, bool *ok)
+{
+	size_t n_rec = 0;
+	for (size_t i = 0; i < d->n_out; i += d->out[i] + 1)
+		n_rec++;
+	if (!need(&d->recs, &d->cap_recs, n_rec + 1) || !need(&d->cur, &d->cap_cur, d->n_out + 1)) {
+		*ok = false;
+		return 0;
+	}
+	n_rec = 0;
+	for (size_t i = 0; i < d->n_out; i += d->out[i] + 1)
+		d->recs[n_rec++] = (uint32_t)i;
+	qsort_r(d->recs, n_rec, sizeof *d->recs, rec_cmp, d->out);
+	size_t n = 0;
+	for (size_t r = 0; r < n_rec; r++) {
+		if (r > 0 && rec_cmp(&d->recs[r], &d->recs[r - 1], d->out) == 0)
+			continue;
+		const uint32_t *x = d->out + d->recs[r];
+		memcpy(d->cur + n, x, (x[0] + 1) * sizeof *x);
+		n += x[0] + 1;
+	}
+	*ok = true;
+	return n;
+}
+
+static bool table_grow(struct gdfa *d)
+{
+	uint32_t cap = d->table_cap ? d->table_cap * 2 : 1024;
+	int32_t *t = ing_malloc_array(cap, sizeof *t);
+	if (!t)
+		return false;
+	memset(t, 0xff, cap * sizeof *t);
+	for (int32_t i = 0; i < d->n; i++) {
+		uint32_t h = (uint32_t)d->st[i].hash & (cap - 1);
+		while (t[h] >= 0)
+			h = (h + 1) & (cap - 1);
+		t[h] = i;
+	}
+	ing_free(d->table);
+	d->table = t;
+	d->table_cap = cap;
+	return true;
+}
+
+/* The state for key k[0..n), created if new. -1 on allocation failure. */
+static int32_t intern(struct gdfa *d, const uint32_t *k, size_t n)
+{
+	uint64_t h = key_hash(k, n);
+	if ((uint32_t)(d->n + 1) * 2 > d->table_cap && !table_grow(d))
+		return -1;
+	uint32_t i = (uint32_t)h & (d->table_cap - 1);
+	for (; d->table[i] >= 0; i = (i + 1) & (d->table_cap - 1)) {
+		const struct gstate *s = &d->st[d->table[i]];
+		if (s->hash == h && s->key_len == n && !memcmp(d->keys + s->key_off, k, n * sizeof *k))
+			return d->table[i];
+	}
+	if (d->n == d->cap) {
+		int32_t c = d->cap ? d->cap * 2 : 64;
+		struct gstate *st = ing_realloc(d->st, (size_t)c * sizeof *st);
+		if (!st)
+			return -1;
+		d->st = st;
+		d->cap = c;
+	}
+	/* k may point into d->keys (re-interning a matcher's key does not,
+	 * but be safe): copy through need() first */
+	if (!need(&d->keys, &d->cap_keys, d->n_keys + n))
+		return -1;
+	memmove(d->keys + d->n_keys, k, n * sizeof *k);
+	struct gstate *s = &d->st[d->n];
+	*s = (struct gstate){ .key_off = (uint32_t)d->n_keys, .key_len = (uint32_t)n, .hash = h };
+	/* records are sorted by length: an empty stack comes first */
+	s->accepting = n > 0 && k[0] == 0;
+	s->done = n == 1 && k[0] == 0;
+	d->n_keys += n;
+	d->table[i] = d->n;
+	return d->n++;
+}
+
+/* The state reached from state s on byte c: an id, GDFA_DEAD, or -3 on
+ * failure (allocation, runaway expansion). */
+static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned c)
+{
+	struct gstate *st = &d->st[s];
+	if (st->trans && st->trans[c] != GDFA_UNKNOWN)
+		return st->trans[c];
+	if (!st->trans) {
+		st->trans = ing_malloc_array(256, sizeof *st->trans);
+		if (!st->trans)
+			return -3;
+		for (int i = 0; i < 256; i++)
+			st->trans[i] = GDFA_UNKNOWN;
+	}
+	d->n_todo = d->n_out = 0;
+	const uint32_t *k = d->keys + st->key_off;
+	for (size_t i = 0; i < st->key_len; i += k[i] + 1) {
+		uint32_t len = k[i];
+		if (len == 0)
+			continue;
+		uint32_t top = k[i + len];
+		if (!gclass_has(&g->classes[g->syms[top] & ~GSYM_CLASS], c))
+			continue;
+		if (!todo_push(d, k + i + 1, len - 1, top + 1)) /* k stays valid: no interning yet */
+			return -3;
+	}
+	int32_t next = GDFA_DEAD;
+	if (d->n_todo > 0) {
+		if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) || !closure(g, d))
+			return -3;
+		bool ok;
+		size_t n = canonical(d, &ok);
+		if (!ok)
+			return -3;
+		if (n > 0 && (next = intern(d, d->cur, n)) < 0)
+			return -3;
+	}
+	d->st[s].trans[c] = next;
+	return next;
+}
+
+static int32_t initial_state(const struct grammar *g, struct gdfa *d)
+{
+	d->n_todo = d->n_out = 0;
+	uint32_t start = g->start;
+	if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) || !todo_push(d, &start, 1, GSYM_END) ||
+	    !closure(g, d))
+		return -1;
+	bool ok;
+	size_t n = canonical(d, &ok);
+	return ok ? intern(d, d->cur, n) : -1;
+}
+
+/* ---- matchers ---- */
+
+static bool remember(struct grammar_matcher *m)
+{
+	const struct gdfa *d = &m->g->dfa;
+	const struct gstate *s = &d->st[m->state];
+	if (!need(&m->key, &m->key_cap, s->key_len + 1))
+		return false;
+	memcpy(m->key, d->keys + s->key_off, s->key_len * sizeof *m->key);
+	m->key_len = s->key_len;
+	m->generation = d->generation;
+	return true;
+}
+
+/* Under the lock: makes m->state valid for the current automaton,
+ * resetting the automaton first when it has grown too large. */
+static bool sync_state(struct grammar_matcher *m)
+{
+	struct gdfa *d = &m->g->dfa;
+	if (d->n > GRAMMAR_MAX_STATES)
+		states_clear(d);
+	if (m->generation == d->generation)
+		return true;
+	int32_t s = intern(d, m->key, m->key_len);
+	if (s < 0)
+		return false;
+	m->state = s;
+	m->generation = d->generation;
+	return true;
+}
+
+int grammar_matcher_create(struct grammar *g, const struct grammar_vocab *v,
+			   struct grammar_matcher **out, ing_err *err)
+{
+	*out = NULL;
+	struct grammar_matcher *m = ing_calloc(1, sizeof *m);
+	if (!m)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	m->g = grammar_ref(g);
+	m->v = v;
+	pthread_mutex_lock(&g->mu);
+	m->state = initial_state(g, &g->dfa);
+	bool ok = m->state >= 0 && remember(m);
+	pthread_mutex_unlock(&g->mu);
+	if (!ok) {
+		grammar_matcher_free(m);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory (grammar start state)");
+	}
+	*out = m;
+	return ING_OK;
+}
+
+void grammar_matcher_free(struct grammar_matcher *m)
+{
+	if (!m)
+		return;
+	grammar_free(m->g);
+	ing_free(m->key);
+	ing_free(m);
+}
+
+/* Follows bytes from state s; GDFA_DEAD when they leave the language. */
+static int32_t walk_bytes(struct grammar *g, int32_t s, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n && s >= 0; i++)
+		s = step(g, &g->dfa, s, p[i]);
+	return s < 0 ? GDFA_DEAD : s;
+}
+
+bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_t n)
+{
+	struct grammar *g = m->g;
+	pthread_mutex_lock(&g->mu);
+	bool ok = sync_state(m);
+	int32_t t = ok ? walk_bytes(g, m->state, (const unsigned char *)s, n) : GDFA_DEAD;
+	ok = t >= 0;
+	if (ok) {
+		int32_t old = m->state;
+		m->state = t;
+		if (!remember(m)) {
+			m->state = old;
+			ok = false;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
+static bool is_eog(const struct grammar_vocab *v, int32_t tok)
+{
+	for (int i = 0; i < v->n_eog; i++)
+		if (v->eog[i] == tok)
+			return true;
+	return false;
+}
+
+bool grammar_matcher_accept_token(struct grammar_matcher *m, int32_t tok)
+{
+	const struct grammar_vocab *v = m->v;
+	if (!v || tok < 0 || tok >= v->n_vocab)
+		return false;
+	if (is_eog(v, tok))
+		return grammar_matcher_can_end(m);
+	if (tokenizer_is_control(v->tk, tok) ||
+	    tokenizer_token_type(v->tk, tok) == TOKEN_TYPE_UNUSED)
+		return false;
+	size_t n;
+	const char *p = tokenizer_piece(v->tk, tok, 0, &n);
+	return n > 0 && grammar_matcher_accept_bytes(m, p, n);
+}
+
+bool grammar_matcher_can_end(const struct grammar_matcher *m)
+{
+	/* the key's first record is the empty stack iff complete; read the
+	 * matcher's own copy, which needs no lock */
+	return m->key_len > 0 && m->key[0] == 0;
+}
+
+bool grammar_matcher_done(const struct grammar_matcher *m)
+{
+	return m->key_len == 1 && m->key[0] == 0;
+}
+
+/* ---- masks ---- */
+
+/* Walks the trie from state s, setting the bits of allowed tokens. */
+static bool mask_walk(struct grammar *g, const struct grammar_vocab *v, int32_t s, uint32_t *bits,
+		      int64_t *n_allowed)
+{
+	struct gdfa *d = &g->dfa;
+	if ((size_t)v->max_depth + 1 > d->cap_walk) {
+		int32_t *w = ing_realloc(d->walk, ((size_t)v->max_depth + 1) * sizeof *w);
+		if (!w)
+			return false;
+		d->walk = w;
+		d->cap_walk = (size_t)v->max_depth + 1;
+	}
+	int32_t *at = d->walk;
+	at[0] = s;
+	int64_t n = 0;
+	for (int32_t j = 0; j < v->n_nodes;) {
+		const struct gnode *nd = &v->nodes[j];
+		int32_t t = step(g, d, at[nd->depth - 1], nd->byte);
+		if (t == -3)
+			return false;
+		if (t < 0) {
+			j = nd->end;
+			continue;
+		}
+		at[nd->depth] = t;
+		for (int32_t i = nd->tok_lo; i < nd->tok_lo + nd->tok_n; i++) {
+			int32_t tok = v->sorted[i];
+			bits[tok >> 5] |= 1u << (tok & 31);
+		}
+		n += nd->tok_n;
+		j++;
+	}
+	if (d->st[s].accepting)
+		for (int i = 0; i < v->n_eog; i++) {
+			int32_t tok = v->eog[i];
+			if (!((bits[tok >> 5] >> (tok & 31)) & 1u))
+				n++;
+			bits[tok >> 5] |= 1u << (tok & 31);
+		}
+	*n_allowed = n;
+	return true;
+}
+
+/* The cached mask of state s, computed if missing. NULL on failure. */
+static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab *v, int32_t s)
+{
+	struct gdfa *d = &g->dfa;
+	if (d->mask_vocab != v || d->n_masks >= GRAMMAR_MAX_MASKS) {
+		for (int32_t i = 0; i < d->n; i++) {
+			ing_free(d->st[i].mask);
+			d->st[i].mask = NULL;
+		}
+		d->n_masks = 0;
+		d->mask_vocab = v;
+	}
+	if (d->st[s].mask)
+		return d->st[s].mask;
+	size_t words = ((size_t)v->n_vocab + 31) / 32;
+	uint32_t *bits = ing_calloc(words, sizeof *bits);
+	int64_t n = 0;
+	if (!bits || !mask_walk(g, v, s, bits, &n)) {
+		ing_free(bits);
+		return NULL;
+	}
+	d->st[s].mask = bits; /* mask_walk may have moved d->st: index again */
+	d->st[s].n_allowed = n;
+	d->n_masks++;
+	return bits;
+}
+
+int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits)
+{
+	struct grammar *g = m->g;
+	if (!m->v)
+		return -1;
+	const int64_t V = m->v->n_vocab;
+	pthread_mutex_lock(&g->mu);
+	const uint32_t *bits = sync_state(m) ? state_mask(g, m->v, m->state) : NULL;
+	int64_t n = -1;
+	if (bits) {
+		n = g->dfa.st[m->state].n_allowed;
+		for (int64_t w = 0; w * 32 < V; w++) {
+			uint32_t b = bits[w];
+			if (b == 0xffffffffu)
+				continue;
+			int64_t hi = V - w * 32 < 32 ? V - w * 32 : 32;
+			float *l = logits + w * 32;
+			if (b == 0) {
+				for (int64_t i = 0; i < hi; i++)
+					l[i] = -INFINITY;
+				continue;
+			}
+			for (int64_t i = 0; i < hi; i++)
+				if (!((b >> i) & 1u))
+					l[i] = -INFINITY;
+		}
+	}
+	pthread_mutex_unlock(&g->mu);
+	return n;
+}

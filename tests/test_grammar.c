@@ -1,0 +1,452 @@
+/* test_grammar.c — JSON schema grammars: texts accepted and rejected byte
+ * by byte, schemas refused with the construct named, token masks checked
+ * against a brute-force scan of a synthetic vocabulary on random walks,
+ * and (with the default model installed) the mask cost on Gemma's 262k
+ * vocabulary. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "gguf.h"
+#include "gguf_writer.h"
+#include "grammar.h"
+#include "mem.h"
+#include "tokenizer.h"
+
+static struct grammar *compile(const char *schema)
+{
+	struct grammar *g = NULL;
+	ing_err err = { 0 };
+	int rc = schema ? grammar_from_json_schema(schema, strlen(schema), &g, &err)
+			: grammar_json_object(&g, &err);
+	CHECK(rc == ING_OK, "schema compiles: %s: %s", schema ? schema : "json_object", err.msg);
+	return g;
+}
+
+/* text is a complete sentence of g */
+static bool accepts(struct grammar *g, const char *text)
+{
+	struct grammar_matcher *m;
+	ing_err err = { 0 };
+	if (grammar_matcher_create(g, NULL, &m, &err))
+		return false;
+	bool ok = grammar_matcher_accept_bytes(m, text, strlen(text)) && grammar_matcher_can_end(m);
+	/* byte by byte agrees with all at once */
+	struct grammar_matcher *m2;
+	if (grammar_matcher_create(g, NULL, &m2, &err) == ING_OK) {
+		bool ok2 = true;
+		for (size_t i = 0; text[i] && ok2; i++)
+			ok2 = grammar_matcher_accept_bytes(m2, text + i, 1);
+		ok2 = ok2 && grammar_matcher_can_end(m2);
+		CHECK(ok == ok2, "byte by byte agrees on %s", text);
+		grammar_matcher_free(m2);
+	}
+	grammar_matcher_free(m);
+	return ok;
+}
+
+struct case_ {
+	const char *schema;
+	const char *yes[8];
+	const char *no[10];
+};
+
+static const struct case_ cases[] = {
+	{ NULL,
+	  { "{}", "{\"a\": [1, 2.5e3, \"x\", true, null, {\"b\": {}}]}", "{\n  \"k\": \"\\u00e9\\n\"\n}",
+	    "{\"\xc3\xa9\": -0.5}" },
+	  { "", "[]", "{", "{} ", " {}", "{\"a\" 1}", "{\"a\": 01}", "{\"a\": \"\\x\"}",
+	    "{\"a\": \"\xc3\"}", "{\"a\": \"\\ud800\"}" } },
+	{ "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+	  "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150}},"
+	  "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+	  { "{\"name\": \"Bo\", \"age\": 42}", "{\"name\":\"\",\"age\":0}", "{\"name\": \"x\", \"age\": 150}" },
+	  { "{\"age\": 42, \"name\": \"Bo\"}", "{\"name\": \"Bo\"}", "{\"name\": \"Bo\", \"age\": 151}",
+	    "{\"name\": \"Bo\", \"age\": -1}", "{\"name\": \"Bo\", \"age\": 042}",
+	    "{\"name\": \"Bo\", \"age\": 4.5}", "{\"name\": \"Bo\", \"age\": 42, \"x\": 1}" } },
+	{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"null\"},"
+	  "\"c\":{\"enum\":[\"red\",1,null]}},\"required\":[\"b\"]}",
+	  { "{\"b\": null}", "{\"a\": true, \"b\": null}", "{\"b\": null, \"c\": \"red\"}",
+	    "{\"a\": false, \"b\": null, \"c\": 1}" },
+	  { "{}", "{\"a\": true}", "{\"b\": null, \"c\": \"blue\"}", "{\"b\": null,}", "{,\"b\": null}" } },
+	{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":12},"
+	  "\"minItems\":2,\"maxItems\":3}",
+	  { "[1, 2]", "[-5,12,0]", "[ 3 , 4 ]" },
+	  { "[]", "[1]", "[1,2,3,4]", "[13, 1]", "[-6, 1]", "[-0, 1]", "[1, 2,]" } },
+	{ "{\"type\":\"array\",\"prefixItems\":[{\"const\":\"x\"},{\"type\":\"number\"}],\"items\":false}",
+	  { "[]", "[\"x\"]", "[\"x\", 1.5]" }, { "[\"y\"]", "[\"x\", 1, 2]" } },
+	{ "{\"anyOf\":[{\"type\":\"string\",\"maxLength\":3},{\"type\":\"number\",\"minimum\":10,"
+	  "\"exclusiveMaximum\":20}]}",
+	  { "\"abc\"", "\"\"", "\"\xe2\x82\xac\xe2\x82\xac\"", "10", "18.999999", "15.5", "19" },
+	  { "\"abcd\"", "9.5", "20", "19.5", "1e1", "-10" } },
+	{ "{\"type\":\"number\",\"minimum\":-3,\"maximum\":-1}",
+	  { "-3", "-1", "-2.5", "-1.0", "-2" }, { "0", "-0.5", "-3.5", "-4" } },
+	{ "{\"type\":\"string\",\"format\":\"date\"}",
+	  { "\"2024-02-28\"", "\"1999-12-31\"", "\"2000-04-30\"" },
+	  { "\"2024-02-30\"", "\"2024-04-31\"", "\"2024-13-01\"", "\"2024-00-10\"", "\"24-01-01\"" } },
+	{ "{\"type\":\"string\",\"format\":\"date-time\"}",
+	  { "\"2024-02-28T12:30:00Z\"", "\"2024-02-28T23:59:59.123+05:30\"" },
+	  { "\"2024-02-28T24:00:00Z\"", "\"2024-02-28 12:30:00Z\"", "\"2024-02-28T12:30:00\"" } },
+	{ "{\"type\":\"string\",\"format\":\"uuid\"}",
+	  { "\"123e4567-e89b-12d3-a456-426614174000\"" }, { "\"123e4567e89b12d3a456426614174000\"" } },
+	{ "{\"type\":\"string\",\"format\":\"ipv4\"}",
+	  { "\"192.168.0.1\"", "\"0.0.0.0\"", "\"255.255.255.255\"" },
+	  { "\"256.1.1.1\"", "\"01.1.1.1\"", "\"1.1.1\"" } },
+	{ "{\"type\":\"string\",\"format\":\"email\"}", { "\"a.b+c@example.com\"" }, { "\"a@b\"", "\"@x.com\"" } },
+	{ "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+	  "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},"
+	  "\"required\":[\"v\",\"next\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}",
+	  { "{\"v\": 1, \"next\": null}", "{\"v\": 1, \"next\": {\"v\": 2, \"next\": null}}" },
+	  { "{\"v\": 1}", "{\"v\": 1, \"next\": {\"v\": 2}}" } },
+	{ "{\"type\":[\"string\",\"null\"]}", { "\"x\"", "null" }, { "1", "{}" } },
+	{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
+	  { "{}", "{\"a\": 1, \"b\": -2}" }, { "{\"a\": \"x\"}" } },
+	{ "{}", { "1", "\"s\"", "[]", "{\"a\":[null]}" }, { "nul", "tru" } },
+	{ "{\"const\":{\"a\":[1,\"\xc3\xa9\"]}}", { "{\"a\":[1,\"\xc3\xa9\"]}" }, { "{\"a\": [1,\"\xc3\xa9\"]}" } },
+	{ "{\"type\":\"string\",\"minLength\":2,\"maxLength\":2}", { "\"ab\"", "\"\\n\\u0041\"" }, { "\"a\"", "\"abc\"" } },
+	{ "{\"type\":\"integer\",\"exclusiveMinimum\":99,\"maximum\":1000}",
+	  { "100", "999", "1000" }, { "99", "1001", "100.5" } },
+	{ "{\"type\":\"string\",\"maxLength\":25}",
+	  { "\"" "0123456789" "0123456789" "01234" "\"" }, { "\"" "0123456789" "0123456789" "012345" "\"" } },
+};
+
+static void test_accept_reject(void)
+{
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct grammar *g = compile(cases[i].schema);
+		if (!g)
+			continue;
+		for (int j = 0; j < 8 && cases[i].yes[j]; j++)
+			CHECK(accepts(g, cases[i].yes[j]), "schema %zu accepts %s", i, cases[i].yes[j]);
+		for (int j = 0; j < 10 && cases[i].no[j]; j++)
+			CHECK(!accepts(g, cases[i].no[j]), "schema %zu rejects %s", i, cases[i].no[j]);
+		grammar_free(g);
+	}
+}
+
+static void test_whitespace_bounded(void)
+{
+	struct grammar *g = compile(NULL);
+	char text[64] = "{";
+	memset(text + 1, ' ', GRAMMAR_JSON_MAX_WS);
+	strcpy(text + 1 + GRAMMAR_JSON_MAX_WS, "}");
+	CHECK(accepts(g, text), "%d spaces allowed", GRAMMAR_JSON_MAX_WS);
+	text[1 + GRAMMAR_JSON_MAX_WS] = ' ';
+	strcpy(text + 2 + GRAMMAR_JSON_MAX_WS, "}");
+	CHECK(!accepts(g, text), "%d spaces refused", GRAMMAR_JSON_MAX_WS + 1);
+	grammar_free(g);
+}
+
+static void test_rejected_schemas(void)
+{
+	static const struct {
+		const char *schema;
+		int code;
+		const char *needle;
+	} bad[] = {
+		{ "{\"oneOf\":[{\"type\":\"string\"}]}", ING_ERR_UNSUPPORTED, "'oneOf' at #" },
+		{ "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"^a\"}}}",
+		  ING_ERR_UNSUPPORTED, "'pattern' at #/properties/x" },
+		{ "{\"type\":\"string\",\"format\":\"uri\"}", ING_ERR_UNSUPPORTED, "format 'uri'" },
+		{ "{\"type\":\"array\",\"uniqueItems\":true}", ING_ERR_UNSUPPORTED, "uniqueItems" },
+		{ "{\"type\":\"number\",\"minimum\":0.5}", ING_ERR_UNSUPPORTED, "non-integer 'minimum'" },
+		{ "{\"$ref\":\"http://x/y\"}", ING_ERR_UNSUPPORTED, "$ref" },
+		{ "{\"$ref\":\"#/$defs/missing\"}", ING_ERR_UNSUPPORTED, "#/$defs/missing" },
+		{ "{\"type\":\"object\",\"required\":[\"a\"]}", ING_ERR_UNSUPPORTED, "'a' is not in" },
+		{ "{\"type\":\"wat\"}", ING_ERR_INVALID, "'wat'" },
+		{ "[1]", ING_ERR_INVALID, "object or a boolean" },
+		{ "{\"type\":", ING_ERR_INVALID, "not valid JSON" },
+		{ "false", ING_ERR_UNSUPPORTED, "accepts nothing" },
+		{ "{\"allOf\":[{},{}]}", ING_ERR_UNSUPPORTED, "allOf" },
+		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", ING_ERR_UNSUPPORTED, "no value" },
+		{ "{\"type\":\"object\",\"minProperties\":1}", ING_ERR_UNSUPPORTED, "minProperties" },
+		{ "{\"type\":\"string\",\"maxLength\":100000}", ING_ERR_UNSUPPORTED, "maxLength" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct grammar *g = NULL;
+		ing_err err = { 0 };
+		int rc = grammar_from_json_schema(bad[i].schema, strlen(bad[i].schema), &g, &err);
+		CHECK(rc == bad[i].code && g == NULL && strstr(err.msg, bad[i].needle),
+		      "%s refused (%d, want %d): %s", bad[i].schema, rc, bad[i].code, err.msg);
+		grammar_free(g);
+	}
+}
+
+/* prefix + schema + suffix, repeated, as tool calls use it */
+static void test_alts(void)
+{
+	cJSON *s1 = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+				"\"required\":[\"city\"]}");
+	struct grammar_alt alts[] = {
+		{ "<tool_call>{\"name\": \"weather\", \"arguments\": ", s1, "}</tool_call>" },
+		{ "<tool_call>{\"name\": \"now\", \"arguments\": ", NULL, "}</tool_call>" },
+	};
+	struct grammar *g = NULL;
+	ing_err err = { 0 };
+	int rc = grammar_from_alts(alts, 2, 1, 2, "\n", &g, &err);
+	CHECK(rc == ING_OK, "alts compile: %s", err.msg);
+	if (g) {
+		CHECK(accepts(g, "<tool_call>{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>"),
+		      "one call");
+		CHECK(accepts(g, "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>\n"
+				 "<tool_call>{\"name\": \"weather\", \"arguments\": {\"city\": \"\"}}</tool_call>"),
+		      "two calls");
+		CHECK(!accepts(g, "<tool_call>{\"name\": \"weather\", \"arguments\": {}}</tool_call>"),
+		      "required argument");
+		CHECK(!accepts(g, ""), "at least one call");
+	}
+	grammar_free(g);
+	cJSON_Delete(s1);
+}
+
+/* ---- tokens: a synthetic SentencePiece vocabulary ---- */
+
+static const char *extra_pieces[] = {
+	"{", "}", "[", "]", "\"", ",", ":", " ", "\n", "  ", "\n  ", "{\"", "\":", "\": ", "\",",
+	", \"", "\"}", "}}", "]}", "true", "false", "null", "nul", "1", "12", "0", "00", "-",
+	"-1", ".", ".5", "e", "E+", "name", "age", "\xe2\x96\x81name", "ab", "a\"", "\\", "\\n",
+	"\\u00", "\xc3\xa9", "\xc3", "x\"}", "1,", "10", "\"\"", "<|ctl|>",
+};
+#define N_EXTRA ((int)(sizeof extra_pieces / sizeof *extra_pieces))
+#define TV (3 + 256 + N_EXTRA)
+
+static struct tokenizer *synthetic_vocab(void)
+{
+	static char bytes[256][7];
+	const char *toks[TV];
+	int32_t types[TV];
+	float scores[TV];
+	const char *head[] = { "<unk>", "<s>", "</s>" };
+	const int32_t head_type[] = { 2, 3, 3 };
+	for (int i = 0; i < 3; i++) {
+		toks[i] = head[i];
+		types[i] = head_type[i];
+	}
+	for (int b = 0; b < 256; b++) {
+		snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+		toks[3 + b] = bytes[b];
+		types[3 + b] = TOKEN_TYPE_BYTE;
+	}
+	for (int i = 0; i < N_EXTRA; i++) {
+		toks[259 + i] = extra_pieces[i];
+		types[259 + i] = strcmp(extra_pieces[i], "<|ctl|>") ? 1 : 3;
+	}
+	for (int i = 0; i < TV; i++)
+		scores[i] = -(float)i;
+	struct gguf_writer w;
+	gguf_writer_init(&w, 3);
+	gguf_writer_kv_str(&w, "tokenizer.ggml.model", "llama");
+	gguf_writer_kv_bool(&w, "tokenizer.ggml.add_space_prefix", false);
+	gguf_writer_kv_arr_str(&w, "tokenizer.ggml.tokens", TV, toks);
+	gguf_writer_kv_arr_i32(&w, "tokenizer.ggml.token_type", TV, types);
+	gguf_writer_kv_arr_f32(&w, "tokenizer.ggml.scores", TV, scores);
+	gguf_writer_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+	uint8_t *buf;
+	size_t size;
+	struct gguf *gg;
+	gguf_writer_finish(&w, &buf, &size);
+	ing_err err = { 0 };
+	struct tokenizer *tk = NULL;
+	if (gguf_open_memory(buf, size, &gg, &err) == ING_OK) {
+		CHECK(tokenizer_open(gg, &tk, &err) == ING_OK, "synthetic vocab: %s", err.msg);
+		gguf_close(gg);
+	}
+	free(buf);
+	gguf_writer_free(&w);
+	return tk;
+}
+
+/* Whether tok may follow text: a fresh matcher replays text, then tok. */
+static bool brute_allowed(struct grammar *g, const struct grammar_vocab *v, const char *text,
+			  size_t n, int32_t tok)
+{
+	struct grammar_matcher *m;
+	ing_err err = { 0 };
+	if (grammar_matcher_create(g, v, &m, &err))
+		return false;
+	bool ok = grammar_matcher_accept_bytes(m, text, n) && grammar_matcher_accept_token(m, tok);
+	grammar_matcher_free(m);
+	return ok;
+}
+
+static void random_walks(struct grammar *g, const struct grammar_vocab *v,
+			 const struct tokenizer *tk, unsigned seed, const char *what)
+{
+	srand(seed);
+	for (int walk = 0; walk < 6; walk++) {
+		struct grammar_matcher *m;
+		ing_err err = { 0 };
+		if (grammar_matcher_create(g, v, &m, &err))
+			return;
+		char text[4096];
+		size_t n = 0;
+		float logits[TV];
+		for (int stepno = 0; stepno < 60; stepno++) {
+			for (int i = 0; i < TV; i++)
+				logits[i] = 0;
+			int64_t allowed = grammar_matcher_mask(m, logits);
+			int64_t count = 0, mismatches = 0;
+			int32_t pick[TV];
+			for (int32_t t = 0; t < TV; t++) {
+				bool a = logits[t] == 0;
+				count += a;
+				if (a != brute_allowed(g, v, text, n, t))
+					mismatches++;
+				if (a)
+					pick[count - 1] = t;
+			}
+			CHECK(mismatches == 0 && allowed == count,
+			      "%s walk %d step %d: mask matches brute force (%lld mismatches, %lld vs %lld) after '%.*s'",
+			      what, walk, stepno, (long long)mismatches, (long long)allowed,
+			      (long long)count, (int)n, text);
+			if (count == 0)
+				break;
+			int32_t t = pick[rand() % count];
+			if (tokenizer_is_eog(tk, t)) {
+				CHECK(grammar_matcher_can_end(m), "EOS only when complete");
+				break;
+			}
+			size_t len;
+			const char *p = tokenizer_piece(tk, t, 0, &len);
+			if (n + len >= sizeof text)
+				break;
+			CHECK(grammar_matcher_accept_token(m, t), "allowed token accepted");
+			memcpy(text + n, p, len);
+			n += len;
+			if (grammar_matcher_done(m)) {
+				for (int i = 0; i < TV; i++)
+					logits[i] = 0;
+				CHECK(grammar_matcher_mask(m, logits) == 1 && logits[2] == 0,
+				      "done: only EOS");
+				break;
+			}
+		}
+		grammar_matcher_free(m);
+	}
+}
+
+static void test_token_masks(void)
+{
+	struct tokenizer *tk = synthetic_vocab();
+	if (!tk)
+		return;
+	struct grammar_vocab *v = NULL;
+	ing_err err = { 0 };
+	CHECK(grammar_vocab_create(tk, &v, &err) == ING_OK, "vocab: %s", err.msg);
+	const char *schemas[] = {
+		NULL,
+		"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":4},"
+		"\"age\":{\"type\":\"integer\",\"minimum\":-1,\"maximum\":12}},\"required\":[\"name\"]}",
+		"{\"type\":\"array\",\"items\":{\"enum\":[\"ab\",null,true,1.5]},\"maxItems\":4}",
+	};
+	for (unsigned i = 0; i < sizeof schemas / sizeof *schemas && v; i++) {
+		struct grammar *g = compile(schemas[i]);
+		if (g)
+			random_walks(g, v, tk, 1234 + i, schemas[i] ? schemas[i] : "json_object");
+		grammar_free(g);
+	}
+	/* control tokens never; EOS at the start of an object grammar never */
+	struct grammar *g = compile(NULL);
+	struct grammar_matcher *m = NULL;
+	if (g && v && grammar_matcher_create(g, v, &m, &err) == ING_OK) {
+		CHECK(!grammar_matcher_accept_token(m, 2), "EOS refused at the start");
+		CHECK(!grammar_matcher_accept_token(m, TV - 1), "control token refused");
+		CHECK(!grammar_matcher_accept_token(m, 1), "BOS refused");
+		CHECK(grammar_matcher_accept_token(m, 259 + 11), "{\" accepted");
+	}
+	grammar_matcher_free(m);
+	grammar_free(g);
+	grammar_vocab_free(v);
+	tokenizer_close(tk);
+}
+
+/* ---- the real vocabulary: mask cost ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_model_vocab(void)
+{
+	const char *path = check_default_model();
+	if (!path)
+		return;
+	struct gguf *gg;
+	struct tokenizer *tk = NULL;
+	ing_err err = { 0 };
+	if (gguf_open(path, &gg, &err))
+		return;
+	tokenizer_open(gg, &tk, &err);
+	gguf_close(gg);
+	if (!tk)
+		return;
+	struct grammar_vocab *v = NULL;
+	double t0 = now_s();
+	CHECK(grammar_vocab_create(tk, &v, &err) == ING_OK, "model vocab: %s", err.msg);
+	double t_vocab = now_s() - t0;
+	struct grammar *g = compile("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"
+				    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+				    "\"n\":{\"type\":\"integer\"}},\"required\":[\"name\",\"tags\",\"n\"]}");
+	struct grammar_matcher *m = NULL;
+	if (v && g && grammar_matcher_create(g, v, &m, &err) == ING_OK) {
+		const int64_t V = tokenizer_n_vocab(tk);
+		float *logits = malloc((size_t)V * sizeof *logits);
+		const char *text = "{\"name\": \"Alice in Wonderland\", \"tags\": [\"a\", \"bc\"], \"n\": 12}";
+		double first = 0, cached = 0, worst_first = 0, worst_cached = 0;
+		int steps = 0;
+		/* two passes over the same text with two matchers: the second
+		 * hits the masks the first built */
+		for (int pass = 0; pass < 2; pass++) {
+			struct grammar_matcher *mm = NULL;
+			grammar_matcher_create(g, v, &mm, &err);
+			for (size_t i = 0; text[i] && mm; i++) {
+				for (int64_t k = 0; k < V; k++)
+					logits[k] = 0;
+				double t = now_s();
+				int64_t n = grammar_matcher_mask(mm, logits);
+				t = now_s() - t;
+				CHECK(n > 0, "tokens allowed at %zu", i);
+				if (pass == 0) {
+					first += t;
+					worst_first = t > worst_first ? t : worst_first;
+					steps++;
+				} else {
+					cached += t;
+					worst_cached = t > worst_cached ? t : worst_cached;
+				}
+				CHECK(grammar_matcher_accept_bytes(mm, text + i, 1), "byte %zu", i);
+			}
+			if (mm)
+				CHECK(grammar_matcher_done(mm), "complete");
+			grammar_matcher_free(mm);
+		}
+		fprintf(stderr, "grammar bench: vocab trie %.0f ms; mask per step over %d states: "
+				"first visit mean %.3f ms (worst %.2f ms), cached mean %.3f ms (worst %.3f ms)\n",
+			t_vocab * 1e3, steps, first / steps * 1e3, worst_first * 1e3,
+			cached / steps * 1e3, worst_cached * 1e3);
+		free(logits);
+	}
+	grammar_matcher_free(m);
+	grammar_free(g);
+	grammar_vocab_free(v);
+	tokenizer_close(tk);
+}
+
+int main(void)
+{
+	test_accept_reject();
+	test_whitespace_bounded();
+	test_rejected_schemas();
+	test_alts();
+	test_token_masks();
+	test_model_vocab();
+	CHECK(ing_mem_live() == 0, "no leaks: %zu bytes live", ing_mem_live());
+	return check_summary("grammar");
+}
