@@ -354,6 +354,7 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name, stru
 	a->n_vocab = tokenizer_n_vocab(a->tk);
 	a->salt = salt_make();
 	pthread_mutex_init(&a->mu, NULL);
+	pthread_mutex_init(&a->gmu, NULL);
 	int rc = api_template_load(a, engine_model(e)->gguf, note ? note : &dummy, err);
 	if (rc) {
 		api_free(a);
@@ -368,7 +369,9 @@ void api_free(struct api *a)
 	if (!a)
 		return;
 	template_free(a->tpl);
+	api_gcache_free(a);
 	pthread_mutex_destroy(&a->mu);
+	pthread_mutex_destroy(&a->gmu);
 	ing_free(a->model_name);
 	ing_free(a);
 }

@@ -783,7 +783,8 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.prompt = p->ids, .n_prompt = (int64_t)p->n, .max_tokens = ch->cap - 1,
 			.sample = k->r.sp, .ignore_eos = k->r.ignore_eos, .no_spec = k->r.no_spec,
 			.top_logprobs = k->r.logprobs, .bias_ids = k->r.bias_ids,
-			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias };
+			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias,
+			.grammar = k->r.grammar };
 		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
 		ing_err err = { 0 };
 		pthread_mutex_lock(&k->mu);

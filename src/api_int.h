@@ -3,6 +3,8 @@
  *   api.c         routing, errors, small endpoints (models, tokenize, ...)
  *   api_params.c  reading and checking request fields into gen_request
  *   api_prompt.c  chat template rendering and safe tokenization
+ *   api_format.c  response_format -> grammar, with a cache of compiled
+ *                 schemas
  *   api_gen.c     one generation: engine submit, event queue, stop
  *                 strings, responses and SSE streams */
 #ifndef INGOT_API_INT_H
@@ -22,12 +24,20 @@
 struct engine;
 struct template;
 struct gen_call;
+struct grammar;
 
 #define API_MAX_N 128          /* choices per request */
 #define API_MAX_PROMPTS 256    /* engine requests per HTTP request */
 #define API_MAX_STOP 16
 #define API_MAX_STOP_LEN 256
 #define API_MAX_BIAS 1024
+#define API_GRAMMAR_CACHE 32     /* compiled response_format grammars kept */
+
+struct api_gcache_entry {
+	char *key;            /* "json_object" or "schema:" + compact schema JSON */
+	struct grammar *g;    /* one reference held by the cache */
+	uint64_t used;        /* LRU clock; 0: empty */
+};
 
 struct api {
 	struct engine *e;
@@ -42,6 +52,9 @@ struct api {
 	struct gen_call *live;       /* generations in flight (cancel_all) */
 	atomic_uint_fast64_t counter;
 	uint64_t salt;               /* random per process: ids and default seeds */
+	pthread_mutex_t gmu;         /* guards gcache, gclock */
+	struct api_gcache_entry gcache[API_GRAMMAR_CACHE];
+	uint64_t gclock;
 };
 
 /* An error answer in OpenAI's shape. */
@@ -92,12 +105,22 @@ struct gen_request {
 	int n_bias;
 	bool stream, include_usage;
 	bool no_spec;                /* "speculative": {"method": "none"} */
+	struct grammar *grammar;     /* response_format constraint (a reference), or NULL */
 };
 
 /* Reads everything but the prompt from body into r (zeroed first). */
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e);
 void gen_request_free(struct gen_request *r);
+
+/* ---- response_format (api_format.c) ---- */
+
+/* body.response_format -> *out: NULL for none/text, else a new reference
+ * to the (cached) grammar. 400 naming the unsupported schema construct. */
+int api_parse_response_format(struct api *a, const cJSON *body, struct grammar **out,
+			      struct api_error *e);
+/* Drops the cached grammars (api_free). */
+void api_gcache_free(struct api *a);
 
 /* ---- prompts (api_prompt.c) ---- */
 

@@ -13,6 +13,7 @@
 #include "api_int.h"
 #include "spec.h"
 #include "engine.h"
+#include "grammar.h"
 #include "mem.h"
 
 const cJSON *api_get(const cJSON *o, const char *key)
@@ -255,7 +256,8 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	if (parse_lengths(body, chat, r, e) || parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
-	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e))
+	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e) ||
+	    api_parse_response_format(a, body, &r->grammar, e))
 		return -1;
 	return 0;
 }
@@ -269,5 +271,6 @@ void gen_request_free(struct gen_request *r)
 		ing_free(r->stop[i]);
 	ing_free(r->bias_ids);
 	ing_free(r->bias_vals);
+	grammar_free(r->grammar);
 	*r = (struct gen_request){ 0 };
 }

@@ -23,6 +23,7 @@
 #include "forward.h"
 #include "generate.h"
 #include "gguf.h"
+#include "grammar.h"
 #include "kv.h"
 #include "mem.h"
 #include "model.h"
@@ -48,6 +49,7 @@ struct req {
 	float *bias_values;
 	int n_bias;
 	struct sampler *sampler;
+	struct grammar_matcher *matcher; /* response_format constraint, or NULL */
 	int slot;                 /* KV sequence slot while running, else -1 */
 	uint64_t admitted;        /* admission order, for choosing whom to preempt */
 	uint64_t in_step;         /* step number of the last batch holding rows of it */
@@ -96,6 +98,8 @@ struct engine {
 	int64_t spec_rows;        /* draft rows allowed per step */
 	double spec_draft_s;      /* time spent drafting */
 	struct engine_stats st_spec; /* speculation counters (engine thread) */
+	pthread_mutex_t gv_mu;    /* guards gvocab's lazy creation */
+	struct grammar_vocab *gvocab; /* token trie for constrained requests */
 };
 
 struct engine_config engine_config_default(void)
@@ -117,6 +121,7 @@ static void req_free(struct req *q)
 	if (!q)
 		return;
 	sampler_free(q->sampler);
+	grammar_matcher_free(q->matcher);
 	ing_free(q->tokens);
 	ing_free(q->bias_ids);
 	ing_free(q->bias_values);
@@ -149,7 +154,17 @@ static int req_check(const struct engine *e, const struct engine_params *p, ing_
 	return sample_params_check(&p->sample, err);
 }
 
-static struct req *req_new(const struct engine *e, const struct engine_params *p, ing_err *err)
+/* The token trie, built on the first constrained request (HTTP thread). */
+static const struct grammar_vocab *engine_gvocab(struct engine *e, ing_err *err)
+{
+	pthread_mutex_lock(&e->gv_mu);
+	if (!e->gvocab)
+		grammar_vocab_create(e->tk, &e->gvocab, err);
+	pthread_mutex_unlock(&e->gv_mu);
+	return e->gvocab;
+}
+
+static struct req *req_new(struct engine *e, const struct engine_params *p, ing_err *err)
 {
 	struct req *q = ing_calloc(1, sizeof *q);
 	if (!q)
@@ -157,8 +172,10 @@ static struct req *req_new(const struct engine *e, const struct engine_params *p
 	q->tokens = ing_malloc_array((size_t)e->cfg.max_model_len, sizeof *q->tokens);
 	q->bias_ids = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_ids);
 	q->bias_values = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_values);
-	if (!q->tokens || !q->bias_ids || !q->bias_values ||
-	    sampler_create(&p->sample, e->m->hp.n_vocab, &q->sampler, err)) {
+	const struct grammar_vocab *gv = p->grammar ? engine_gvocab(e, err) : NULL;
+	if (!q->tokens || !q->bias_ids || !q->bias_values || (p->grammar && !gv) ||
+	    sampler_create(&p->sample, e->m->hp.n_vocab, &q->sampler, err) ||
+	    (p->grammar && grammar_matcher_create(p->grammar, gv, &q->matcher, err))) {
 		req_free(q);
 		return NULL;
 	}
@@ -173,7 +190,9 @@ static struct req *req_new(const struct engine *e, const struct engine_params *p
 	q->sp = p->sample;
 	q->ignore_eos = p->ignore_eos;
 	q->top_logprobs = p->top_logprobs;
-	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec;
+	/* constrained requests do not draft (yet: verify_rows masks every
+	 * row through emit_token, so drafting would stay correct) */
+	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
 	q->slot = -1;
 	for (int64_t i = 0; i < p->n_prompt; i++) /* OpenAI/vLLM penalty semantics */
 		sampler_accept_prompt(q->sampler, p->prompt[i]);
@@ -517,6 +536,8 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 	ev->n_top = 0;
 	for (int64_t i = 0; i < V && top > 0; i++) {
 		float v = e->lp[i];
+		if (v == -INFINITY) /* masked by a grammar */
+			continue;
 		if (ev->n_top == top && !(v > ev->top_logprobs[top - 1]))
 			continue;
 		int k = ev->n_top < top ? ev->n_top++ : top - 1;
@@ -539,6 +560,8 @@ static int emit_token(struct engine *e, struct req *q, float *logits, int draft_
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
+	if (q->matcher && grammar_matcher_mask(q->matcher, logits) <= 0)
+		return ENGINE_FINISH_STOP; /* the grammar cannot go on (or no memory) */
 	if (q->top_logprobs >= 0)
 		fill_logprobs(e, logits, &ev, q->top_logprobs);
 	int32_t tok;
@@ -563,8 +586,10 @@ static int emit_token(struct engine *e, struct req *q, float *logits, int draft_
 		q->t_first = gen_now();
 	ev.token = tok;
 	ev.is_eos = !q->ignore_eos && tokenizer_is_eog(e->tk, tok);
+	if (q->matcher)
+		grammar_matcher_accept_token(q->matcher, tok); /* allowed by the mask */
 	q->cb(q->ud, &ev);
-	if (ev.is_eos)
+	if (ev.is_eos || (q->matcher && grammar_matcher_done(q->matcher)))
 		return ENGINE_FINISH_STOP;
 	if (q->n_generated >= q->max_tokens || q->n_tokens >= e->cfg.max_model_len)
 		return ENGINE_FINISH_LENGTH;
@@ -851,6 +876,7 @@ static void free_engine(struct engine *e)
 	ing_free(e->spec);
 	spec_cache_free(e->spec_cache);
 	fwd_destroy(e->f);
+	grammar_vocab_free(e->gvocab);
 	tokenizer_close(e->tk);
 	model_close(e->m);
 	void *p[] = { e->b_tok, e->b_pos, e->b_seq, e->b_want, e->b_req, e->lp, e->running,
@@ -858,6 +884,7 @@ static void free_engine(struct engine *e)
 	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
 		ing_free(p[i]);
 	pthread_mutex_destroy(&e->mu);
+	pthread_mutex_destroy(&e->gv_mu);
 	pthread_cond_destroy(&e->cv);
 	ing_free(e);
 }
@@ -894,6 +921,7 @@ int engine_create(const char *model_path, const struct engine_config *cfg, struc
 	if (cfg->draft_model)
 		snprintf(e->draft_path, sizeof e->draft_path, "%s", cfg->draft_model);
 	pthread_mutex_init(&e->mu, NULL);
+	pthread_mutex_init(&e->gv_mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
 	e->max_live = cfg->max_waiting + cfg->max_num_seqs;
 	e->live = ing_malloc_array((size_t)e->max_live, sizeof *e->live);

@@ -66,6 +66,11 @@ struct engine_params {
 	const float *bias_values;
 	int n_bias;
 	bool no_spec;            /* never draft for this request */
+	/* Optional constraint (response_format): the engine keeps a reference
+	 * for the request's life and masks every step's logits so the output
+	 * stays in the grammar; it stops (ENGINE_FINISH_STOP) once the output
+	 * is complete and nothing may follow. NULL: unconstrained. */
+	struct grammar *grammar;
 };
 
 enum engine_event_kind {

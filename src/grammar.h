@@ -27,9 +27,10 @@
  * can extend it, only they are allowed (grammar_matcher_done is then true,
  * and an engine may stop without sampling).
  *
- * JSON output is compact-ish: between JSON tokens at most
- * GRAMMAR_JSON_MAX_WS whitespace bytes are allowed, so a model cannot loop
- * on whitespace; no whitespace before or after the top-level value.
+ * JSON output: between JSON tokens the whitespace is nothing, one space,
+ * or one newline followed by at most GRAMMAR_JSON_MAX_WS - 1 spaces or tabs
+ * (compact and pretty-printed JSON fit, endless blank lines do not); no
+ * whitespace before or after the top-level value.
  *
  * Errors: compilation returns ING_ERR_UNSUPPORTED naming the construct
  * (e.g. "unsupported JSON schema keyword 'oneOf' at #/properties/x"),
@@ -102,7 +103,7 @@ void grammar_vocab_free(struct grammar_vocab *v);
 /* ---- matching ---- */
 
 /* A matcher at the start of g (takes a reference to g; v must outlive the
- * matcher). */
+ * matcher). v may be NULL for a matcher that is only fed bytes. */
 int grammar_matcher_create(struct grammar *g, const struct grammar_vocab *v,
 			   struct grammar_matcher **out, ing_err *err);
 void grammar_matcher_free(struct grammar_matcher *m);

@@ -61,10 +61,17 @@ static uint32_t fail(struct sc *c, int code, const char *fmt, const char *what)
 
 /* ---- JSON primitives ---- */
 
+/* Between JSON tokens: nothing, one space, or one newline and an
+ * indentation, so that compact and pretty-printed JSON both fit but a
+ * model cannot wander off into blank lines. */
 static uint32_t ws(struct sc *c)
 {
-	if (c->ws == SC_NONE)
-		c->ws = gb_repeat(&c->b, gb_set(&c->b, " \t\n"), 0, GRAMMAR_JSON_MAX_WS);
+	if (c->ws == SC_NONE) {
+		struct gbuild *b = &c->b;
+		uint32_t indent = gb_repeat(b, gb_set(b, " \t"), 0, GRAMMAR_JSON_MAX_WS - 1);
+		uint32_t nl = GB_SEQ(b, gb_byte(b, '\n'), indent);
+		c->ws = gb_repeat(b, GB_ALT(b, gb_byte(b, ' '), nl), 0, 1);
+	}
 	return c->ws;
 }
 

@@ -327,11 +327,16 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 		s->cand_probs[0] = 1.0f;
 		return 1;
 	}
+	/* tokens masked to -inf (grammars, logit_bias) are never candidates */
+	int64_t n = 0;
 	for (int64_t i = 0; i < V; i++)
-		s->cand[i] = (struct cand){ logits[i], (int32_t)i };
-	int64_t n = V;
-	if (s->p.top_k > 0 && s->p.top_k < V) {
-		select_top_k(s->cand, V, s->p.top_k);
+		if (logits[i] > -INFINITY)
+			s->cand[n++] = (struct cand){ logits[i], (int32_t)i };
+	if (n == 0) /* everything masked: fall back to all (the caller's problem) */
+		for (int64_t i = 0; i < V; i++)
+			s->cand[n++] = (struct cand){ 0.0f, (int32_t)i };
+	if (s->p.top_k > 0 && s->p.top_k < n) {
+		select_top_k(s->cand, n, s->p.top_k);
 		n = s->p.top_k;
 	}
 	sort_cands(s->cand, n);

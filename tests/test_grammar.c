@@ -131,13 +131,16 @@ static void test_accept_reject(void)
 static void test_whitespace_bounded(void)
 {
 	struct grammar *g = compile(NULL);
-	char text[64] = "{";
-	memset(text + 1, ' ', GRAMMAR_JSON_MAX_WS);
+	char text[64] = "{\n";
+	memset(text + 2, ' ', GRAMMAR_JSON_MAX_WS - 1);
 	strcpy(text + 1 + GRAMMAR_JSON_MAX_WS, "}");
-	CHECK(accepts(g, text), "%d spaces allowed", GRAMMAR_JSON_MAX_WS);
+	CHECK(accepts(g, text), "newline and %d spaces allowed", GRAMMAR_JSON_MAX_WS - 1);
 	text[1 + GRAMMAR_JSON_MAX_WS] = ' ';
 	strcpy(text + 2 + GRAMMAR_JSON_MAX_WS, "}");
-	CHECK(!accepts(g, text), "%d spaces refused", GRAMMAR_JSON_MAX_WS + 1);
+	CHECK(!accepts(g, text), "newline and %d spaces refused", GRAMMAR_JSON_MAX_WS);
+	CHECK(!accepts(g, "{\n\n}"), "blank lines refused");
+	CHECK(!accepts(g, "{  }"), "two spaces refused");
+	CHECK(accepts(g, "{\"a\" : [ 1 ,\n\t2 ]\n}"), "one space or newline+indent per gap");
 	grammar_free(g);
 }
 

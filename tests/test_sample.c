@@ -180,6 +180,33 @@ static void test_params(void)
 	CHECK(sample_params_check(&p, &err) == ING_ERR_RANGE, "zero repeat penalty");
 }
 
+/* Logits masked to -inf (grammar constraints) are never drawn, whatever
+ * the truncation settings, and greedy skips them. */
+static void test_masked(void)
+{
+	struct sample_params p = sample_params_default();
+	p.temperature = 1.5f;
+	p.top_k = 0;
+	p.top_p = 1.0f;
+	p.min_p = 0.0f;
+	for (int greedy = 0; greedy < 2; greedy++) {
+		p.temperature = greedy ? 0.0f : 1.5f;
+		struct sampler *s = make(p);
+		if (!s)
+			return;
+		int bad = 0;
+		for (int it = 0; it < 2000; it++) {
+			float l[V];
+			for (int i = 0; i < V; i++)
+				l[i] = (i == 3 || i == 11) ? -5.0f : -INFINITY;
+			int32_t t = sampler_sample(s, l);
+			bad += t != 3 && t != 11;
+		}
+		CHECK(bad == 0, "masked tokens drawn %d times (greedy %d)", bad, greedy);
+		sampler_free(s);
+	}
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -189,6 +216,7 @@ int main(void)
 	test_penalties();
 	test_prompt_penalties();
 	test_params();
+	test_masked();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_sample");
 }
