@@ -1,0 +1,210 @@
+"""Constrained decoding through `ingot serve` and the official `openai` client:
+response_format json_object and json_schema over several prompts, schemas
+and seeds (greedy and temperature > 0, chat and completions, streamed and
+not), every output parsed with json and validated with the `jsonschema`
+package (formats checked); unsupported schemas answered 400 naming the
+construct. Schemas bound their strings and arrays so that every output is
+complete well within max_tokens: finish_reason must be "stop"."""
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import openai
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_proc  # noqa: E402
+
+MODEL = "gemma-3-270m-q4_k_m"
+results = []
+
+
+def check(name, cond, detail=""):
+    results.append(bool(cond))
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:1500]),
+          flush=True)
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 24},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "role": {"enum": ["admin", "user", "guest"]},
+        "height_m": {"type": "number", "minimum": 0, "maximum": 3},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12},
+                 "minItems": 1, "maxItems": 3},
+        "active": {"type": "boolean"},
+    },
+    "required": ["name", "age", "role", "height_m", "tags", "active"],
+    "additionalProperties": False,
+}
+
+EVENT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "day": {"type": "string", "format": "date"},
+        "host": {"type": "string", "format": "ipv4"},
+        "note": {"anyOf": [{"type": "string", "maxLength": 20}, {"type": "null"}]},
+        "level": {"const": 3},
+        "where": {"$ref": "#/$defs/place"},
+    },
+    "required": ["id", "day", "host", "note", "level", "where"],
+    "additionalProperties": False,
+    "$defs": {"place": {"type": "object",
+                        "properties": {"city": {"type": "string", "maxLength": 16},
+                                       "floor": {"type": "integer", "minimum": -2,
+                                                 "maximum": 40}},
+                        "required": ["city"], "additionalProperties": False}},
+}
+
+POINTS = {
+    "type": "array",
+    "items": {"type": "object",
+              "properties": {"x": {"type": "integer", "minimum": -100, "maximum": 100},
+                             "y": {"type": "integer", "minimum": -100, "maximum": 100}},
+              "required": ["x", "y"], "additionalProperties": False},
+    "minItems": 2, "maxItems": 4,
+}
+
+PROMPTS = ["Describe a person as JSON.", "Give me a JSON record for a server event.",
+           "Output some data about a cat in JSON.", "List two points in JSON."]
+
+
+def validator(schema):
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def chat(cl, prompt, rf, seed, temperature, max_tokens):
+    r = cl.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": prompt}],
+                                   response_format=rf, seed=seed, temperature=temperature,
+                                   max_tokens=max_tokens)
+    return r.choices[0].message.content, r.choices[0].finish_reason
+
+
+def test_json_object(cl, pool):
+    rf = {"type": "json_object"}
+    jobs = [(p, s, t) for p in PROMPTS for s, t in ((0, 0.0), (1, 0.9), (2, 1.3))]
+    outs = list(pool.map(lambda j: chat(cl, j[0], rf, j[1], j[2], 200), jobs))
+    stopped = 0
+    for (p, s, t), (text, fin) in zip(jobs, outs):
+        if fin != "stop":
+            continue
+        stopped += 1
+        try:
+            v = json.loads(text)
+            check(f"json_object parses ({p!r}, seed {s})", isinstance(v, dict), text)
+        except ValueError as e:
+            check(f"json_object parses ({p!r}, seed {s})", False, f"{e}: {text!r}")
+    check("json_object: most outputs finish", stopped >= len(jobs) // 2,
+          f"{stopped}/{len(jobs)} stopped")
+
+
+def test_json_schema(cl, pool):
+    jobs = []
+    for name, schema in (("person", PERSON), ("event", EVENT), ("points", POINTS)):
+        rf = {"type": "json_schema", "json_schema": {"name": name, "schema": schema,
+                                                     "strict": True}}
+        for i, p in enumerate(PROMPTS[:3]):
+            for s, t in ((0, 0.0), (10 + i, 1.0)):
+                jobs.append((name, schema, rf, p, s, t))
+    outs = list(pool.map(lambda j: chat(cl, j[3], j[2], j[4], j[5], 400), jobs))
+    for (name, schema, rf, p, s, t), (text, fin) in zip(jobs, outs):
+        what = f"json_schema {name} ({p!r}, seed {s}, temperature {t})"
+        check(what + " finishes", fin == "stop", f"{fin}: {text!r}")
+        try:
+            errs = [e.message for e in validator(schema).iter_errors(json.loads(text))]
+            check(what + " validates", not errs, f"{errs}: {text!r}")
+        except ValueError as e:
+            check(what + " parses", False, f"{e}: {text!r}")
+
+
+def test_stream_and_completions(cl):
+    rf = {"type": "json_schema", "json_schema": {"name": "points", "schema": POINTS}}
+    parts = []
+    fin = None
+    for ch in cl.chat.completions.create(model=MODEL, messages=[{"role": "user",
+                                                                 "content": PROMPTS[3]}],
+                                         response_format=rf, seed=5, temperature=0.8,
+                                         max_tokens=300, stream=True):
+        if ch.choices:
+            parts.append(ch.choices[0].delta.content or "")
+            fin = ch.choices[0].finish_reason or fin
+    text = "".join(parts)
+    try:
+        errs = list(validator(POINTS).iter_errors(json.loads(text)))
+        check("streamed json_schema validates", fin == "stop" and not errs, f"{fin} {errs} {text!r}")
+    except ValueError as e:
+        check("streamed json_schema parses", False, f"{e}: {text!r}")
+    r = cl.completions.create(model=MODEL, prompt="A JSON person record: ", seed=3,
+                              temperature=0.7, max_tokens=400,
+                              extra_body={"response_format": {"type": "json_schema", "json_schema": {
+                                  "name": "person", "schema": PERSON}}})
+    text = r.choices[0].text
+    try:
+        errs = list(validator(PERSON).iter_errors(json.loads(text)))
+        check("completions json_schema validates", r.choices[0].finish_reason == "stop" and not errs,
+              f"{errs} {text!r}")
+    except ValueError as e:
+        check("completions json_schema parses", False, f"{e}: {text!r}")
+
+
+def test_refused(cl):
+    cases = [
+        ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}}, "oneOf"),
+        ({"type": "string", "pattern": "^[a-z]+$"}, "pattern"),
+        ({"type": "string", "format": "uri"}, "uri"),
+        ({"type": "array", "uniqueItems": True}, "uniqueItems"),
+        ({"type": "wat"}, "wat"),
+    ]
+    for schema, needle in cases:
+        rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        try:
+            chat(cl, "hi", rf, 0, 0.0, 8)
+            check(f"schema with {needle} refused", False, "no error")
+        except openai.BadRequestError as e:
+            body = e.body if isinstance(e.body, dict) else {}
+            check(f"schema with {needle} refused with 400 naming it",
+                  e.status_code == 400 and needle in body.get("message", "") and
+                  body.get("param") == "response_format", e.body)
+    for rf in ({"type": "yaml"}, "json", {"type": "json_schema"}):
+        try:
+            chat(cl, "hi", rf, 0, 0.0, 8)
+            check(f"response_format {rf!r} refused", False, "no error")
+        except openai.BadRequestError as e:
+            check(f"response_format {rf!r} refused", e.status_code == 400, e.body)
+    text, _ = chat(cl, "Say hi.", {"type": "text"}, 0, 0.0, 8)
+    check("type text is unconstrained and the server still serves", isinstance(text, str))
+
+
+def main():
+    srv = serve_proc.Server("-t", "2", "--max-num-seqs", "16", "--max-model-len", "1024")
+    t0 = time.time()
+    try:
+        cl = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="x",
+                           max_retries=0, timeout=300)
+        with ThreadPoolExecutor(16) as pool:
+            for name, fn in (("json_object", lambda: test_json_object(cl, pool)),
+                             ("json_schema", lambda: test_json_schema(cl, pool)),
+                             ("stream and completions", lambda: test_stream_and_completions(cl)),
+                             ("refused", lambda: test_refused(cl))):
+                t = time.time()
+                fn()
+                print(f"  [{name}: {time.time() - t:.1f}s]", flush=True)
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        check("no exception", False, repr(e))
+    finally:
+        srv.stop()
+    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
+    if not all(results):
+        print("server log:\n" + "".join(srv.log[-30:]))
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
