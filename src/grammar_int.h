@@ -106,6 +106,7 @@ struct gstate {
 	uint32_t *mask;            /* [ceil(V/32)] allowed tokens, or NULL */
 	int64_t n_allowed;
 	bool accepting, done;
+	int8_t text_loop;          /* loops on every plain-text character: -1 unknown, 0, 1 */
 };
 
 #define GDFA_DEAD (-1)
@@ -156,15 +157,27 @@ struct gnode {
 	uint8_t byte;
 };
 
-struct grammar_vocab {
-	const struct tokenizer *tk;
-	int32_t n_vocab;
+struct gtrie {
 	struct gnode *nodes; /* preorder: a node's children follow it */
 	int32_t n_nodes;
 	int32_t *sorted;     /* token ids in trie order */
-	int32_t *eog;        /* end-of-generation ids */
-	int n_eog;
 	int max_depth;
+};
+
+/* "Plain text" tokens decode to whole UTF-8 characters of JSON string
+ * content: code points >= U+0020 other than '"' and '\' (no surrogates,
+ * no overlong forms). A state that loops to itself on every such character
+ * (inside an unbounded JSON string) allows all of them at once, so its mask
+ * is plain_bits plus a walk of the much smaller trie of the other tokens. */
+struct grammar_vocab {
+	const struct tokenizer *tk;
+	int32_t n_vocab;
+	struct gtrie all;     /* every token that decodes to bytes */
+	struct gtrie other;   /* those that are not plain text */
+	uint32_t *plain_bits; /* [ceil(V/32)] */
+	int64_t n_plain;
+	int32_t *eog;         /* end-of-generation ids */
+	int n_eog;
 };
 
 #endif

@@ -254,7 +254,8 @@ static int32_t intern(struct gdfa *d, const uint32_t *k, size_t n)
 		return -1;
 	memmove(d->keys + d->n_keys, k, n * sizeof *k);
 	struct gstate *s = &d->st[d->n];
-	*s = (struct gstate){ .key_off = (uint32_t)d->n_keys, .key_len = (uint32_t)n, .hash = h };
+	*s = (struct gstate){ .key_off = (uint32_t)d->n_keys, .key_len = (uint32_t)n, .hash = h,
+			      .text_loop = -1 };
 	/* records are sorted by length: an empty stack comes first */
 	s->accepting = n > 0 && k[0] == 0;
 	s->done = n == 1 && k[0] == 0;
@@ -441,47 +442,95 @@ bool grammar_matcher_done(const struct grammar_matcher *m)
 
 /* ---- masks ---- */
 
-/* Walks the trie from state s, setting the bits of allowed tokens. */
-static bool mask_walk(struct grammar *g, const struct grammar_vocab *v, int32_t s, uint32_t *bits,
+/* Walks trie t from state s, setting the bits of allowed tokens and
+ * counting those not set before. */
+static bool mask_walk(struct grammar *g, const struct gtrie *t, int32_t s, uint32_t *bits,
 		      int64_t *n_allowed)
 {
 	struct gdfa *d = &g->dfa;
-	if ((size_t)v->max_depth + 1 > d->cap_walk) {
-		int32_t *w = ing_realloc(d->walk, ((size_t)v->max_depth + 1) * sizeof *w);
+	if ((size_t)t->max_depth + 1 > d->cap_walk) {
+		int32_t *w = ing_realloc(d->walk, ((size_t)t->max_depth + 1) * sizeof *w);
 		if (!w)
 			return false;
 		d->walk = w;
-		d->cap_walk = (size_t)v->max_depth + 1;
+		d->cap_walk = (size_t)t->max_depth + 1;
 	}
 	int32_t *at = d->walk;
 	at[0] = s;
 	int64_t n = 0;
-	for (int32_t j = 0; j < v->n_nodes;) {
-		const struct gnode *nd = &v->nodes[j];
-		int32_t t = step(g, d, at[nd->depth - 1], nd->byte);
-		if (t == -3)
+	for (int32_t j = 0; j < t->n_nodes;) {
+		const struct gnode *nd = &t->nodes[j];
+		int32_t next = step(g, d, at[nd->depth - 1], nd->byte);
+		if (next == -3)
 			return false;
-		if (t < 0) {
+		if (next < 0) {
 			j = nd->end;
 			continue;
 		}
-		at[nd->depth] = t;
+		at[nd->depth] = next;
 		for (int32_t i = nd->tok_lo; i < nd->tok_lo + nd->tok_n; i++) {
-			int32_t tok = v->sorted[i];
+			int32_t tok = t->sorted[i];
+			n += !((bits[tok >> 5] >> (tok & 31)) & 1u);
 			bits[tok >> 5] |= 1u << (tok & 31);
 		}
-		n += nd->tok_n;
 		j++;
 	}
-	if (d->st[s].accepting)
-		for (int i = 0; i < v->n_eog; i++) {
-			int32_t tok = v->eog[i];
-			if (!((bits[tok >> 5] >> (tok & 31)) & 1u))
-				n++;
-			bits[tok >> 5] |= 1u << (tok & 31);
-		}
-	*n_allowed = n;
+	*n_allowed += n;
 	return true;
+}
+
+/* The distinct states reached from set[0..n) on bytes lo..hi, into set;
+ * returns the new size, or -1 on a dead end or more than cap states. */
+static int step_set(struct grammar *g, int32_t *set, int n, int cap, unsigned lo, unsigned hi)
+{
+	int32_t next[16];
+	int m = 0;
+	for (int i = 0; i < n; i++)
+		for (unsigned c = lo; c <= hi; c++) {
+			int32_t t = step(g, &g->dfa, set[i], c);
+			if (t < 0)
+				return -1;
+			int k = 0;
+			while (k < m && next[k] != t)
+				k++;
+			if (k == m) {
+				if (m == cap)
+					return -1;
+				next[m++] = t;
+			}
+		}
+	memcpy(set, next, (size_t)m * sizeof *set);
+	return m;
+}
+
+/* Whether s returns to s on every plain-text character (grammar_int.h):
+ * the states after each byte of the UTF-8 patterns are followed as sets,
+ * which stay tiny because the automaton is deterministic. */
+static bool text_loop(struct grammar *g, int32_t s)
+{
+	if (g->dfa.st[s].text_loop >= 0)
+		return g->dfa.st[s].text_loop;
+	static const unsigned char pat[][5] = { /* lead lo, lead hi, 2nd lo, 2nd hi, more */
+		{ 0xc2, 0xdf, 0x80, 0xbf, 0 }, { 0xe0, 0xe0, 0xa0, 0xbf, 1 },
+		{ 0xe1, 0xec, 0x80, 0xbf, 1 }, { 0xed, 0xed, 0x80, 0x9f, 1 },
+		{ 0xee, 0xef, 0x80, 0xbf, 1 }, { 0xf0, 0xf0, 0x90, 0xbf, 2 },
+		{ 0xf1, 0xf3, 0x80, 0xbf, 2 }, { 0xf4, 0xf4, 0x80, 0x8f, 2 },
+	};
+	bool ok = true;
+	for (unsigned c = 0x20; c < 0x80 && ok; c++)
+		if (c != '"' && c != '\\')
+			ok = step(g, &g->dfa, s, c) == s;
+	for (size_t p = 0; p < sizeof pat / sizeof *pat && ok; p++) {
+		int32_t set[16] = { s };
+		int n = step_set(g, set, 1, 16, pat[p][0], pat[p][1]);
+		if (n > 0)
+			n = step_set(g, set, n, 16, pat[p][2], pat[p][3]);
+		for (int k = 0; k < pat[p][4] && n > 0; k++)
+			n = step_set(g, set, n, 16, 0x80, 0xbf);
+		ok = n == 1 && set[0] == s;
+	}
+	g->dfa.st[s].text_loop = ok;
+	return ok;
 }
 
 /* The cached mask of state s, computed if missing. NULL on failure. */
@@ -501,7 +550,21 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 	size_t words = ((size_t)v->n_vocab + 31) / 32;
 	uint32_t *bits = ing_calloc(words, sizeof *bits);
 	int64_t n = 0;
-	if (!bits || !mask_walk(g, v, s, bits, &n)) {
+	bool ok = bits != NULL;
+	if (ok && text_loop(g, s)) {
+		memcpy(bits, v->plain_bits, words * sizeof *bits);
+		n = v->n_plain;
+		ok = mask_walk(g, &v->other, s, bits, &n);
+	} else if (ok) {
+		ok = mask_walk(g, &v->all, s, bits, &n);
+	}
+	if (ok && d->st[s].accepting)
+		for (int i = 0; i < v->n_eog; i++) {
+			int32_t tok = v->eog[i];
+			n += !((bits[tok >> 5] >> (tok & 31)) & 1u);
+			bits[tok >> 5] |= 1u << (tok & 31);
+		}
+	if (!ok) {
 		ing_free(bits);
 		return NULL;
 	}

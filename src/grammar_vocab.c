@@ -6,7 +6,8 @@
  * it), so the walk is a forward scan that jumps over rejected subtrees.
  * Tokens sharing the same bytes are consecutive in the sorted order, so a
  * node needs only a range. For Gemma 3's 262k vocabulary this is about a
- * million nodes (16 MB), built in a fraction of a second. */
+ * million nodes (16 MB), built in a fraction of a second. A second, small
+ * trie holds the tokens that are not plain text (grammar_int.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,7 +87,7 @@ static int64_t count_nodes(const struct piece *ps, int32_t n, int *max_depth)
 
 /* path: [max_depth + 1] scratch, the node at each depth of the current
  * token. */
-static void build(struct grammar_vocab *v, const struct piece *ps, int32_t n, int32_t *path)
+static void build(struct gtrie *v, const struct piece *ps, int32_t n, int32_t *path)
 {
 	int32_t depth = 0, nn = 0;
 	for (int32_t i = 0; i < n; i++) {
@@ -112,6 +113,74 @@ static void build(struct grammar_vocab *v, const struct piece *ps, int32_t n, in
 	v->n_nodes = nn;
 }
 
+/* Whole UTF-8 characters of JSON string content only (see grammar_int.h);
+ * the byte ranges are those of the string grammar in grammar_schema.c. */
+static bool plain_text(const unsigned char *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n;) {
+		unsigned c = p[i], lo = 0x80, hi = 0xbf, len;
+		if (c < 0x80) {
+			if (c < 0x20 || c == '"' || c == '\\')
+				return false;
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			len = 2;
+		else if (c >= 0xe0 && c <= 0xef)
+			len = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+		else if (c >= 0xf0 && c <= 0xf4)
+			len = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+		else
+			return false;
+		if (i + len > n || p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (uint32_t k = 2; k < len; k++)
+			if (p[i + k] < 0x80 || p[i + k] > 0xbf)
+				return false;
+		i += len;
+	}
+	return true;
+}
+
+/* Builds trie t over the n sorted pieces ps. */
+static int trie_build(struct gtrie *t, const struct piece *ps, int32_t n)
+{
+	int64_t nodes = count_nodes(ps, n, &t->max_depth);
+	t->nodes = ing_malloc_array((size_t)nodes + 1, sizeof *t->nodes);
+	t->sorted = ing_malloc_array((size_t)n + 1, sizeof *t->sorted);
+	int32_t *path = ing_malloc_array((size_t)t->max_depth + 1, sizeof *path);
+	int rc = ING_OK;
+	if (!t->nodes || !t->sorted || !path || nodes > INT32_MAX - 1)
+		rc = ING_ERR_NOMEM;
+	else
+		build(t, ps, n, path);
+	ing_free(path);
+	return rc;
+}
+
+static void trie_free(struct gtrie *t)
+{
+	ing_free(t->nodes);
+	ing_free(t->sorted);
+}
+
+/* Moves the plain-text pieces out of ps (keeping order) into plain_bits;
+ * returns how many are left. */
+static int32_t split_plain(struct grammar_vocab *v, struct piece *ps, int32_t n)
+{
+	int32_t k = 0;
+	for (int32_t i = 0; i < n; i++) {
+		if (plain_text(ps[i].p, ps[i].n)) {
+			v->plain_bits[ps[i].id >> 5] |= 1u << (ps[i].id & 31);
+			v->n_plain++;
+		} else {
+			ps[k++] = ps[i];
+		}
+	}
+	return k;
+}
+
 int grammar_vocab_create(const struct tokenizer *tk, struct grammar_vocab **out, ing_err *err)
 {
 	*out = NULL;
@@ -123,16 +192,11 @@ int grammar_vocab_create(const struct tokenizer *tk, struct grammar_vocab **out,
 	struct piece *ps = NULL;
 	int32_t n = 0;
 	int rc = collect(v, &ps, &n);
+	if (rc == ING_OK)
+		rc = trie_build(&v->all, ps, n);
 	if (rc == ING_OK) {
-		int64_t nodes = count_nodes(ps, n, &v->max_depth);
-		v->nodes = ing_malloc_array((size_t)nodes + 1, sizeof *v->nodes);
-		v->sorted = ing_malloc_array((size_t)n + 1, sizeof *v->sorted);
-		int32_t *path = ing_malloc_array((size_t)v->max_depth + 1, sizeof *path);
-		if (!v->nodes || !v->sorted || !path || nodes > INT32_MAX - 1)
-			rc = ING_ERR_NOMEM;
-		else
-			build(v, ps, n, path);
-		ing_free(path);
+		v->plain_bits = ing_calloc(((size_t)v->n_vocab + 31) / 32, sizeof *v->plain_bits);
+		rc = v->plain_bits ? trie_build(&v->other, ps, split_plain(v, ps, n)) : ING_ERR_NOMEM;
 	}
 	ing_free(ps);
 	if (rc) {
@@ -147,8 +211,9 @@ void grammar_vocab_free(struct grammar_vocab *v)
 {
 	if (!v)
 		return;
-	ing_free(v->nodes);
-	ing_free(v->sorted);
+	trie_free(&v->all);
+	trie_free(&v->other);
+	ing_free(v->plain_bits);
 	ing_free(v->eog);
 	ing_free(v);
 }
