@@ -21,7 +21,8 @@ ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 LIB_OBJ    := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/main.c,$(wildcard src/*.c)))
-HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_seeds check gguf_writer
+HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_grammar harness_seeds check \
+              gguf_writer
 HELPER_OBJ := $(HELPERS:%=$(B)/testobj/%.o)
 FUZZERS    := $(patsubst fuzz/%.c,$(B)/%,$(wildcard fuzz/fuzz_*.c))
 HDRS       := $(wildcard src/*.h tests/*.h)

@@ -2,6 +2,7 @@
  *
  *   make_seeds gguf DIR        one .gguf per GGUF seed
  *   make_seeds tokenizer DIR   one file per (vocabulary, text) seed
+ *   make_seeds grammar DIR     one file per (schema, drive bytes) seed
  *
  * Exit status 0, or 1 when a file cannot be written. */
 #include <stdio.h>
@@ -33,14 +34,17 @@ static void write_seed(const char *name, const uint8_t *data, size_t size, void 
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[1], "gguf") != 0 && strcmp(argv[1], "tokenizer") != 0)) {
-		fprintf(stderr, "usage: %s gguf|tokenizer DIR\n", argv[0]);
+	if (argc != 3 || (strcmp(argv[1], "gguf") != 0 && strcmp(argv[1], "tokenizer") != 0 &&
+			  strcmp(argv[1], "grammar") != 0)) {
+		fprintf(stderr, "usage: %s gguf|tokenizer|grammar DIR\n", argv[0]);
 		return 2;
 	}
 	bool gguf = strcmp(argv[1], "gguf") == 0;
 	struct out o = {argv[2], gguf ? ".gguf" : "", 0, 0};
 	if (gguf)
 		harness_gguf_seeds(write_seed, &o);
+	else if (strcmp(argv[1], "grammar") == 0)
+		harness_grammar_seeds(write_seed, &o);
 	else
 		harness_tokenizer_seeds(write_seed, &o);
 	fprintf(stderr, "make_seeds: %d %s seeds in %s\n", o.written, argv[1], o.dir);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — builds the fuzz targets and runs each one for a while.
 #
-#   fuzz/run.sh [TARGET...]     TARGET: gguf, tokenizer (default: all)
+#   fuzz/run.sh [TARGET...]     TARGET: gguf, tokenizer, grammar (default: all)
 #   make fuzz FUZZ_SECONDS=N    the same, via the Makefile
 #
 # Environment: FUZZ_SECONDS (default 60) per target; FUZZ_ARGS, extra
@@ -32,7 +32,7 @@ if ! make -f fuzz/fuzz.mk -j"$(nproc)" > "$B/logs/build.log" 2>&1; then
 fi
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gguf tokenizer)
+[ ${#targets[@]} -eq 0 ] && targets=(gguf tokenizer grammar)
 mkdir -p "$B/crashes"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -41,6 +41,7 @@ for t in "${targets[@]}"; do
   case $t in
     gguf) max_len=32768 ;;
     tokenizer) max_len=4096 ;;
+    grammar) max_len=4096 ;;
     *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
   esac
   seeds=$B/seeds/$t corpus=$B/corpus/$t log=$B/logs/$t.log

@@ -222,6 +222,99 @@ static void flatten(const struct gbuild *b, uint32_t root, struct grammar *g)
 	g->n_syms = s;
 }
 
+/* ---- left recursion ----
+ *
+ * A rule that can reach itself without consuming a byte (r ::= r x, or a
+ * $ref cycle through schemas that match nothing first) would make the
+ * matcher's expansion run forever; such grammars are refused. nullable[r]
+ * is computed to a fixpoint, then a depth-first search follows, for each
+ * alternative, the references reachable through nullable prefixes. */
+
+static bool sym_nullable(const uint8_t *nullable, uint32_t s)
+{
+	return !GSYM_IS_CLASS(s) && nullable[s];
+}
+
+static void compute_nullable(const struct gbuild *b, uint8_t *nullable)
+{
+	for (bool changed = true; changed;) {
+		changed = false;
+		for (int r = 0; r < b->n_rules; r++) {
+			if (nullable[r])
+				continue;
+			for (int a = 0; a < b->rules[r].n && !nullable[r]; a++) {
+				const struct gb_alt *A = &b->rules[r].alts[a];
+				int i = 0;
+				while (i < A->n && sym_nullable(nullable, A->s[i]))
+					i++;
+				if (i == A->n)
+					nullable[r] = changed = true;
+			}
+		}
+	}
+}
+
+/* state: 0 unvisited, 1 on the DFS path, 2 done. Iterative DFS over the
+ * "left-reaches" edges; true when a cycle exists. */
+static bool left_cycle(const struct gbuild *b, const uint8_t *nullable, uint8_t *state,
+		       int *stack_r, int *stack_a, int *stack_i)
+{
+	for (int start = 0; start < b->n_rules; start++) {
+		if (state[start])
+			continue;
+		int top = 0;
+		stack_r[0] = start, stack_a[0] = 0, stack_i[0] = 0;
+		state[start] = 1;
+		while (top >= 0) {
+			int r = stack_r[top];
+			const struct gb_rule *R = &b->rules[r];
+			if (stack_a[top] >= R->n) {
+				state[r] = 2;
+				top--;
+				continue;
+			}
+			const struct gb_alt *A = &R->alts[stack_a[top]];
+			int i = stack_i[top];
+			/* symbol i is left-reachable if all before it are nullable */
+			if (i >= A->n || (i > 0 && !sym_nullable(nullable, A->s[i - 1])) ||
+			    GSYM_IS_CLASS(A->s[i])) {
+				stack_a[top]++;
+				stack_i[top] = 0;
+				continue;
+			}
+			stack_i[top]++;
+			int s = (int)A->s[i];
+			if (state[s] == 1)
+				return true;
+			if (state[s] == 0) {
+				state[s] = 1;
+				top++;
+				stack_r[top] = s, stack_a[top] = 0, stack_i[top] = 0;
+			}
+		}
+	}
+	return false;
+}
+
+static int check_left_recursion(const struct gbuild *b)
+{
+	size_t n = (size_t)b->n_rules + 1;
+	uint8_t *nullable = ing_calloc(n, 1), *state = ing_calloc(n, 1);
+	int *sr = ing_malloc_array(n, sizeof *sr), *sa = ing_malloc_array(n, sizeof *sa);
+	int *si = ing_malloc_array(n, sizeof *si);
+	int rc = ING_ERR_NOMEM;
+	if (nullable && state && sr && sa && si) {
+		compute_nullable(b, nullable);
+		rc = left_cycle(b, nullable, state, sr, sa, si) ? ING_ERR_UNSUPPORTED : ING_OK;
+	}
+	ing_free(nullable);
+	ing_free(state);
+	ing_free(sr);
+	ing_free(sa);
+	ing_free(si);
+	return rc;
+}
+
 int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err)
 {
 	*out = NULL;
@@ -231,6 +324,13 @@ int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *er
 		gb_free(b);
 		return rc == ING_ERR_NOMEM ? ing_err_set(err, rc, "out of memory")
 					   : ing_err_set(err, rc, "the grammar is too large");
+	}
+	if ((rc = check_left_recursion(b))) {
+		gb_free(b);
+		return rc == ING_ERR_NOMEM
+			       ? ing_err_set(err, rc, "out of memory")
+			       : ing_err_set(err, rc, "the grammar is left-recursive (a $ref cycle that "
+						      "matches nothing before recursing)");
 	}
 	struct grammar *g = ing_calloc(1, sizeof *g);
 	if (g) {

@@ -31,6 +31,14 @@ int harness_tokenizer(const uint8_t *data, size_t size);
 /* Frees the tokenizers harness_tokenizer cached. */
 void harness_tokenizer_cleanup(void);
 
+/* data is a JSON schema, optionally followed by a NUL and bytes that
+ * drive a generation under the compiled grammar (tests/harness_grammar.c).
+ * Always returns 0. */
+int harness_grammar(const uint8_t *data, size_t size);
+
+/* Frees the vocabulary harness_grammar built. */
+void harness_grammar_cleanup(void);
+
 /* The checks harness_tokenizer runs, on any open tokenizer: encodes text
  * with every flag combination, decodes the ids with every flag
  * combination and stream-decodes them, and aborts unless the ids are in
@@ -50,6 +58,9 @@ void harness_tokenizer_exercise(const struct tokenizer *tk, const uint8_t *text,
 typedef void (*harness_seed_fn)(const char *name, const uint8_t *data, size_t size, void *ctx);
 void harness_gguf_seeds(harness_seed_fn emit, void *ctx);
 void harness_tokenizer_seeds(harness_seed_fn emit, void *ctx);
+/* Grammar seeds: schemas of each supported kind (and one refused), each
+ * with drive bytes. */
+void harness_grammar_seeds(harness_seed_fn emit, void *ctx);
 
 /* Prints "harness: <what>" to stderr and aborts. */
 void harness_fail(const char *what, ...) __attribute__((noreturn, format(printf, 1, 2)));

@@ -105,7 +105,7 @@ int main(void)
 		root = "fuzz/regress";
 	char dir[2048];
 	static const struct { const char *name; harness_fn fn; } targets[] = {
-		{"gguf", harness_gguf}, {"tokenizer", harness_tokenizer},
+		{"gguf", harness_gguf}, {"tokenizer", harness_tokenizer}, {"grammar", harness_grammar},
 	};
 	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
 		snprintf(dir, sizeof dir, "%s/%s", root, targets[i].name);
@@ -114,13 +114,17 @@ int main(void)
 	}
 
 	struct seed_run gguf = {harness_gguf, 0}, tok = {harness_tokenizer, 0};
+	struct seed_run gram = {harness_grammar, 0};
 	harness_gguf_seeds(run_seed, &gguf);
 	harness_tokenizer_seeds(run_seed, &tok);
-	printf("seeds: %d GGUF, %d tokenizer\n", gguf.count, tok.count);
+	harness_grammar_seeds(run_seed, &gram);
+	printf("seeds: %d GGUF, %d tokenizer, %d grammar\n", gguf.count, tok.count, gram.count);
+	CHECK(gram.count >= 5, "only %d grammar seeds", gram.count);
 	CHECK(gguf.count >= 6, "only %d GGUF seeds", gguf.count);
 	CHECK(tok.count > 0, "no tokenizer seeds (is %s/vocab there?)", check_testdata_dir());
 
 	harness_tokenizer_cleanup();
+	harness_grammar_cleanup();
 	CHECK(ing_mem_live() == 0, "%zu bytes still allocated after the harnesses", ing_mem_live());
 	return check_summary("test_fuzz_regress");
 }

@@ -168,6 +168,10 @@ static void test_rejected_schemas(void)
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", ING_ERR_UNSUPPORTED, "no value" },
 		{ "{\"type\":\"object\",\"minProperties\":1}", ING_ERR_UNSUPPORTED, "minProperties" },
 		{ "{\"type\":\"string\",\"maxLength\":100000}", ING_ERR_UNSUPPORTED, "maxLength" },
+		{ "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", ING_ERR_UNSUPPORTED,
+		  "left-recursive" },
+		{ "{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/b\"}]},"
+		  "\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", ING_ERR_UNSUPPORTED, "left-recursive" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct grammar *g = NULL;
