@@ -265,7 +265,9 @@ def test_refused(cl):
 
 
 def main():
-    srv = serve_proc.Server("-t", "2", "--max-num-seqs", "16", "--max-model-len", "1024")
+    # speculation on: constrained requests must not draft, others still do
+    srv = serve_proc.Server("-t", "2", "--max-num-seqs", "16", "--max-model-len", "1024",
+                            "--spec", "suffix")
     t0 = time.time()
     try:
         cl = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="x",

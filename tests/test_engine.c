@@ -8,10 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "check.h"
 #include "engine.h"
 #include "generate.h"
+#include "grammar.h"
 #include "mem.h"
+#include "tokenizer.h"
 
 #define NREQ 6
 #define GEN 16
@@ -228,6 +232,52 @@ static void test_prefix_cancel_errors(void)
 	engine_destroy(e, false);
 }
 
+/* Requests under a JSON schema (greedy and sampled, batched together)
+ * stop by themselves with text the schema accepts; the engine holds its
+ * own grammar reference. */
+static void test_grammar_requests(void)
+{
+	static const char schema[] =
+		"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0,"
+		"\"maximum\":9},\"b\":{\"enum\":[\"x\",\"y\"]}},\"required\":[\"a\",\"b\"],"
+		"\"additionalProperties\":false}";
+	struct grammar *g = NULL;
+	ing_err err = { 0 };
+	CHECK(grammar_from_json_schema(schema, sizeof schema - 1, &g, &err) == ING_OK, "%s", err.msg);
+	struct engine *e = start(4, 0, NREQ);
+	if (!e || !g) {
+		engine_destroy(e, false);
+		grammar_free(g);
+		return;
+	}
+	struct result r[4] = { 0 };
+	for (int i = 0; i < 4; i++) {
+		struct engine_params p = { .prompt = prompts[i], .n_prompt = prompt_len[i],
+					   .max_tokens = 100, .top_logprobs = i == 3 ? 5 : -1,
+					   .sample = sample_params_default(), .grammar = g };
+		p.sample.temperature = i == 0 ? 0.0f : 1.5f;
+		p.sample.seed = (uint64_t)i;
+		uint64_t id;
+		CHECK(engine_submit(e, &p, on_event, &r[i], &id, &err) == ING_OK, "submit: %s", err.msg);
+	}
+	grammar_free(g); /* the requests keep theirs */
+	wait_all(r, 4);
+	for (int i = 0; i < 4; i++) {
+		char *text = NULL;
+		size_t n = 0;
+		tokenizer_decode(engine_tokenizer(e), r[i].toks, (size_t)r[i].n, 0, &text, &n, &err);
+		cJSON *v = text ? cJSON_Parse(text) : NULL;
+		const cJSON *a = cJSON_GetObjectItem(v, "a"), *b = cJSON_GetObjectItem(v, "b");
+		CHECK(r[i].finish == ENGINE_FINISH_STOP && !r[i].error && cJSON_IsNumber(a) &&
+			      a->valueint >= 0 && a->valueint <= 9 && cJSON_IsString(b) &&
+			      cJSON_GetArraySize(v) == 2,
+		      "constrained request %d: finish %d, text '%s'", i, r[i].finish, text ? text : "");
+		cJSON_Delete(v);
+		ing_free(text);
+	}
+	engine_destroy(e, true);
+}
+
 int main(void)
 {
 	if (!check_default_model()) {
@@ -242,6 +292,7 @@ int main(void)
 	test_preemption(solo);
 	test_speculation(solo);
 	test_prefix_cancel_errors();
+	test_grammar_requests();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
 }
