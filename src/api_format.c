@@ -6,6 +6,10 @@
  *   {"type": "json_schema", "json_schema": {"name": ..., "schema": {...},
  *    "strict": true}}                         a value the schema accepts
  *
+ * and ingot's own request field "structured": {"regex": "..."} (the whole
+ * output matches) or {"grammar": "..."} (GBNF, start rule root), not
+ * together with a JSON response_format.
+ *
  * "strict" is accepted either way: the output is always constrained. A
  * schema construct we cannot guarantee is refused with 400 naming it
  * (grammar.h). Compiled grammars are kept in a small LRU keyed by the
@@ -106,10 +110,60 @@ static int schema_grammar(struct api *a, const cJSON *rf, struct grammar **out,
 	return rc ? compile_error(rc, &err, e) : 0;
 }
 
+/* "structured": {"regex": ...} or {"grammar": ...} into *out. */
+static int structured_grammar(struct api *a, const cJSON *st, struct grammar **out,
+			      struct api_error *e)
+{
+	const cJSON *re = api_get(st, "regex"), *gbnf = api_get(st, "grammar");
+	if (!cJSON_IsObject(st) || !!re == !!gbnf || !cJSON_IsString(re ? re : gbnf))
+		return api_fail(e, 400, "structured", "invalid_value",
+				"'structured' must be {\"regex\": string} or {\"grammar\": string}");
+	const char *text = (re ? re : gbnf)->valuestring;
+	size_t n = strlen(text);
+	char *key = ing_malloc(n + 8);
+	if (!key)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	snprintf(key, n + 8, "%s:%s", re ? "regex" : "gbnf", text);
+	int rc = ING_OK;
+	ing_err err = { 0 };
+	if (!(*out = gcache_get(a, key))) {
+		rc = re ? grammar_from_regex(text, n, out, &err) : grammar_from_gbnf(text, n, out, &err);
+		if (rc == ING_OK)
+			gcache_put(a, key, *out);
+	}
+	ing_free(key);
+	if (rc == ING_ERR_NOMEM)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	if (rc)
+		return api_fail(e, 400, "structured", "invalid_value", "Invalid %s: %s",
+				re ? "regex" : "grammar", err.msg);
+	return 0;
+}
+
+static int response_format(struct api *a, const cJSON *body, struct grammar **out,
+			   struct api_error *e);
+
 int api_parse_response_format(struct api *a, const cJSON *body, struct grammar **out,
 			      struct api_error *e)
 {
 	*out = NULL;
+	const cJSON *st = api_get(body, "structured");
+	if (!st)
+		return response_format(a, body, out, e);
+	if (response_format(a, body, out, e))
+		return -1;
+	if (*out) {
+		grammar_free(*out);
+		*out = NULL;
+		return api_fail(e, 400, "structured", "invalid_value",
+				"'structured' cannot be combined with a JSON 'response_format'");
+	}
+	return structured_grammar(a, st, out, e);
+}
+
+static int response_format(struct api *a, const cJSON *body, struct grammar **out,
+			   struct api_error *e)
+{
 	const cJSON *rf = api_get(body, "response_format");
 	if (!rf)
 		return 0;

@@ -115,8 +115,9 @@ void gen_request_free(struct gen_request *r);
 
 /* ---- response_format (api_format.c) ---- */
 
-/* body.response_format -> *out: NULL for none/text, else a new reference
- * to the (cached) grammar. 400 naming the unsupported schema construct. */
+/* body.response_format (or ingot's body.structured: regex / GBNF) -> *out:
+ * NULL for none/text, else a new reference to the (cached) grammar. 400
+ * naming the unsupported schema construct or the grammar error. */
 int api_parse_response_format(struct api *a, const cJSON *body, struct grammar **out,
 			      struct api_error *e);
 /* Drops the cached grammars (api_free). */

@@ -88,6 +88,13 @@ struct grammar_alt {
 int grammar_from_alts(const struct grammar_alt *alts, int n, int min_count, int max_count,
 		      const char *sep, struct grammar **out, ing_err *err);
 
+/* A grammar in GBNF (llama.cpp's notation; start rule "root") or a regular
+ * expression the whole output must match; see grammar_text.c for the
+ * accepted syntax. ING_ERR_INVALID / ING_ERR_UNSUPPORTED with the offset of
+ * the problem in err. */
+int grammar_from_gbnf(const char *text, size_t len, struct grammar **out, ing_err *err);
+int grammar_from_regex(const char *pattern, size_t len, struct grammar **out, ing_err *err);
+
 /* Adds a reference; returns g. */
 struct grammar *grammar_ref(struct grammar *g);
 

@@ -3,6 +3,7 @@
  *   grammar.c         the rule builder, flattening into struct grammar,
  *                     reference counting
  *   grammar_schema.c  JSON schema (and JSON mode) -> rules
+ *   grammar_text.c    GBNF and regular expressions -> rules
  *   grammar_match.c   the lazily determinized automaton over stack sets,
  *                     matchers, token masks by a pruned trie walk
  *   grammar_vocab.c   the token trie of a tokenizer

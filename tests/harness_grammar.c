@@ -7,7 +7,8 @@
  * created once per process) generates up to 64 tokens, each drive byte
  * choosing among the allowed ones; the drive bytes are also fed as raw
  * bytes to a second matcher. The same schema is compiled again wrapped
- * in a prefix and suffix with grammar_from_alts.
+ * in a prefix and suffix with grammar_from_alts, and the same text is
+ * also compiled as GBNF and as a regular expression and driven alike.
  *
  * Invariants (a violation aborts):
  *   - compilation either succeeds with a grammar or fails with NULL, a
@@ -183,6 +184,18 @@ int harness_grammar(const uint8_t *data, size_t size)
 		feed(g, drive, n_drive);
 		grammar_free(g);
 	}
+	for (int k = 0; k < 2; k++) {
+		struct grammar *gt = NULL;
+		ing_err e3 = { 0 };
+		rc = k ? grammar_from_regex((const char *)data, n_schema, &gt, &e3)
+		       : grammar_from_gbnf((const char *)data, n_schema, &gt, &e3);
+		check_compile(rc, gt, &e3);
+		if (gt) {
+			generate(gt, drive, n_drive);
+			feed(gt, drive, n_drive);
+		}
+		grammar_free(gt);
+	}
 	cJSON *s = cJSON_ParseWithLength((const char *)data, n_schema);
 	if (s) {
 		struct grammar_alt alt = { "<tool_call>", s, "</tool_call>" };
@@ -211,6 +224,8 @@ static const char *const seed_schemas[] = {
 	"\"uuid\"}],\"items\":false}",
 	"{\"oneOf\":[{}]}",
 	"{}",
+	"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= [a-z]+ \":\" ws [0-9]{1,3}\nws ::= \" \"?",
+	"^[A-Z][a-z]{2,8} (is|was) \\d{1,3}\\.$",
 };
 
 void harness_grammar_seeds(harness_seed_fn emit, void *ctx)

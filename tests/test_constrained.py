@@ -3,8 +3,9 @@ response_format json_object and json_schema over several prompts, schemas
 and seeds (greedy and temperature > 0, chat and completions, streamed and
 not), every output parsed with json and validated with the `jsonschema`
 package (formats checked); unsupported schemas answered 400 naming the
-construct. Schemas bound their strings and arrays so that every output is
-complete well within max_tokens: finish_reason must be "stop"."""
+construct; ingot's "structured" regex and GBNF outputs match. Schemas bound
+their strings and arrays so that every output is complete well within
+max_tokens: finish_reason must be "stop"."""
 import json
 import os
 import sys
@@ -236,6 +237,35 @@ def test_stream_and_completions(cl):
         check("completions json_schema parses", False, f"{e}: {text!r}")
 
 
+def test_structured(cl):
+    import re
+    pattern = r"[A-Z][a-z]{2,8} (is|was) [1-9][0-9]{0,2} years old\."
+    gbnf = 'root ::= "Answer: " ("yes" | "no") ", because " [a-z ]{1,30} "."'
+    for seed in (0, 1):
+        r = cl.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Who?"}],
+                                       seed=seed, temperature=1.0, max_tokens=60,
+                                       extra_body={"structured": {"regex": pattern}})
+        text = r.choices[0].message.content
+        check(f"structured regex (seed {seed})",
+              r.choices[0].finish_reason == "stop" and re.fullmatch(pattern, text), repr(text))
+        r = cl.completions.create(model=MODEL, prompt="Is the sky blue?", seed=seed,
+                                  temperature=1.0, max_tokens=60,
+                                  extra_body={"structured": {"grammar": gbnf}})
+        text = r.choices[0].text
+        check(f"structured GBNF (seed {seed})", r.choices[0].finish_reason == "stop" and
+              re.fullmatch(r"Answer: (yes|no), because [a-z ]{1,30}\.", text), repr(text))
+    for st, needle in (({"regex": "a(?=b)"}, "lookaround"), ({"grammar": "root ::= x"}, "'x'"),
+                       ({"regex": "a", "grammar": "root ::= \"a\""}, "structured")):
+        try:
+            cl.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8,
+                extra_body={"structured": st})
+            check(f"structured {st} refused", False, "no error")
+        except openai.BadRequestError as e:
+            body = e.body if isinstance(e.body, dict) else {}
+            check(f"structured {st} refused with 400", needle in body.get("message", ""), e.body)
+
+
 def test_refused(cl):
     cases = [
         ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}}, "oneOf"),
@@ -276,6 +306,7 @@ def main():
             for name, fn in (("json_object", lambda: test_json_object(cl, pool)),
                              ("json_schema", lambda: test_json_schema(cl, pool)),
                              ("stream and completions", lambda: test_stream_and_completions(cl)),
+                             ("structured", lambda: test_structured(cl)),
                              ("refused", lambda: test_refused(cl))):
                 t = time.time()
                 fn()

@@ -184,6 +184,75 @@ static void test_rejected_schemas(void)
 	}
 }
 
+struct text_case {
+	bool regex;
+	const char *src;
+	const char *yes[6];
+	const char *no[6];
+};
+
+static const struct text_case text_cases[] = {
+	{ false, "root ::= \"a\" b* | \"x\"\nb ::= [0-9] # digits\n",
+	  { "a", "a123", "x" }, { "", "ab", "xa", "a1x" } },
+	{ false, "root ::= greet \" \" name\ngreet ::= (\"hi\" | \"hello\")\n"
+		 "  # a comment\nname ::= [A-Z] [a-z]{1,3}",
+	  { "hi Bo", "hello Anna" }, { "hi bo", "hello Annabel", "hi B" } },
+	{ false, "root ::= [^\"\\\\\\n]+ \"\\n\"", { "abc\n", "\xc3\xa9\xe2\x82\xac\n" }, { "a\"b\n", "\n", "a" } },
+	{ false, "root ::= [\\u00e0-\\u00ff\\U0001F600-\\U0001F64F]+",
+	  { "\xc3\xa0\xc3\xbf", "\xf0\x9f\x98\x80" }, { "\xc3\x9f", "a", "\xf0\x9f\x99\x90" } },
+	{ false, "root ::= .? \"!\"", { "!", "\xe4\xb8\xad!", "\n!" }, { "ab!", "\xe4!" } },
+	{ true, "^[a-z]+@[a-z]+\\.(com|org)$", { "bob@example.com", "a@b.org" }, { "bob@example.net", "@a.com", "Bob@a.com" } },
+	{ true, "\\d{3}-\\d{4}", { "555-1234" }, { "55-1234", "555-12345", "abc-defg" } },
+	{ true, "(?:ab|c)*?x\\.\\w\\s?", { "x.a", "ababcx.Z ", "cx._" }, { "x", "abx.", "x.-" } },
+	{ true, "[^a-c]{2}", { "dd", "z\xc3\xa9" }, { "ad", "d", "ddd" } },
+};
+
+static void test_text_grammars(void)
+{
+	for (size_t i = 0; i < sizeof text_cases / sizeof *text_cases; i++) {
+		const struct text_case *c = &text_cases[i];
+		struct grammar *g = NULL;
+		ing_err err = { 0 };
+		int rc = c->regex ? grammar_from_regex(c->src, strlen(c->src), &g, &err)
+				  : grammar_from_gbnf(c->src, strlen(c->src), &g, &err);
+		CHECK(rc == ING_OK, "%s compiles: %s", c->src, err.msg);
+		if (!g)
+			continue;
+		for (int j = 0; j < 6 && c->yes[j]; j++)
+			CHECK(accepts(g, c->yes[j]), "%s accepts '%s'", c->src, c->yes[j]);
+		for (int j = 0; j < 6 && c->no[j]; j++)
+			CHECK(!accepts(g, c->no[j]), "%s rejects '%s'", c->src, c->no[j]);
+		grammar_free(g);
+	}
+	static const struct {
+		bool regex;
+		const char *src, *needle;
+	} bad[] = {
+		{ false, "root ::= foo", "undefined rule 'foo'" },
+		{ false, "start ::= \"a\"", "undefined rule 'root'" },
+		{ false, "root ::= \"a\"\nroot ::= \"b\"", "defined twice" },
+		{ false, "root ::= [a-", "unterminated" },
+		{ false, "root ::= \"abc", "unterminated literal" },
+		{ false, "root ::= root \"a\" | \"b\"", "left-recursive" },
+		{ false, "x", "expected 'name ::='" },
+		{ true, "a(?=b)", "lookaround" },
+		{ true, "(a)\\1", "backreference" },
+		{ true, "a{3,1}", "reversed" },
+		{ true, "(ab", "missing )" },
+		{ true, "ab)", "unbalanced" },
+		{ true, "*a", "misplaced" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct grammar *g = NULL;
+		ing_err err = { 0 };
+		int rc = bad[i].regex ? grammar_from_regex(bad[i].src, strlen(bad[i].src), &g, &err)
+				      : grammar_from_gbnf(bad[i].src, strlen(bad[i].src), &g, &err);
+		CHECK(rc != ING_OK && !g && strstr(err.msg, bad[i].needle), "'%s' refused: %s", bad[i].src,
+		      err.msg);
+		grammar_free(g);
+	}
+}
+
 /* prefix + schema + suffix, repeated, as tool calls use it */
 static void test_alts(void)
 {
@@ -514,6 +583,7 @@ int main(void)
 	test_whitespace_bounded();
 	test_rejected_schemas();
 	test_alts();
+	test_text_grammars();
 	test_token_masks();
 	test_model_vocab();
 	CHECK(ing_mem_live() == 0, "no leaks: %zu bytes live", ing_mem_live());
