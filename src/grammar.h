@@ -29,8 +29,9 @@
  *
  * JSON output: between JSON tokens the whitespace is nothing, one space,
  * or one newline followed by at most GRAMMAR_JSON_MAX_WS - 1 spaces or tabs
- * (compact and pretty-printed JSON fit, endless blank lines do not); no
- * whitespace before or after the top-level value.
+ * (compact and pretty-printed JSON fit, endless blank lines do not); the
+ * same is allowed before the top-level value (unless a prefix comes
+ * first), nothing after it, so generation ends with the value.
  *
  * Errors: compilation returns ING_ERR_UNSUPPORTED naming the construct
  * (e.g. "unsupported JSON schema keyword 'oneOf' at #/properties/x"),

@@ -1003,7 +1003,7 @@ int grammar_json_object(struct grammar **out, ing_err *err)
 	struct sc c;
 	sc_init(&c, err);
 	value(&c);
-	return sc_finish(&c, c.object, out);
+	return sc_finish(&c, GB_SEQ(&c.b, ws(&c), c.object), out);
 }
 
 int grammar_from_alts(const struct grammar_alt *alts, int n, int min_count, int max_count,
@@ -1026,6 +1026,8 @@ int grammar_from_alts(const struct grammar_alt *alts, int n, int min_count, int 
 		int k = 0;
 		if (alts[i].prefix && alts[i].prefix[0])
 			seq[k++] = lit(&c, alts[i].prefix);
+		else /* models often start with a space or a newline */
+			seq[k++] = ws(&c);
 		seq[k++] = v;
 		if (alts[i].suffix && alts[i].suffix[0])
 			seq[k++] = lit(&c, alts[i].suffix);
