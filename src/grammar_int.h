@@ -107,11 +107,13 @@ struct gstate {
 	uint32_t *mask;            /* [ceil(V/32)] allowed tokens, or NULL */
 	int64_t n_allowed;
 	bool accepting, done;
-	int8_t text_loop;          /* loops on every plain-text character: -1 unknown, 0, 1 */
+	int32_t plain_next;        /* where every plain character leads: a state,
+				    * GDFA_DEAD, GDFA_MIXED; GDFA_UNKNOWN before computed */
 };
 
 #define GDFA_DEAD (-1)
 #define GDFA_UNKNOWN (-2)
+#define GDFA_MIXED (-4)
 
 struct gdfa {
 	struct gstate *st;
@@ -166,10 +168,15 @@ struct gtrie {
 };
 
 /* "Plain text" tokens decode to whole UTF-8 characters of JSON string
- * content: code points >= U+0020 other than '"' and '\' (no surrogates,
- * no overlong forms). A state that loops to itself on every such character
- * (inside an unbounded JSON string) allows all of them at once, so its mask
- * is plain_bits plus a walk of the much smaller trie of the other tokens. */
+ * content: code points >= U+0020 other than '"' and backslash (no
+ * surrogates, no overlong forms). When every such character takes a state
+ * to one same next state, and so on until a state that loops (an unbounded
+ * string) or refuses them all (a string at its maxLength), the plain tokens
+ * allowed are exactly those of at most so many characters: the mask is a
+ * prefix of plain_sorted (or plain_bits) plus a walk of the much smaller
+ * trie of the other tokens. */
+#define GRAMMAR_PLAIN_MAXLEN 64
+
 struct grammar_vocab {
 	const struct tokenizer *tk;
 	int32_t n_vocab;
@@ -177,6 +184,8 @@ struct grammar_vocab {
 	struct gtrie other;   /* those that are not plain text */
 	uint32_t *plain_bits; /* [ceil(V/32)] */
 	int64_t n_plain;
+	int32_t *plain_sorted; /* [n_plain] plain tokens by number of characters */
+	int64_t plain_upto[GRAMMAR_PLAIN_MAXLEN + 1]; /* plain tokens of <= k characters */
 	int32_t *eog;         /* end-of-generation ids */
 	int n_eog;
 };

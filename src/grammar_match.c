@@ -255,7 +255,7 @@ static int32_t intern(struct gdfa *d, const uint32_t *k, size_t n)
 	memmove(d->keys + d->n_keys, k, n * sizeof *k);
 	struct gstate *s = &d->st[d->n];
 	*s = (struct gstate){ .key_off = (uint32_t)d->n_keys, .key_len = (uint32_t)n, .hash = h,
-			      .text_loop = -1 };
+			      .plain_next = GDFA_UNKNOWN };
 	/* records are sorted by length: an empty stack comes first */
 	s->accepting = n > 0 && k[0] == 0;
 	s->done = n == 1 && k[0] == 0;
@@ -503,34 +503,59 @@ static int step_set(struct grammar *g, int32_t *set, int n, int cap, unsigned lo
 	return m;
 }
 
-/* Whether s returns to s on every plain-text character (grammar_int.h):
- * the states after each byte of the UTF-8 patterns are followed as sets,
+/* The one state every plain-text character (grammar_int.h) takes s to,
+ * GDFA_DEAD when s refuses them all, else GDFA_MIXED (also on failure).
+ * The states after each byte of the UTF-8 patterns are followed as sets,
  * which stay tiny because the automaton is deterministic. */
-static bool text_loop(struct grammar *g, int32_t s)
+static int32_t plain_next(struct grammar *g, int32_t s)
 {
-	if (g->dfa.st[s].text_loop >= 0)
-		return g->dfa.st[s].text_loop;
+	if (g->dfa.st[s].plain_next != GDFA_UNKNOWN)
+		return g->dfa.st[s].plain_next;
 	static const unsigned char pat[][5] = { /* lead lo, lead hi, 2nd lo, 2nd hi, more */
 		{ 0xc2, 0xdf, 0x80, 0xbf, 0 }, { 0xe0, 0xe0, 0xa0, 0xbf, 1 },
 		{ 0xe1, 0xec, 0x80, 0xbf, 1 }, { 0xed, 0xed, 0x80, 0x9f, 1 },
 		{ 0xee, 0xef, 0x80, 0xbf, 1 }, { 0xf0, 0xf0, 0x90, 0xbf, 2 },
 		{ 0xf1, 0xf3, 0x80, 0xbf, 2 }, { 0xf4, 0xf4, 0x80, 0x8f, 2 },
 	};
-	bool ok = true;
-	for (unsigned c = 0x20; c < 0x80 && ok; c++)
+	int32_t to = step(g, &g->dfa, s, ' ');
+	bool ok = to >= GDFA_DEAD;
+	for (unsigned c = 0x21; c < 0x80 && ok; c++)
 		if (c != '"' && c != '\\')
-			ok = step(g, &g->dfa, s, c) == s;
+			ok = step(g, &g->dfa, s, c) == to;
 	for (size_t p = 0; p < sizeof pat / sizeof *pat && ok; p++) {
+		if (to == GDFA_DEAD) { /* every lead byte must be refused */
+			for (unsigned c = pat[p][0]; c <= pat[p][1] && ok; c++)
+				ok = step(g, &g->dfa, s, c) == GDFA_DEAD;
+			continue;
+		}
 		int32_t set[16] = { s };
 		int n = step_set(g, set, 1, 16, pat[p][0], pat[p][1]);
 		if (n > 0)
 			n = step_set(g, set, n, 16, pat[p][2], pat[p][3]);
 		for (int k = 0; k < pat[p][4] && n > 0; k++)
 			n = step_set(g, set, n, 16, 0x80, 0xbf);
-		ok = n == 1 && set[0] == s;
+		ok = n == 1 && set[0] == to;
 	}
-	g->dfa.st[s].text_loop = ok;
-	return ok;
+	int32_t r = ok ? to : GDFA_MIXED;
+	g->dfa.st[s].plain_next = r;
+	return r;
+}
+
+/* How many plain-text characters s accepts in a row when it treats them
+ * all alike (INT32_MAX: any number), or -1 when it does not. */
+static int32_t plain_run(struct grammar *g, int32_t s)
+{
+	for (int32_t k = 0; k <= GRAMMAR_PLAIN_MAXLEN; k++) {
+		int32_t next = plain_next(g, s);
+		if (next == s)
+			return INT32_MAX;
+		if (next == GDFA_DEAD)
+			return k;
+		if (next < 0)
+			return -1;
+		s = next;
+	}
+	return -1;
 }
 
 /* The cached mask of state s, computed if missing. NULL on failure. */
@@ -551,13 +576,19 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 	uint32_t *bits = ing_calloc(words, sizeof *bits);
 	int64_t n = 0;
 	bool ok = bits != NULL;
-	if (ok && text_loop(g, s)) {
+	int32_t run = ok ? plain_run(g, s) : -1;
+	if (run == INT32_MAX) {
 		memcpy(bits, v->plain_bits, words * sizeof *bits);
 		n = v->n_plain;
-		ok = mask_walk(g, &v->other, s, bits, &n);
-	} else if (ok) {
-		ok = mask_walk(g, &v->all, s, bits, &n);
+	} else if (run >= 0) {
+		n = v->plain_upto[run];
+		for (int64_t i = 0; i < n; i++) {
+			int32_t tok = v->plain_sorted[i];
+			bits[tok >> 5] |= 1u << (tok & 31);
+		}
 	}
+	if (ok)
+		ok = mask_walk(g, run >= 0 ? &v->other : &v->all, s, bits, &n);
 	if (ok && d->st[s].accepting)
 		for (int i = 0; i < v->n_eog; i++) {
 			int32_t tok = v->eog[i];

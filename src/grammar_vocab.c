@@ -165,18 +165,43 @@ static void trie_free(struct gtrie *t)
 	ing_free(t->sorted);
 }
 
-/* Moves the plain-text pieces out of ps (keeping order) into plain_bits;
- * returns how many are left. */
+static int chars_of(const struct piece *p)
+{
+	int c = 0;
+	for (uint32_t i = 0; i < p->n; i++)
+		c += (p->p[i] & 0xc0) != 0x80;
+	return c > GRAMMAR_PLAIN_MAXLEN ? GRAMMAR_PLAIN_MAXLEN + 1 : c;
+}
+
+/* Moves the plain-text pieces out of ps (keeping order) into plain_bits and
+ * plain_sorted (a counting sort by characters); returns how many are left,
+ * or -1 on allocation failure. */
 static int32_t split_plain(struct grammar_vocab *v, struct piece *ps, int32_t n)
 {
-	int32_t k = 0;
+	int64_t count[GRAMMAR_PLAIN_MAXLEN + 2] = { 0 };
 	for (int32_t i = 0; i < n; i++) {
 		if (plain_text(ps[i].p, ps[i].n)) {
 			v->plain_bits[ps[i].id >> 5] |= 1u << (ps[i].id & 31);
 			v->n_plain++;
-		} else {
-			ps[k++] = ps[i];
+			count[chars_of(&ps[i])]++;
 		}
+	}
+	v->plain_sorted = ing_malloc_array((size_t)v->n_plain + 1, sizeof *v->plain_sorted);
+	if (!v->plain_sorted)
+		return -1;
+	int64_t at[GRAMMAR_PLAIN_MAXLEN + 2], sum = 0;
+	for (int c = 0; c <= GRAMMAR_PLAIN_MAXLEN + 1; c++) {
+		at[c] = sum;
+		sum += count[c];
+		if (c <= GRAMMAR_PLAIN_MAXLEN)
+			v->plain_upto[c] = sum;
+	}
+	int32_t k = 0;
+	for (int32_t i = 0; i < n; i++) {
+		if (plain_text(ps[i].p, ps[i].n))
+			v->plain_sorted[at[chars_of(&ps[i])]++] = ps[i].id;
+		else
+			ps[k++] = ps[i];
 	}
 	return k;
 }
@@ -196,7 +221,8 @@ int grammar_vocab_create(const struct tokenizer *tk, struct grammar_vocab **out,
 		rc = trie_build(&v->all, ps, n);
 	if (rc == ING_OK) {
 		v->plain_bits = ing_calloc(((size_t)v->n_vocab + 31) / 32, sizeof *v->plain_bits);
-		rc = v->plain_bits ? trie_build(&v->other, ps, split_plain(v, ps, n)) : ING_ERR_NOMEM;
+		int32_t rest = v->plain_bits ? split_plain(v, ps, n) : -1;
+		rc = rest >= 0 ? trie_build(&v->other, ps, rest) : ING_ERR_NOMEM;
 	}
 	ing_free(ps);
 	if (rc) {
@@ -214,6 +240,7 @@ void grammar_vocab_free(struct grammar_vocab *v)
 	trie_free(&v->all);
 	trie_free(&v->other);
 	ing_free(v->plain_bits);
+	ing_free(v->plain_sorted);
 	ing_free(v->eog);
 	ing_free(v);
 }

@@ -564,6 +564,12 @@ static void test_model_vocab(void)
 	if (v && g)
 		bench_text(g, v, tokenizer_n_vocab(tk), "schema",
 			   "{\"name\": \"Alice in Wonderland\", \"tags\": [\"a\", \"bc\"], \"n\": 12}");
+	struct grammar *bounded = compile("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":"
+					  "\"string\",\"maxLength\":24}},\"required\":[\"name\"]}");
+	if (v && bounded)
+		bench_text(bounded, v, tokenizer_n_vocab(tk), "maxLength 24",
+			   "{\"name\": \"Alice in Wonderland\"}");
+	grammar_free(bounded);
 	if (v && jo)
 		bench_text(jo, v, tokenizer_n_vocab(tk), "json_object",
 			   "{\n  \"device\": {\n    \"name\": \"tesla\",\n    \"spec\": [\"a b\", {\"x\": "
