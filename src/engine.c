@@ -560,6 +560,7 @@ static int emit_token(struct engine *e, struct req *q, float *logits, int draft_
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
+	*same = false;
 	if (q->matcher && grammar_matcher_mask(q->matcher, logits) <= 0)
 		return ENGINE_FINISH_STOP; /* the grammar cannot go on (or no memory) */
 	if (q->top_logprobs >= 0)
