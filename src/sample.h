@@ -76,9 +76,10 @@ const struct sample_params *sampler_params(const struct sampler *s);
 /* The next uniform number in [0, 1) of the sampler's own generator. */
 double sampler_uniform(struct sampler *s);
 
-/* After sampler_sample with truncation: the surviving candidates in order
- * of decreasing probability and their final probabilities (tests, logprobs).
- * Valid until the next call. */
+/* After sampler_sample / sampler_dist: the surviving candidates and their
+ * final probabilities, the most probable first; the rest in decreasing
+ * order when top-p applied, else in no particular order (sorting the whole
+ * vocabulary for nothing is too slow). Valid until the next call. */
 int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs);
 
 #endif
