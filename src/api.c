@@ -116,6 +116,17 @@ static void on_metrics(struct api *a, struct server_call *c, const cJSON *body)
 	ing_free(text);
 }
 
+/* Appends the tokens of the forced start of a tool call (our own markup
+ * and a checked function name: special tokens parsed). */
+static int prompt_add_text(struct api *a, const char *text, struct token_ids *t,
+			   struct api_error *e)
+{
+	ing_err err;
+	if (tokenizer_encode(a->tk, text, strlen(text), TOKENIZER_PARSE_SPECIAL, t, &err))
+		return api_fail(e, 500, NULL, NULL, "tokenizer: %s", err.msg);
+	return 0;
+}
+
 static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
 {
 	struct api_error e;
@@ -123,13 +134,17 @@ static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
 	bool agp = true;
 	int rc = gen_request_parse(a, body, true, &r, &e);
 	if (!rc)
+		rc = api_tools_parse(a, body, &r, &e);
+	if (!rc)
 		rc = api_get_bool(body, "add_generation_prompt", &agp, &e);
 	if (!rc && !(r.prompts = ing_calloc(1, sizeof *r.prompts)))
 		rc = api_fail(&e, 500, NULL, NULL, "out of memory");
 	if (!rc) {
 		r.n_prompts = 1;
-		rc = api_prompt_chat(a, body, agp, &r.prompts[0], &e);
+		rc = api_prompt_chat(a, body, agp, r.tools_on, &r.prompts[0], &e);
 	}
+	if (!rc && r.tool_prefix)
+		rc = prompt_add_text(a, r.tool_prefix, &r.prompts[0], &e);
 	if (rc) {
 		gen_request_free(&r);
 		api_respond_error(c, &e);
@@ -167,7 +182,7 @@ static int tokenize_body(struct api *a, const cJSON *body, struct token_ids *t,
 	    api_get_bool(body, "add_special_tokens", &special, e))
 		return -1;
 	if (api_get(body, "messages"))
-		return api_prompt_chat(a, body, agp, t, e);
+		return api_prompt_chat(a, body, agp, api_tools_rendered(body), t, e);
 	const cJSON *p = api_get(body, "prompt");
 	if (!cJSON_IsString(p))
 		return api_fail(e, 400, "prompt", p ? "invalid_type" : "missing_required_parameter",

@@ -19,6 +19,7 @@
  * Stop strings are matched on the decoded text. Text is released to the
  * client only when it cannot be the start of a stop string any more; the
  * stop string itself is never sent. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +69,10 @@ struct gen_choice {
 	int64_t n_gen;
 	bool done;
 	const char *finish_reason;
+	/* function calling (k->r.tools_on): text holds the whole output, also
+	 * when streamed, to be parsed at the end */
+	size_t streamed;           /* bytes of text already sent as content */
+	struct toolcall_list calls;
 };
 
 struct gen_call {
@@ -102,6 +107,7 @@ static void call_free(struct gen_call *k)
 		sbuf_free(&ch->held);
 		sbuf_free(&ch->text);
 		cJSON_Delete(ch->lp);
+		toolcall_list_free(&ch->calls);
 	}
 	ing_free(k->ch);
 	sbuf_free(&k->out);
@@ -461,11 +467,114 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
 	return n - hold;
 }
 
+/* ---- function calls in the output ---- */
+
+/* In a forced call: once the JSON value after the forced start is whole,
+ * the text is cut there, the closing markup added and the choice
+ * finished. */
+static void choice_finish(struct gen_call *k, struct gen_choice *ch, const char *reason,
+			  bool cancel);
+
+static bool call_complete(struct gen_call *k, struct gen_choice *ch)
+{
+	size_t pl = strlen(k->r.tool_prefix);
+	const char *end = NULL;
+	if (ch->text.len <= pl)
+		return false;
+	cJSON *v = cJSON_ParseWithLengthOpts(ch->text.p + pl, ch->text.len - pl, &end, false);
+	bool whole = cJSON_IsObject(v);
+	cJSON_Delete(v);
+	if (!whole)
+		return false;
+	ch->text.len = (size_t)(end - ch->text.p);
+	sbuf_puts(&ch->text, k->r.tool_suffix);
+	choice_finish(k, ch, "stop", true);
+	return true;
+}
+
+/* With tools, streamed text goes out as content only up to where a call
+ * may start (and not its trailing whitespace, which the parsed content
+ * drops); the rest waits for the end. lp (owned) goes with the content
+ * it came with, or nowhere. */
+static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
+		       cJSON *lp)
+{
+	sbuf_put(&ch->text, s, n);
+	if (k->r.tool_suffix && ch->text.len && call_complete(k, ch)) {
+		cJSON_Delete(lp);
+		return;
+	}
+	if (!k->r.stream) {
+		if (lp && k->r.chat)
+			cJSON_AddItemToArray(cJSON_GetObjectItem(ch->lp, "content"), lp);
+		return;
+	}
+	const char *t = ch->text.p ? ch->text.p : "";
+	size_t safe = toolcall_content_prefix(k->a->tool_format, t, ch->text.len);
+	while (safe > ch->streamed && isspace((unsigned char)t[safe - 1]))
+		safe--;
+	if (safe > ch->streamed) {
+		sse_chunk(k, ch, NULL, t + ch->streamed, safe - ch->streamed, lp, NULL);
+		ch->streamed = safe;
+	} else {
+		cJSON_Delete(lp);
+	}
+}
+
+/* The calls as OpenAI streams them: per call, a delta with its index, id,
+ * type and name (arguments ""), then one with the arguments. */
+static void tools_stream(struct gen_call *k, struct gen_choice *ch)
+{
+	cJSON *arr = api_tools_json(k->a, &ch->calls, k->r.parallel_tool_calls), *c;
+	if (!arr) {
+		k->out.oom = true;
+		return;
+	}
+	int i = 0;
+	cJSON_ArrayForEach(c, arr) {
+		cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+		cJSON *args = cJSON_DetachItemFromObjectCaseSensitive(fn, "arguments");
+		cJSON_AddStringToObject(fn, "arguments", "");
+		cJSON_AddNumberToObject(c, "index", i);
+		cJSON *d1 = cJSON_CreateObject(), *d2 = cJSON_CreateObject(), *c2 = cJSON_CreateObject();
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(d1, "tool_calls"), cJSON_Duplicate(c, true));
+		cJSON_AddNumberToObject(c2, "index", i++);
+		cJSON_AddItemToObject(cJSON_AddObjectToObject(c2, "function"), "arguments", args);
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(d2, "tool_calls"), c2);
+		sse_chunk(k, ch, d1, NULL, 0, NULL, NULL);
+		sse_chunk(k, ch, d2, NULL, 0, NULL, NULL);
+	}
+	cJSON_Delete(arr);
+}
+
+/* Parses the whole output; streams what is left of the content and the
+ * calls. Returns the finish reason: "tool_calls" when there are calls. */
+static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const char *reason)
+{
+	ing_err err;
+	const char *t = ch->text.p ? ch->text.p : "";
+	if (toolcall_parse(k->a->tool_format, t, ch->text.len, &ch->calls, &err))
+		k->out.oom = ch->text.oom = true;
+	if (k->r.stream) {
+		size_t end = ch->calls.content_len;
+		if (end > ch->streamed)
+			sse_chunk(k, ch, NULL, t + ch->streamed, end - ch->streamed, NULL, NULL);
+		ch->streamed = end > ch->streamed ? end : ch->streamed;
+		if (ch->calls.n)
+			tools_stream(k, ch);
+	}
+	return ch->calls.n ? "tool_calls" : reason;
+}
+
 /* Sends or keeps released text, with the logprobs of the token that
  * produced it (lp, owned; NULL when none). */
 static void choice_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
 			cJSON *lp)
 {
+	if (k->r.tools_on) {
+		tools_emit(k, ch, s, n, lp);
+		return;
+	}
 	if (k->r.stream) {
 		if (n || lp)
 			sse_chunk(k, ch, NULL, s, n, lp, NULL);
@@ -480,6 +589,8 @@ static void choice_finish(struct gen_call *k, struct gen_choice *ch, const char 
 			  bool cancel)
 {
 	ch->done = true;
+	if (k->r.tools_on)
+		reason = tools_finish(k, ch, reason);
 	ch->finish_reason = reason;
 	if (cancel) {
 		pthread_mutex_lock(&k->mu);
@@ -500,8 +611,8 @@ static void choice_text(struct gen_call *k, struct gen_choice *ch, const char *s
 	bool hit;
 	size_t emit = stop_scan(&k->r, ch->held.p ? ch->held.p : "", ch->held.len, &hit);
 	choice_emit(k, ch, ch->held.p, emit, lp);
-	sbuf_consume(&ch->held, hit ? ch->held.len : emit);
-	if (hit)
+	sbuf_consume(&ch->held, hit || ch->done ? ch->held.len : emit);
+	if (hit && !ch->done)
 		choice_finish(k, ch, "stop", true);
 }
 
@@ -555,7 +666,8 @@ static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
 		return;
 	choice_emit(k, ch, ch->held.p, ch->held.len, NULL);
 	sbuf_consume(&ch->held, ch->held.len);
-	choice_finish(k, ch, finish_name(finish), false);
+	if (!ch->done)
+		choice_finish(k, ch, finish_name(finish), false);
 }
 
 /* ---- the connection side's loop ---- */
@@ -645,12 +757,17 @@ static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
 {
 	cJSON *c = cJSON_CreateObject();
 	cJSON_AddNumberToObject(c, "index", ch->index);
-	cJSON *text = api_json_text(ch->text.p ? ch->text.p : "", ch->text.len);
+	size_t len = ch->calls.n ? ch->calls.content_len : ch->text.len;
+	cJSON *text = ch->calls.n && !len ? cJSON_CreateNull()
+					  : api_json_text(ch->text.p ? ch->text.p : "", len);
 	if (k->r.chat) {
 		cJSON *m = cJSON_AddObjectToObject(c, "message");
 		cJSON_AddStringToObject(m, "role", "assistant");
 		cJSON_AddItemToObject(m, "content", text);
 		cJSON_AddNullToObject(m, "refusal");
+		if (ch->calls.n)
+			cJSON_AddItemToObject(m, "tool_calls",
+					      api_tools_json(k->a, &ch->calls, k->r.parallel_tool_calls));
 	} else {
 		cJSON_AddItemToObject(c, "text", text);
 	}
@@ -700,7 +817,11 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 	}
 	ing_err err;
 	if (!ch->toks || (k->top > 0 && (!ch->top_ids || !ch->top_lps)) ||
-	    tokenizer_stream_init(&ch->ts, k->a->tk, 0, &err))
+	    tokenizer_stream_init(&ch->ts, k->a->tk, k->r.tools_on ? TOKENIZER_RENDER_SPECIAL : 0,
+				  &err))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	/* tool-call markup may be special tokens; a forced call start is output */
+	if (k->r.tools_on && k->r.tool_prefix && sbuf_puts(&ch->text, k->r.tool_prefix))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	if (!k->r.stream && k->r.logprobs >= 0) {
 		ch->lp = k->r.chat ? cJSON_CreateObject() : lp_legacy_new();

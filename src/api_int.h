@@ -5,6 +5,8 @@
  *   api_prompt.c  chat template rendering and safe tokenization
  *   api_format.c  response_format -> grammar, with a cache of compiled
  *                 schemas
+ *   api_tools.c   tools, tool_choice, parallel_tool_calls; tool calls in
+ *                 answers and stream deltas
  *   api_gen.c     one generation: engine submit, event queue, stop
  *                 strings, responses and SSE streams */
 #ifndef INGOT_API_INT_H
@@ -20,6 +22,7 @@
 #include "api.h"
 #include "sample.h"
 #include "tokenizer.h"
+#include "toolcall.h"
 
 struct engine;
 struct template;
@@ -48,6 +51,7 @@ struct api {
 	int32_t n_vocab;
 	struct template *tpl;        /* chat template (the model's or built-in) */
 	const char *bos_text, *eos_text;
+	enum toolcall_format tool_format; /* the template's tool-call markup */
 	pthread_mutex_t mu;          /* guards live */
 	struct gen_call *live;       /* generations in flight (cancel_all) */
 	atomic_uint_fast64_t counter;
@@ -106,6 +110,13 @@ struct gen_request {
 	bool stream, include_usage;
 	bool no_spec;                /* "speculative": {"method": "none"} */
 	struct grammar *grammar;     /* response_format constraint (a reference), or NULL */
+	/* function calling (chat) */
+	bool tools_on;               /* tools rendered, calls parsed from the output */
+	bool parallel_tool_calls;    /* false: only the first call is kept */
+	char *tool_prefix;           /* forced start of a call the prompt ends with, or NULL */
+	char *tool_suffix;           /* what closes it once its JSON value is complete, or NULL */
+	char *tool_name;             /* tool_choice names this function, or NULL */
+	cJSON *tool_schema;          /* its parameters schema (owned), or NULL */
 };
 
 /* Reads everything but the prompt from body into r (zeroed first). */
@@ -125,10 +136,11 @@ void api_gcache_free(struct api *a);
 
 /* ---- prompts (api_prompt.c) ---- */
 
-/* Renders body.messages with the chat template and tokenizes the result
- * so that only the template's own text can produce control tokens. */
+/* Renders body.messages (and body.tools when with_tools) with the chat
+ * template and tokenizes the result so that only the template's own text
+ * can produce control tokens. */
 int api_prompt_chat(struct api *a, const cJSON *body, bool add_generation_prompt,
-		    struct token_ids *out, struct api_error *e);
+		    bool with_tools, struct token_ids *out, struct api_error *e);
 
 /* body.prompt: a string, an array of strings, an array of token ids or an
  * array of such arrays. Appends one token_ids per prompt to r. */
@@ -140,6 +152,27 @@ int api_prompt_completion(struct api *a, const cJSON *prompt, bool add_special,
  * eos_text. *note gets a static description of the choice. */
 struct gguf;
 int api_template_load(struct api *a, const struct gguf *g, const char **note, ing_err *err);
+
+/* ---- function calling (api_tools.c) ---- */
+
+/* Reads tools, tool_choice and parallel_tool_calls into r (after
+ * gen_request_parse): checks their shape (400 naming the field), decides
+ * whether calls are parsed and, for tool_choice "required" or a named
+ * function, the forced call start (r->tool_prefix) and the stop string
+ * that ends the call. */
+int api_tools_parse(struct api *a, const cJSON *body, struct gen_request *r,
+		    struct api_error *e);
+
+/* Whether body's tools reach the template (present, tool_choice not
+ * "none"). */
+bool api_tools_rendered(const cJSON *body);
+
+/* Checks messages[i].tool_calls of an assistant message. */
+int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e);
+
+/* calls as OpenAI's message.tool_calls array (fresh ids); the first only
+ * unless parallel. NULL when out of memory. */
+cJSON *api_tools_json(struct api *a, const struct toolcall_list *calls, bool parallel);
 
 /* ---- generation (api_gen.c) ---- */
 

@@ -40,7 +40,11 @@
 #include "template.h"
 
 /* Gemma's turn format (system merged into the first user turn, as Gemma's
- * own template does), for models whose GGUF carries no template. */
+ * own template does), for models whose GGUF carries no template. Function
+ * calling, which Gemma's format lacks, follows Hermes: the tools are
+ * listed at the top of the first user turn, the model answers
+ * <tool_call>{"name": ..., "arguments": {...}}</tool_call>, and tool
+ * results go back as user turns wrapped in <tool_response> tags. */
 static const char gemma_template[] =
 	"{{ bos_token }}"
 	"{% if messages[0]['role'] == 'system' %}"
@@ -48,8 +52,22 @@ static const char gemma_template[] =
 	"{% set loop_messages = messages[1:] %}"
 	"{% else %}{% set first_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
 	"{% for m in loop_messages %}"
-	"<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
-	"{{ (first_prefix if loop.first else '') + (m['content'] or '') }}<end_of_turn>\n"
+	"<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' if m['role'] == 'tool'"
+	" else m['role'] }}\n"
+	"{% if loop.first and tools %}You have access to the following functions:\n"
+	"{% for t in tools %}{{ (t['function'] if t['function'] is defined else t) | tojson }}\n"
+	"{% endfor %}To call a function, reply with a JSON object inside <tool_call></tool_call>"
+	" tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <arguments-object>}\n"
+	"</tool_call>\n\n{% endif %}"
+	"{% if m['role'] == 'tool' %}<tool_response>\n{{ m['content'] }}\n</tool_response>"
+	"{% else %}{{ (first_prefix if loop.first else '') + (m['content'] or '') }}{% endif %}"
+	"{% if m['tool_calls'] %}{% for tc in m['tool_calls'] %}"
+	"{% if not loop.first %}\n{% endif %}"
+	"<tool_call>\n{\"name\": \"{{ tc['function']['name'] }}\", \"arguments\": "
+	"{% if tc['function']['arguments'] is string %}{{ tc['function']['arguments'] }}"
+	"{% else %}{{ tc['function']['arguments'] | tojson }}{% endif %}}\n</tool_call>"
+	"{% endfor %}{% endif %}"
+	"<end_of_turn>\n"
 	"{% endfor %}"
 	"{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}";
 
@@ -76,6 +94,7 @@ int api_template_load(struct api *a, const struct gguf *g, const char **note, in
 		len = sizeof chatml_template - 1;
 		*note = "the model has no chat template; using the built-in ChatML format";
 	}
+	a->tool_format = toolcall_format_detect(src, len);
 	int rc = template_parse(src, len, &a->tpl, err);
 	if (rc)
 		return ing_err_set(err, rc, "chat template: %s", err->msg);
@@ -180,6 +199,9 @@ static int message_read(const struct api *a, const cJSON *m, int i, struct chat 
 		if (strcmp(it->string, "content") && json_has_control(a, it))
 			return api_fail(e, 400, param, "invalid_value",
 					"'%s' has special-token text outside its content", param);
+	const cJSON *calls = api_get(m, "tool_calls");
+	if (calls && api_tools_check_calls(calls, i, e))
+		return -1;
 	const cJSON *c = api_get(m, "content");
 	if (!c) {
 		if (strcmp(role->valuestring, "assistant"))
@@ -212,17 +234,50 @@ static int chat_read(struct api *a, const cJSON *msgs, struct chat *ch, struct a
 	return 0;
 }
 
+/* How messages and tools go into the template. */
+struct render_opts {
+	bool agp;        /* add_generation_prompt */
+	bool tools;      /* body.tools reach the template */
+	bool args_obj;   /* tool-call arguments as objects (else JSON text) */
+};
+
+/* Puts the arguments of m's tool calls in the form templates get: objects
+ * (most print them with tojson; vLLM does the same) or JSON text (for
+ * templates that concatenate them as strings). */
+static void args_form(cJSON *m, bool obj)
+{
+	cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls"), *c;
+	cJSON_ArrayForEach(c, calls) {
+		cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+		cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments"), *v = NULL;
+		if (obj && cJSON_IsString(args)) {
+			v = cJSON_Parse(args->valuestring);
+			if (!cJSON_IsObject(v)) {
+				cJSON_Delete(v);
+				v = NULL;
+			}
+		} else if (!obj && cJSON_IsObject(args)) {
+			char *t = cJSON_PrintUnformatted(args);
+			v = t ? cJSON_CreateString(t) : NULL;
+			cJSON_free(t);
+		}
+		if (v)
+			cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", v);
+	}
+}
+
 /* The template's variables; contents are placeholders, or the real text
  * when real is true. NULL when out of memory. */
 static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct chat *ch,
-			bool agp, bool real)
+			const struct render_opts *o, bool real)
 {
+	bool agp = o->agp;
 	cJSON *ctx = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(ctx, "messages");
 	const cJSON *kw = api_get(body, "chat_template_kwargs"), *it;
 	if (cJSON_IsObject(kw))
 		cJSON_ArrayForEach(it, kw)
 			cJSON_AddItemToObject(ctx, it->string, cJSON_Duplicate(it, true));
-	const cJSON *tools = api_get(body, "tools");
+	const cJSON *tools = o->tools ? api_get(body, "tools") : NULL;
 	if (tools)
 		cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, true));
 	cJSON_AddBoolToObject(ctx, "add_generation_prompt", agp);
@@ -232,6 +287,7 @@ static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct cha
 	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(body, "messages")) {
 		cJSON *m = cJSON_Duplicate(it, true);
 		cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
+		args_form(m, o->args_obj);
 		char ph[64];
 		snprintf(ph, sizeof ph, "%s%d@@", ch->tag, i);
 		if (!ch->has_content[i])
@@ -445,31 +501,70 @@ static int render(const struct api *a, const cJSON *ctx, char **out, size_t *len
 	return 0;
 }
 
-int api_prompt_chat(struct api *a, const cJSON *body, bool agp, struct token_ids *out,
-		    struct api_error *e)
+/* Both renderings (placeholders in ph, real contents in real; the caller
+ * frees them, also on failure). */
+static int render_pair(struct api *a, const cJSON *body, const struct chat *ch,
+		       const struct render_opts *o, char **ph, size_t *ph_len, char **real,
+		       size_t *real_len, struct api_error *e)
+{
+	cJSON *c1 = ctx_build(a, body, ch, o, false), *c2 = ctx_build(a, body, ch, o, true);
+	int rc = render(a, c1, ph, ph_len, e);
+	if (!rc)
+		rc = render(a, c2, real, real_len, e);
+	cJSON_Delete(c1);
+	cJSON_Delete(c2);
+	return rc;
+}
+
+static bool has_tool_calls(const cJSON *body)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(body, "messages"))
+		if (api_get(m, "tool_calls"))
+			return true;
+	return false;
+}
+
+static int check_user_json(struct api *a, const cJSON *body, bool tools, struct api_error *e)
+{
+	if (tools && json_has_control(a, api_get(body, "tools")))
+		return api_fail(e, 400, "tools", "invalid_value", "'tools' has special-token text");
+	if (api_get(body, "chat_template_kwargs") &&
+	    json_has_control(a, api_get(body, "chat_template_kwargs")))
+		return api_fail(e, 400, "chat_template_kwargs", "invalid_value",
+				"'chat_template_kwargs' has special-token text");
+	return 0;
+}
+
+int api_prompt_chat(struct api *a, const cJSON *body, bool agp, bool with_tools,
+		    struct token_ids *out, struct api_error *e)
 {
 	struct chat ch = { 0 };
 	char *ph = NULL, *real = NULL;
 	size_t ph_len = 0, real_len = 0;
 	struct seg *s = NULL;
+	struct render_opts o = { .agp = agp, .tools = with_tools && api_get(body, "tools"),
+				 .args_obj = true };
 	int n = 0, rc = chat_read(a, cJSON_GetObjectItemCaseSensitive(body, "messages"), &ch, e);
-	if (!rc && (api_get(body, "tools") && json_has_control(a, api_get(body, "tools"))))
-		rc = api_fail(e, 400, "tools", "invalid_value", "'tools' has special-token text");
-	if (!rc && (api_get(body, "chat_template_kwargs") &&
-		    json_has_control(a, api_get(body, "chat_template_kwargs"))))
-		rc = api_fail(e, 400, "chat_template_kwargs", "invalid_value",
-			      "'chat_template_kwargs' has special-token text");
-	cJSON *c1 = rc ? NULL : ctx_build(a, body, &ch, agp, false);
-	cJSON *c2 = rc ? NULL : ctx_build(a, body, &ch, agp, true);
-	if (!rc && !(rc = render(a, c1, &ph, &ph_len, e)) && !(rc = render(a, c2, &real, &real_len, e)) &&
-	    segs_split(&ch, ph, ph_len, &s, &n))
+	if (!rc)
+		rc = check_user_json(a, body, o.tools, e);
+	if (!rc) {
+		rc = render_pair(a, body, &ch, &o, &ph, &ph_len, &real, &real_len, e);
+		if (rc && e->status == 400 && has_tool_calls(body)) {
+			/* the template wants the arguments as text */
+			ing_free(ph);
+			ing_free(real);
+			ph = real = NULL;
+			o.args_obj = false;
+			rc = render_pair(a, body, &ch, &o, &ph, &ph_len, &real, &real_len, e);
+		}
+	}
+	if (!rc && segs_split(&ch, ph, ph_len, &s, &n))
 		rc = api_fail(e, 500, NULL, NULL, "out of memory");
 	if (!rc) {
 		subst_choose(&ch, ph, s, n, real, real_len);
 		rc = tokenize_final(a, &ch, ph, s, n, out, e);
 	}
-	cJSON_Delete(c1);
-	cJSON_Delete(c2);
 	ing_free(s);
 	ing_free(ph);
 	ing_free(real);

@@ -381,6 +381,17 @@ size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t 
 int toolcall_frame(enum toolcall_format f, const char *name, struct sbuf *prefix,
 		   struct sbuf *suffix)
 {
+	if (!name) { /* only the opening markup: the model picks the function */
+		static const char *const open[] = {
+			[TOOLCALL_HERMES] = "<tool_call>\n",
+			[TOOLCALL_LLAMA3] = "{\"name\": \"",
+			[TOOLCALL_FUNCTIONARY] = "<function=",
+			[TOOLCALL_DEEPSEEK_R1] = DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP,
+			[TOOLCALL_MISTRAL] = "[TOOL_CALLS][",
+		};
+		sbuf_puts(prefix, open[(unsigned)f < 5 ? f : 0]);
+		return prefix->oom ? -1 : 0;
+	}
 	switch (f) {
 	case TOOLCALL_LLAMA3:
 		sbuf_printf(prefix, "{\"name\": \"%s\", \"parameters\": ", name);

@@ -73,7 +73,8 @@ size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t 
 /* The literal text that starts a call to name in format f, up to where its
  * arguments object begins (prefix), and the text that ends the call after
  * the arguments (suffix); appended to the buffers. Used to force a named
- * call. Returns -1 when out of memory. */
+ * call. With name NULL, only the opening markup before the function name
+ * (suffix untouched): forces some call. Returns -1 when out of memory. */
 int toolcall_frame(enum toolcall_format f, const char *name, struct sbuf *prefix,
 		   struct sbuf *suffix);
 

@@ -47,7 +47,7 @@ static int chat(const char *json, struct token_ids *out, struct api_error *e)
 	if (!b)
 		return -2;
 	*out = (struct token_ids){ 0 };
-	int rc = api_prompt_chat(&A, b, true, out, e);
+	int rc = api_prompt_chat(&A, b, true, true, out, e);
 	cJSON_Delete(b);
 	return rc;
 }

@@ -1,0 +1,243 @@
+/* api_tools.c — function calling in the chat API.
+ *
+ * Request side: `tools` (function definitions), `tool_choice` ("none",
+ * "auto", "required" or {"type": "function", "function": {"name": N}}) and
+ * `parallel_tool_calls` are checked here. With tool_choice "none" the tools
+ * never reach the template and the output is plain text. With "auto" (the
+ * default when tools are given) the output is parsed for calls in the
+ * markup of the template's family (toolcall.h). With "required" or a named
+ * function, the call is forced: the prompt ends with the opening markup
+ * of a call (toolcall_frame), so the model continues inside it, and the
+ * markup that closes the call is a stop string; generation also ends as
+ * soon as the JSON value the model writes inside the call is complete
+ * (the closing markup is then added). The forced text counts as output: it
+ * is prepended to what the model wrote before parsing.
+ * TODO(#7): constrain the arguments to the function's parameter schema
+ * once the grammar module lands (r->tool_schema is kept for it).
+ *
+ * Answer side: parsed calls become OpenAI `tool_calls` entries with ids
+ * "call_" + 24 random letters and digits, arguments as a JSON string. */
+#include <stdio.h>
+#include <string.h>
+
+#include "api_int.h"
+#include "mem.h"
+#include "sbuf.h"
+
+/* OpenAI's rule for function names: [a-zA-Z0-9_-]{1,64}. It also keeps
+ * control-token text and quotes out of the forced markup. */
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static int tool_check(const cJSON *t, int i, struct api_error *e)
+{
+	char param[48];
+	snprintf(param, sizeof param, "tools[%d]", i);
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+	const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+	if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") ||
+	    !cJSON_IsObject(fn))
+		return api_fail(e, 400, param, "invalid_value", "'%s' must be {\"type\": "
+				"\"function\", \"function\": {...}}", param);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+	const cJSON *desc = api_get(fn, "description"), *params = api_get(fn, "parameters");
+	snprintf(param, sizeof param, "tools[%d].function", i);
+	if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+		return api_fail(e, 400, param, "invalid_value", "'%s.name' must be 1 to 64 letters, "
+				"digits, underscores or dashes", param);
+	if (desc && !cJSON_IsString(desc))
+		return api_fail(e, 400, param, "invalid_type", "'%s.description' must be a string",
+				param);
+	if (params && !cJSON_IsObject(params))
+		return api_fail(e, 400, param, "invalid_type", "'%s.parameters' must be a JSON "
+				"Schema object", param);
+	return 0;
+}
+
+/* The function named name in tools, or NULL. */
+static const cJSON *tool_find(const cJSON *tools, const char *name)
+{
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn, "name");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+			return fn;
+	}
+	return NULL;
+}
+
+enum choice { CHOICE_NONE, CHOICE_AUTO, CHOICE_REQUIRED, CHOICE_NAMED };
+
+static int choice_read(const cJSON *tc, const cJSON *tools, enum choice *c, const char **name,
+		       struct api_error *e)
+{
+	*c = tools ? CHOICE_AUTO : CHOICE_NONE;
+	*name = NULL;
+	if (!tc)
+		return 0;
+	if (cJSON_IsString(tc)) {
+		const char *s = tc->valuestring;
+		*c = !strcmp(s, "none") ? CHOICE_NONE : !strcmp(s, "auto") ? CHOICE_AUTO
+		     : !strcmp(s, "required") ? CHOICE_REQUIRED : (enum choice)-1;
+		if ((int)*c < 0)
+			return api_fail(e, 400, "tool_choice", "invalid_value", "'tool_choice' must be "
+					"\"none\", \"auto\", \"required\" or a named function");
+	} else {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn, "name");
+		if (!cJSON_IsObject(tc) || !cJSON_IsString(type) ||
+		    strcmp(type->valuestring, "function") || !cJSON_IsString(n))
+			return api_fail(e, 400, "tool_choice", "invalid_value", "'tool_choice' must be "
+					"a string or {\"type\": \"function\", \"function\": "
+					"{\"name\": ...}}");
+		*c = CHOICE_NAMED;
+		*name = n->valuestring;
+	}
+	if (*c >= CHOICE_REQUIRED && !tools)
+		return api_fail(e, 400, "tool_choice", "invalid_value",
+				"'tool_choice' requires 'tools'");
+	if (*name && !tool_find(tools, *name))
+		return api_fail(e, 400, "tool_choice", "invalid_value", "'tool_choice' names "
+				"function '%.64s', which is not in 'tools'", *name);
+	return 0;
+}
+
+/* Sets the forced call start and the stop string that ends a call. */
+static int force_call(struct api *a, struct gen_request *r, const char *name,
+		      struct api_error *e)
+{
+	struct sbuf pre = { 0 }, suf = { 0 };
+	int rc = toolcall_frame(a->tool_format, name, &pre, &suf);
+	if (!rc && !name) /* the model writes the whole call object where these can */
+		sbuf_puts(&suf, a->tool_format == TOOLCALL_HERMES    ? "\n</tool_call>"
+				: a->tool_format == TOOLCALL_MISTRAL ? "]" : "");
+	if (!rc) {
+		r->tool_prefix = sbuf_take(&pre, NULL);
+		r->tool_suffix = suf.len ? sbuf_take(&suf, NULL) : NULL;
+		rc = r->tool_prefix && !suf.oom ? 0 : -1;
+	}
+	/* the closing markup as a stop string, where it is distinctive */
+	const char *stop = a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
+			   : a->tool_format == TOOLCALL_FUNCTIONARY ? "</function>" : NULL;
+	if (!rc && stop && r->n_stop < API_MAX_STOP) {
+		r->stop[r->n_stop] = ing_strndup(stop, strlen(stop));
+		rc = r->stop[r->n_stop++] ? 0 : -1;
+	}
+	sbuf_free(&pre);
+	sbuf_free(&suf);
+	return rc ? api_fail(e, 500, NULL, NULL, "out of memory") : 0;
+}
+
+int api_tools_parse(struct api *a, const cJSON *body, struct gen_request *r,
+		    struct api_error *e)
+{
+	const cJSON *tools = api_get(body, "tools"), *t;
+	r->parallel_tool_calls = true;
+	if (api_get_bool(body, "parallel_tool_calls", &r->parallel_tool_calls, e))
+		return -1;
+	if (tools && !cJSON_IsArray(tools))
+		return api_fail(e, 400, "tools", "invalid_type", "'tools' must be an array");
+	int i = 0;
+	cJSON_ArrayForEach(t, tools)
+		if (tool_check(t, i++, e))
+			return -1;
+	if (tools && i == 0)
+		tools = NULL; /* [] is no tools */
+	enum choice c;
+	const char *name;
+	if (choice_read(api_get(body, "tool_choice"), tools, &c, &name, e))
+		return -1;
+	r->tools_on = c != CHOICE_NONE;
+	if (c == CHOICE_REQUIRED && i == 1) { /* one function: the same as naming it */
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tools->child, "function");
+		name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+		c = CHOICE_NAMED;
+	}
+	if (c == CHOICE_NAMED) {
+		const cJSON *params = api_get(tool_find(tools, name), "parameters");
+		r->tool_name = ing_strndup(name, strlen(name));
+		r->tool_schema = params ? cJSON_Duplicate(params, true) : cJSON_CreateObject();
+		if (!r->tool_name || !r->tool_schema)
+			return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
+	if (c >= CHOICE_REQUIRED)
+		return force_call(a, r, r->tool_name, e);
+	return 0;
+}
+
+bool api_tools_rendered(const cJSON *body)
+{
+	const cJSON *tc = api_get(body, "tool_choice");
+	return api_get(body, "tools") && !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none"));
+}
+
+int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e)
+{
+	char param[48];
+	snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+	if (!cJSON_IsArray(calls))
+		return api_fail(e, 400, param, "invalid_type", "'%s' must be an array", param);
+	const cJSON *c;
+	cJSON_ArrayForEach(c, calls) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+		if (!cJSON_IsObject(c) || !cJSON_IsString(name) ||
+		    !(cJSON_IsString(args) || cJSON_IsObject(args)))
+			return api_fail(e, 400, param, "invalid_value", "'%s' entries must be "
+					"{\"id\", \"type\": \"function\", \"function\": {\"name\", "
+					"\"arguments\"}}", param);
+	}
+	return 0;
+}
+
+/* "call_" + 24 letters and digits. */
+static void call_id(struct api *a, char out[32])
+{
+	static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	memcpy(out, "call_", 5);
+	uint64_t x = 0;
+	for (int i = 0; i < 24; i++) {
+		if (i % 8 == 0)
+			x = api_unique(a);
+		out[5 + i] = abc[x % 62];
+		x /= 62;
+	}
+	out[29] = 0;
+}
+
+cJSON *api_tools_json(struct api *a, const struct toolcall_list *calls, bool parallel)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; arr && i < calls->n && (parallel || i == 0); i++) {
+		char id[32];
+		call_id(a, id);
+		cJSON *c = cJSON_CreateObject(), *fn;
+		cJSON_AddItemToArray(arr, c);
+		if (!cJSON_AddStringToObject(c, "id", id) ||
+		    !cJSON_AddStringToObject(c, "type", "function") ||
+		    !(fn = cJSON_AddObjectToObject(c, "function")) ||
+		    !cJSON_AddItemToObject(fn, "name", api_json_text(calls->v[i].name,
+								      strlen(calls->v[i].name))) ||
+		    !cJSON_AddItemToObject(fn, "arguments",
+					   api_json_text(calls->v[i].arguments,
+							 strlen(calls->v[i].arguments)))) {
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
