@@ -1,0 +1,193 @@
+"""Function calling through `ingot serve` and the official `openai` client, on
+the default model (built-in template, Hermes-style <tool_call> markup):
+
+- a two-turn round trip: tool_choice names the function, the answer is a
+  tool call (id call_..., name, arguments a JSON object in a string,
+  finish_reason tool_calls); the call and the tool's result go back as an
+  assistant message with tool_calls and a role "tool" message, and the
+  second turn answers with text;
+- tool_choice "required" with one and with two tools;
+- streamed tool-call deltas reassemble to the non-streamed call (greedy);
+- tool_choice "none": no tool markup in the prompt, plain text back;
+- parallel_tool_calls false keeps one call;
+- bad tools / tool_choice / tool_calls get 400 naming the field.
+
+A 270M base model does not call tools on its own, so calls are forced with
+tool_choice (required / named)."""
+import json
+import os
+import sys
+import time
+
+import openai
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_proc  # noqa: E402
+
+results = []
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+MODEL = "gemma-3-270m-q4_k_m"
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def check(name, cond, detail=""):
+    results.append(bool(cond))
+    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
+          flush=True)
+
+
+def call_ok(tc, name):
+    try:
+        args = json.loads(tc.function.arguments)
+    except (TypeError, ValueError):
+        return False
+    return (tc.type == "function" and tc.function.name == name and isinstance(args, dict)
+            and tc.id.startswith("call_") and len(tc.id) == 29)
+
+
+def test_round_trip(cl):
+    r = cl.chat.completions.create(
+        model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0, max_tokens=60,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    c = r.choices[0]
+    calls = c.message.tool_calls or []
+    check("named: one call to get_weather", len(calls) == 1 and call_ok(calls[0], "get_weather"),
+          c.message)
+    check("named: finish_reason tool_calls", c.finish_reason == "tool_calls", c.finish_reason)
+    check("named: no content", not c.message.content, c.message.content)
+    if not calls:
+        return
+    msgs = ASK + [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": calls[0].id, "type": "function",
+                         "function": {"name": calls[0].function.name,
+                                      "arguments": calls[0].function.arguments}}]},
+        {"role": "tool", "tool_call_id": calls[0].id, "content": '{"temp_c": 21, "sky": "clear"}'}]
+    r2 = cl.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER, TIME],
+                                    temperature=0, max_tokens=24)
+    c2 = r2.choices[0]
+    check("second turn answers with text", isinstance(c2.message.content, str) and
+          c2.finish_reason in ("stop", "length", "tool_calls"), c2)
+    # the call and the result reach the model through the template
+    tok = cl.post("/../tokenize", cast_to=object,
+                  body={"messages": msgs, "tools": [WEATHER]})
+    check("tokenize renders the tool turn", isinstance(tok, dict) and tok.get("count", 0) > 40, tok)
+
+
+def test_required(cl):
+    r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER], temperature=0,
+                                   max_tokens=60, tool_choice="required")
+    calls = r.choices[0].message.tool_calls or []
+    check("required, one tool: a call", len(calls) == 1 and call_ok(calls[0], "get_weather"),
+          r.choices[0].message)
+    r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER, TIME],
+                                   temperature=0, max_tokens=60, tool_choice="required")
+    c = r.choices[0]
+    # the model picks the function (unconstrained without the grammar): a
+    # parsed call, or its text with finish "stop"/"length"
+    ok = (c.finish_reason == "tool_calls" and len(c.message.tool_calls) >= 1) or \
+        (c.finish_reason in ("stop", "length") and c.message.content)
+    check("required, two tools: answered", ok, c)
+
+
+def test_stream(cl):
+    kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0, max_tokens=60,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    whole = cl.chat.completions.create(**kw).choices[0]
+    calls, finish, content = {}, None, ""
+    for ch in cl.chat.completions.create(stream=True, **kw):
+        if not ch.choices:
+            continue
+        d = ch.choices[0].delta
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            e = calls.setdefault(tc.index, {"id": None, "name": "", "args": ""})
+            e["id"] = tc.id or e["id"]
+            if tc.function:
+                e["name"] += tc.function.name or ""
+                e["args"] += tc.function.arguments or ""
+        finish = ch.choices[0].finish_reason or finish
+    wc = whole.message.tool_calls or []
+    check("stream: one call", len(calls) == 1 and 0 in calls, calls)
+    if wc and 0 in calls:
+        check("stream: same name and arguments as non-streamed",
+              calls[0]["name"] == wc[0].function.name and
+              json.loads(calls[0]["args"]) == json.loads(wc[0].function.arguments),
+              (calls, wc))
+        check("stream: id call_...", (calls[0]["id"] or "").startswith("call_"), calls)
+    check("stream: finish tool_calls", finish == "tool_calls" == whole.finish_reason,
+          (finish, whole.finish_reason))
+    check("stream: no content", content == "" and not whole.message.content, content)
+
+
+def test_none_and_parallel(srv, cl):
+    r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER], temperature=0,
+                                   max_tokens=8, tool_choice="none")
+    check("none: text, no calls", r.choices[0].message.tool_calls is None and
+          r.choices[0].finish_reason in ("stop", "length"), r.choices[0])
+    a = cl.post("/../tokenize", cast_to=object, body={"messages": ASK, "tools": [WEATHER],
+                                                      "tool_choice": "none"})
+    b = cl.post("/../tokenize", cast_to=object, body={"messages": ASK})
+    check("none: tools not rendered", a["tokens"] == b["tokens"], (a["count"], b["count"]))
+    r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER], temperature=0,
+                                   max_tokens=60, tool_choice="required",
+                                   parallel_tool_calls=False)
+    check("parallel_tool_calls false: one call", len(r.choices[0].message.tool_calls or []) == 1,
+          r.choices[0].message)
+
+
+def test_errors(cl):
+    bad = [
+        ({"tools": {"a": 1}}, "tools"),
+        ({"tools": [{"type": "function"}]}, "tools[0]"),
+        ({"tools": [{"type": "function", "function": {"name": "has space"}}]},
+         "tools[0].function"),
+        ({"tools": [WEATHER], "tool_choice": "sometimes"}, "tool_choice"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "function",
+                                              "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tools": [WEATHER], "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+        ({"messages": ASK + [{"role": "assistant", "tool_calls": [{"id": "x"}]}]},
+         "messages[1].tool_calls"),
+    ]
+    for extra, param in bad:
+        body = {"model": MODEL, "messages": ASK, "max_tokens": 4, **extra}
+        try:
+            cl.post("/chat/completions", cast_to=object, body=body)
+            check(f"400 for {param}", False, "accepted")
+        except openai.BadRequestError as e:
+            err = e.body if isinstance(e.body, dict) else {}
+            check(f"400 for {param}", err.get("param") == param, err)
+
+
+def main():
+    srv = serve_proc.Server("-t", "2", "--max-model-len", "1024", "--served-model-name", MODEL)
+    cl = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="x",
+                       max_retries=0, timeout=120)
+    t0 = time.time()
+    try:
+        test_round_trip(cl)
+        test_required(cl)
+        test_stream(cl)
+        test_none_and_parallel(srv, cl)
+        test_errors(cl)
+    except Exception as e:
+        import traceback
+        traceback.print_exc()
+        check("no exception", False, repr(e))
+    finally:
+        srv.stop()
+    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
+    if not all(results):
+        print("server log:\n" + "".join(srv.log[-30:]))
+    return 0 if results and all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
