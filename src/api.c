@@ -127,12 +127,22 @@ static int prompt_add_text(struct api *a, const char *text, struct token_ids *t,
 	return 0;
 }
 
+void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r)
+{
+	if (!a->tracer)
+		return;
+	r->t_start_ns = trace_now_ns();
+	r->has_parent = trace_parent_parse(server_call_header(c, "traceparent"), &r->parent);
+}
+
 static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
 {
 	struct api_error e;
 	struct gen_request r;
 	bool agp = true;
 	int rc = gen_request_parse(a, body, true, &r, &e);
+	if (!rc)
+		api_trace_begin(a, c, &r);
 	if (!rc)
 		rc = api_tools_parse(a, body, &r, &e);
 	if (!rc)
@@ -157,8 +167,12 @@ static void on_completions(struct api *a, struct server_call *c, const cJSON *bo
 {
 	struct api_error e;
 	struct gen_request r;
-	if (gen_request_parse(a, body, false, &r, &e) ||
-	    api_prompt_completion(a, api_get(body, "prompt"), true, &r, &e)) {
+	int rc = gen_request_parse(a, body, false, &r, &e);
+	if (!rc) {
+		api_trace_begin(a, c, &r);
+		rc = api_prompt_completion(a, api_get(body, "prompt"), true, &r, &e);
+	}
+	if (rc) {
 		gen_request_free(&r);
 		api_respond_error(c, &e);
 		return;
@@ -377,6 +391,11 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name, stru
 	}
 	*out = a;
 	return ING_OK;
+}
+
+void api_set_tracer(struct api *a, struct trace_exporter *t)
+{
+	a->tracer = t;
 }
 
 void api_free(struct api *a)

@@ -29,6 +29,11 @@ struct server_call;
 int api_create(struct engine *e, struct metrics *m, const char *model_name, struct api **out,
 	       const char **note, ing_err *err);
 
+/* Turns on OpenTelemetry spans for generation requests, exported through
+ * t (borrowed; it must outlive the api). Call before serving. */
+struct trace_exporter;
+void api_set_tracer(struct api *a, struct trace_exporter *t);
+
 /* Call only once no request is in flight. Accepts NULL. */
 void api_free(struct api *a);
 

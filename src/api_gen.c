@@ -59,6 +59,9 @@ struct gen_choice {
 	char errmsg[256];
 	double t_last;             /* time of the last token (inter-token latency) */
 	int64_t n_cached;          /* prompt tokens the prefix cache supplied */
+	int64_t ev_prompt, ev_gen;                /* from the final event (tracing) */
+	double ev_queue_s, ev_ttft_s, ev_total_s;
+	uint64_t t_submit_ns;      /* Unix ns at submit (tracing) */
 	/* connection thread only */
 	int cursor;                /* tokens of the log already taken */
 	struct tokenizer_stream ts;
@@ -90,6 +93,7 @@ struct gen_call {
 	struct sbuf out;           /* SSE bytes not yet handed to the server */
 	bool ended;                /* [DONE] written */
 	bool failed;               /* an engine error (non-streamed: 500) */
+	bool submitted;            /* every choice reached the engine */
 	char errmsg[256];
 	struct gen_call *prev, *next; /* a->live */
 };
@@ -150,11 +154,106 @@ void api_cancel_all(struct api *a)
 	pthread_mutex_unlock(&a->mu);
 }
 
+/* ---- tracing ---- */
+
+static void id_fill(struct api *a, uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t x = api_unique(a);
+		memcpy(p + i, &x, n - i < 8 ? n - i : 8);
+	}
+}
+
+/* A child of the server span, [t0 + from_s, t0 + to_s). */
+static struct trace_span *span_child(struct trace_span *sp, int *n, const struct trace_span *srv,
+				     const char *name, uint64_t t0, double from_s, double to_s)
+{
+	struct trace_span *s = &sp[(*n)++];
+	*s = (struct trace_span){ .name = name, .kind = TRACE_KIND_INTERNAL, .error = srv->error,
+				  .start_ns = t0 + (uint64_t)(from_s * 1e9),
+				  .end_ns = t0 + (uint64_t)(to_s * 1e9) };
+	memcpy(s->trace_id, srv->trace_id, 16);
+	memcpy(s->parent_id, srv->span_id, 8);
+	return s;
+}
+
+/* queue, prefill and decode spans of one finished choice. */
+static void spans_choice(struct gen_call *k, const struct gen_choice *ch, struct trace_span *sp,
+			 int *n)
+{
+	const struct trace_span *srv = &sp[0];
+	uint64_t t0 = ch->t_submit_ns;
+	double q = ch->ev_queue_s, first = ch->ev_gen > 0 ? ch->ev_ttft_s : ch->ev_total_s;
+	struct trace_span *s = span_child(sp, n, srv, "queue", t0, 0, q);
+	id_fill(k->a, s->span_id, 8);
+	trace_attr_int(s, "ingot.choice.index", ch->index);
+	s = span_child(sp, n, srv, "prefill", t0, q, first);
+	id_fill(k->a, s->span_id, 8);
+	trace_attr_int(s, "ingot.choice.index", ch->index);
+	trace_attr_int(s, "gen_ai.usage.input_tokens", ch->ev_prompt);
+	trace_attr_int(s, "ingot.prefix_cache_hit_tokens", ch->n_cached);
+	if (ch->ev_gen == 0)
+		return;
+	s = span_child(sp, n, srv, "decode", t0, first, ch->ev_total_s);
+	id_fill(k->a, s->span_id, 8);
+	trace_attr_int(s, "ingot.choice.index", ch->index);
+	trace_attr_int(s, "gen_ai.usage.output_tokens", ch->ev_gen);
+}
+
+/* The request's server span, then per finished choice its queue, prefill
+ * and decode spans; handed to the exporter. Runs with k->mu held (the
+ * engine thread may still write unfinished choices). */
+static void call_trace(struct gen_call *k)
+{
+	const struct gen_request *r = &k->r;
+	struct trace_span *sp = ing_malloc_array((size_t)(1 + 3 * k->n_ch), sizeof *sp);
+	if (!sp)
+		return;
+	char name[160];
+	snprintf(name, sizeof name, "%s %s", r->chat ? "chat" : "text_completion", k->a->model_name);
+	struct trace_span *srv = &sp[0];
+	*srv = (struct trace_span){ .name = name, .kind = TRACE_KIND_SERVER,
+				    .start_ns = r->t_start_ns, .end_ns = trace_now_ns(),
+				    .error = k->failed };
+	if (r->has_parent) {
+		memcpy(srv->trace_id, r->parent.trace_id, 16);
+		memcpy(srv->parent_id, r->parent.span_id, 8);
+	} else {
+		id_fill(k->a, srv->trace_id, 16);
+	}
+	id_fill(k->a, srv->span_id, 8);
+	int n = 1;
+	int64_t gen = 0, cached = 0;
+	for (int i = 0; i < k->n_ch; i++) {
+		const struct gen_choice *ch = &k->ch[i];
+		gen += ch->n_gen;
+		cached += ch->n_cached;
+		if (ch->final && !ch->failed)
+			spans_choice(k, ch, sp, &n);
+	}
+	trace_attr_str(srv, "gen_ai.operation.name", r->chat ? "chat" : "text_completion");
+	trace_attr_str(srv, "gen_ai.request.model", k->a->model_name);
+	if (r->max_tokens)
+		trace_attr_int(srv, "gen_ai.request.max_tokens", r->max_tokens);
+	trace_attr_str(srv, "gen_ai.response.id", k->id);
+	trace_attr_int(srv, "gen_ai.usage.input_tokens", k->prompt_tokens);
+	trace_attr_int(srv, "gen_ai.usage.output_tokens", gen);
+	trace_attr_int(srv, "ingot.prefix_cache_hit_tokens", cached);
+	trace_attr_int(srv, "ingot.choices", k->n_ch);
+	trace_attr_int(srv, "ingot.stream", r->stream);
+	if (k->n_ch > 0 && k->ch[0].finish_reason)
+		trace_attr_str(srv, "gen_ai.response.finish_reasons", k->ch[0].finish_reason);
+	trace_export(k->a->tracer, sp, n);
+	ing_free(sp);
+}
+
 /* The connection side lets go: unfinished engine requests are cancelled. */
 static void call_release(struct gen_call *k)
 {
 	live_remove(k->a, k);
 	pthread_mutex_lock(&k->mu);
+	if (k->a->tracer && k->submitted)
+		call_trace(k);
 	for (int i = 0; i < k->n_ch; i++)
 		if (k->ch[i].submitted && !k->ch[i].final)
 			engine_cancel(k->a->e, k->ch[i].id);
@@ -184,6 +283,11 @@ static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 		return;
 	}
 	ch->n_cached = ev->n_cached_prompt;
+	ch->ev_prompt = ev->n_prompt;
+	ch->ev_gen = ev->n_generated;
+	ch->ev_queue_s = ev->queue_s;
+	ch->ev_ttft_s = ev->ttft_s;
+	ch->ev_total_s = ev->total_s;
 	metrics_observe(m, METRICS_QUEUE, ev->queue_s);
 	metrics_observe(m, METRICS_E2E, ev->total_s);
 	if (ev->n_generated > 0)
@@ -908,6 +1012,8 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.grammar = k->r.grammar };
 		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
 		ing_err err = { 0 };
+		if (k->a->tracer)
+			ch->t_submit_ns = trace_now_ns();
 		pthread_mutex_lock(&k->mu);
 		k->refs++; /* before the first event can arrive */
 		pthread_mutex_unlock(&k->mu);
@@ -961,6 +1067,7 @@ void api_generate(struct api *a, struct server_call *c, struct gen_request *r)
 		call_release(k);
 		return;
 	}
+	k->submitted = true;
 	live_add(a, k);
 	if (!k->r.stream) {
 		answer_whole(k, c);

@@ -23,6 +23,7 @@
 #include "sample.h"
 #include "tokenizer.h"
 #include "toolcall.h"
+#include "trace.h"
 
 struct engine;
 struct template;
@@ -52,6 +53,7 @@ struct api {
 	struct template *tpl;        /* chat template (the model's or built-in) */
 	const char *bos_text, *eos_text;
 	enum toolcall_format tool_format; /* the template's tool-call markup */
+	struct trace_exporter *tracer;    /* NULL: tracing off */
 	pthread_mutex_t mu;          /* guards live */
 	struct gen_call *live;       /* generations in flight (cancel_all) */
 	atomic_uint_fast64_t counter;
@@ -117,6 +119,10 @@ struct gen_request {
 	char *tool_suffix;           /* what closes it once its JSON value is complete, or NULL */
 	char *tool_name;             /* tool_choice names this function, or NULL */
 	cJSON *tool_schema;          /* its parameters schema (owned), or NULL */
+	/* tracing (a->tracer set) */
+	uint64_t t_start_ns;         /* request start, Unix ns */
+	struct trace_parent parent;  /* from traceparent, when has_parent */
+	bool has_parent;
 };
 
 /* Reads everything but the prompt from body into r (zeroed first). */
@@ -173,6 +179,10 @@ int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e);
 /* calls as OpenAI's message.tool_calls array (fresh ids); the first only
  * unless parallel. NULL when out of memory. */
 cJSON *api_tools_json(struct api *a, const struct toolcall_list *calls, bool parallel);
+
+/* Tracing: notes the request's start and its traceparent in r (after
+ * gen_request_parse). Does nothing when tracing is off. */
+void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r);
 
 /* ---- generation (api_gen.c) ---- */
 

@@ -7,7 +7,9 @@
  * sigtimedwait here, so no handler runs in odd places. On the first signal
  * the server stops accepting, lets in-flight requests and streams finish
  * (up to DRAIN_S seconds), then cancels what is left; a second signal
- * cancels at once. */
+ * cancels at once. With --otlp-endpoint, a trace exporter thread (started
+ * after the signal mask too) posts request spans; it is closed last, once
+ * the server has let go of every request. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -23,12 +25,14 @@
 #include "metrics.h"
 #include "runner.h"
 #include "server.h"
+#include "trace.h"
 
 #define DRAIN_S 60
 #define CANCEL_WAIT_S 10
 
 struct serve_opts {
 	const char *model, *runner, *name, *spec;
+	const char *otlp;          /* OTLP/HTTP traces endpoint, or NULL: no tracing */
 	struct engine_config ec;
 	struct server_config sc;
 	int threads;
@@ -56,12 +60,14 @@ static int usage(void)
 		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
 		"      --spec-max N         longest draft per sequence per step (default 16)\n"
 		"      --mixed-prefill-tokens N   prompt tokens in a step that also decodes (default 64;\n"
-		"                           0: up to the step budget of 256): lower = steadier streams\n");
+		"                           0: up to the step budget of 256): lower = steadier streams\n"
+		"      --otlp-endpoint URL  export OpenTelemetry spans of requests (OTLP/HTTP\n"
+		"                           JSON; \"/v1/traces\" is added to a URL without path)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -85,6 +91,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_RUNNER: o->runner = arg; return 0;
 	case O_SPEC: o->spec = arg; return 0;
 	case O_DRAFT: o->ec.draft_model = arg; return 0;
+	case O_OTLP: o->otlp = arg; return 0;
 	}
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
@@ -113,7 +120,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
 		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED }, { 0 }
+		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
+		{ "otlp-endpoint", 1, 0, O_OTLP }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };
@@ -195,6 +203,7 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 	struct metrics *m = NULL;
 	struct api *a = NULL;
 	struct server *s = NULL;
+	struct trace_exporter *tr = NULL;
 	char name[256];
 	const char *note = NULL;
 	model_name_of(path, name, sizeof name);
@@ -205,6 +214,8 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 		rc = metrics_create(o->name ? o->name : name, &m, &err);
 	if (!rc)
 		rc = api_create(e, m, o->name ? o->name : name, &a, &note, &err);
+	if (!rc && o->otlp && !(rc = trace_exporter_open(o->otlp, "ingot", &tr, &err)))
+		api_set_tracer(a, tr);
 	if (!rc)
 		rc = server_start(&o->sc, api_handle, a, &s, &err);
 	if (rc) {
@@ -214,6 +225,8 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 				"context %lld\n", note, o->name ? o->name : name, ec.threads,
 			ec.max_num_seqs, (long long)ec.max_model_len);
 		bool v6 = strchr(o->sc.host, ':') != NULL;
+		if (tr)
+			fprintf(stderr, "ingot serve: tracing requests to %s\n", o->otlp);
 		fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", o->sc.host,
 			v6 ? "]" : "", server_port(s));
 		while (!signal_wait(set, 1000))
@@ -221,6 +234,7 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 		serve_shutdown(s, a, set);
 	}
 	api_free(a);
+	trace_exporter_close(tr);
 	engine_destroy(e, true);
 	metrics_free(m);
 	return rc ? 1 : 0;
