@@ -14,12 +14,15 @@
  * with special parsing (so BPE merges and SentencePiece space prefixes
  * come out the same).
  *
- * Templates sometimes transform contents (Gemma's trims them). The real
- * rendering is made too and matched piece by piece against the
- * placeholder one: each content is taken raw or trimmed, whichever
+ * Templates sometimes transform contents (Gemma's trims them; Llama 3.1
+ * prints tool results with tojson). The real rendering is made too and
+ * matched piece by piece against the placeholder one: each content is
+ * taken raw, trimmed or escaped as inside a JSON string, whichever
  * reproduces the real rendering there. When no choice does (a template
  * that inspects contents), the raw contents are used: the prompt stays
- * safe, if not exactly the template's. Other user-controlled strings that reach the template
+ * safe, if not exactly the template's. Empty contents need no protection
+ * and go in as they are (templates test them: Qwen writes "\n" + content
+ * only when there is one). Other user-controlled strings that reach the template
  * (tools, names, tool calls, chat_template_kwargs) are refused when they
  * contain control-token text.
  *
@@ -138,15 +141,19 @@ struct chat {
 	char tag[40];            /* "@@ingot<nonce>." placeholders start with */
 	size_t tag_len;
 	struct sbuf *content;    /* [n] message contents (text parts joined) */
+	struct sbuf *escaped;    /* [n] the same escaped as inside a JSON string */
 	bool *has_content;       /* [n] content was not null */
 	int n;
 };
 
 static void chat_free(struct chat *ch)
 {
-	for (int i = 0; i < ch->n; i++)
+	for (int i = 0; i < ch->n; i++) {
 		sbuf_free(&ch->content[i]);
+		sbuf_free(&ch->escaped[i]);
+	}
 	ing_free(ch->content);
+	ing_free(ch->escaped);
 	ing_free(ch->has_content);
 }
 
@@ -213,6 +220,24 @@ static int message_read(const struct api *a, const cJSON *m, int i, struct chat 
 	return content_read(c, i, &ch->content[i], e);
 }
 
+/* c as it appears inside a JSON string (tojson without ensure_ascii). */
+static int json_escape(const struct sbuf *c, struct sbuf *out)
+{
+	for (size_t i = 0; i < c->len; i++) {
+		unsigned char ch = (unsigned char)c->p[i];
+		const char *esc = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n"
+				  : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\b' ? "\\b"
+				  : ch == '\f' ? "\\f" : NULL;
+		if (esc)
+			sbuf_puts(out, esc);
+		else if (ch < 0x20)
+			sbuf_printf(out, "\\u%04x", ch);
+		else
+			sbuf_put(out, &c->p[i], 1);
+	}
+	return out->oom ? -1 : 0;
+}
+
 static int chat_read(struct api *a, const cJSON *msgs, struct chat *ch, struct api_error *e)
 {
 	if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
@@ -221,7 +246,8 @@ static int chat_read(struct api *a, const cJSON *msgs, struct chat *ch, struct a
 	int n = cJSON_GetArraySize(msgs);
 	ch->content = ing_calloc((size_t)n, sizeof *ch->content);
 	ch->has_content = ing_calloc((size_t)n, sizeof *ch->has_content);
-	if (!ch->content || !ch->has_content)
+	ch->escaped = ing_calloc((size_t)n, sizeof *ch->escaped);
+	if (!ch->content || !ch->has_content || !ch->escaped)
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	ch->n = n;
 	snprintf(ch->tag, sizeof ch->tag, "@@ingot%016" PRIx64 ".", api_unique(a));
@@ -231,6 +257,9 @@ static int chat_read(struct api *a, const cJSON *msgs, struct chat *ch, struct a
 	cJSON_ArrayForEach(m, msgs)
 		if (message_read(a, m, i++, ch, e))
 			return -1;
+	for (i = 0; i < n; i++)
+		if (json_escape(&ch->content[i], &ch->escaped[i]))
+			return api_fail(e, 500, NULL, NULL, "out of memory");
 	return 0;
 }
 
@@ -293,8 +322,9 @@ static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct cha
 		if (!ch->has_content[i])
 			cJSON_AddNullToObject(m, "content");
 		else
-			cJSON_AddStringToObject(m, "content",
-						real ? (ch->content[i].p ? ch->content[i].p : "") : ph);
+			cJSON_AddStringToObject(m, "content", real || ch->content[i].len == 0
+							      ? (ch->content[i].p ? ch->content[i].p : "")
+							      : ph);
 		cJSON_AddItemToArray(msgs, m);
 		i++;
 	}
@@ -308,10 +338,12 @@ static cJSON *ctx_build(const struct api *a, const cJSON *body, const struct cha
 
 /* ---- splitting the placeholder rendering ---- */
 
+enum form { FORM_RAW, FORM_TRIM, FORM_JSON, FORM_COUNT };
+
 struct seg {
 	size_t off, len;  /* template text in the rendering, or ... */
 	int msg;          /* ... message content (msg >= 0) */
-	bool trim;        /* the content goes in trimmed */
+	int form;         /* the content goes in raw, trimmed or JSON-escaped (enum form) */
 };
 
 static int segs_split(const struct chat *ch, const char *r, size_t n, struct seg **out, int *n_out)
@@ -330,7 +362,7 @@ static int segs_split(const struct chat *ch, const char *r, size_t n, struct seg
 		long idx = p ? strtol(p + ch->tag_len, &end, 10) : -1;
 		bool ok = p && end && idx >= 0 && idx < ch->n && !strncmp(end, "@@", 2);
 		size_t stop = ok ? (size_t)(p - r) : n;
-		s[k++] = (struct seg){ .off = pos, .len = stop - pos, .msg = -1, .trim = false };
+		s[k++] = (struct seg){ .off = pos, .len = stop - pos, .msg = -1 };
 		if (!ok) {
 			*out = s;
 			*n_out = (int)k;
@@ -355,16 +387,19 @@ static void trimmed(const struct sbuf *c, const char **p, size_t *n)
 	*n = b - a;
 }
 
-/* The text segment s stands for: template text, or a content (trimmed
- * when s->trim). */
+/* The text segment s stands for: template text, or a content in its
+ * form. */
 static void seg_text(const struct chat *ch, const char *r, const struct seg *s, const char **p,
 		     size_t *n)
 {
 	if (s->msg < 0) {
 		*p = r + s->off;
 		*n = s->len;
-	} else if (s->trim) {
+	} else if (s->form == FORM_TRIM) {
 		trimmed(&ch->content[s->msg], p, n);
+	} else if (s->form == FORM_JSON) {
+		*p = ch->escaped[s->msg].p ? ch->escaped[s->msg].p : "";
+		*n = ch->escaped[s->msg].len;
 	} else {
 		*p = ch->content[s->msg].p ? ch->content[s->msg].p : "";
 		*n = ch->content[s->msg].len;
@@ -380,7 +415,7 @@ static bool seg_matches(const struct chat *ch, const char *r, const struct seg *
 	return pos + n <= real_len && !memcmp(real + pos, p, n);
 }
 
-/* Chooses raw or trimmed for every content so that the substituted
+/* Chooses a form for every content so that the substituted
  * placeholder rendering equals the real one; false when impossible (then
  * every content is left raw). */
 static bool subst_choose(const struct chat *ch, const char *r, struct seg *s, int n,
@@ -390,8 +425,8 @@ static bool subst_choose(const struct chat *ch, const char *r, struct seg *s, in
 	bool ok = true;
 	for (int i = 0; i < n && ok; i++) {
 		ok = false;
-		for (int t = 0; t < (s[i].msg >= 0 ? 2 : 1) && !ok; t++) {
-			s[i].trim = t == 1;
+		for (int t = 0; t < (s[i].msg >= 0 ? FORM_COUNT : 1) && !ok; t++) {
+			s[i].form = t;
 			const char *p;
 			size_t len;
 			seg_text(ch, r, &s[i], &p, &len);
@@ -405,7 +440,7 @@ static bool subst_choose(const struct chat *ch, const char *r, struct seg *s, in
 	if (ok && pos == real_len)
 		return true;
 	for (int i = 0; i < n; i++)
-		s[i].trim = false;
+		s[i].form = FORM_RAW;
 	return false;
 }
 

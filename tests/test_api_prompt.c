@@ -3,7 +3,10 @@
  * turn), Hugging Face's Gemma template (contents trimmed), special-token
  * text in messages staying text, tokens equal to tokenizing the rendering
  * with special parsing when contents are harmless, template errors as 400,
- * and completion prompts in all four shapes. */
+ * and completion prompts in all four shapes; function calling: tools and a
+ * tool call + result through the built-in format and the shared Qwen,
+ * Llama 3.1, DeepSeek R1 and Functionary templates (arguments sent as
+ * text, given to templates as objects or text as each needs). */
 #include <string.h>
 
 #include "api_int.h"
@@ -195,6 +198,151 @@ static void test_completion_prompts(void)
 	}
 }
 
+/* ---- function calling ---- */
+
+static char *decoded(const struct token_ids *t)
+{
+	char *text = NULL;
+	size_t len;
+	ing_err err;
+	if (tokenizer_decode(A.tk, t->ids, t->n, TOKENIZER_RENDER_SPECIAL, &text, &len, &err))
+		return NULL;
+	return text;
+}
+
+static char *slurp(const char *name)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/templates/%s", check_testdata_dir(), name);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *p = ing_malloc((size_t)n + 1);
+	if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+		ing_free(p);
+		p = NULL;
+	}
+	if (p)
+		p[n] = 0;
+	fclose(f);
+	return p;
+}
+
+/* A weather conversation as OpenAI clients send it: arguments as JSON
+ * text, content null beside tool_calls. */
+#define TOOL_CHAT \
+	"{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"," \
+	"\"description\":\"Get the current weather in a city.\",\"parameters\":{\"type\":" \
+	"\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"description\":" \
+	"\"City name, e.g. Z\u00fcrich\"},\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\"," \
+	"\"fahrenheit\"]}},\"required\":[\"city\"]}}}],\"messages\":[{\"role\":\"system\"," \
+	"\"content\":\"Use tools when helpful.\"},{\"role\":\"user\",\"content\":" \
+	"\"Weather in Z\u00fcrich?\"},{\"role\":\"assistant\",\"content\":%s,\"tool_calls\":" \
+	"[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\"," \
+	"\"arguments\":\"{\\\"city\\\": \\\"Z\u00fcrich\\\", \\\"unit\\\": \\\"celsius\\\"}\"}}]}," \
+	"{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"name\":\"get_weather\",\"content\":" \
+	"\"{\\\"temp\\\": 21}\"}]}"
+
+/* Renders TOOL_CHAT (assistant content given as JSON) with template file
+ * tpl (NULL: the built-in one); the decoded prompt, or NULL. */
+static char *tool_render(const char *tpl, const char *content, bool with_tools)
+{
+	struct template *builtin = A.tpl;
+	char *src = tpl ? slurp(tpl) : NULL;
+	ing_err err;
+	if (tpl && (!src || template_parse(src, strlen(src), &A.tpl, &err))) {
+		CHECK(0, "template %s", tpl);
+		ing_free(src);
+		return NULL;
+	}
+	char body[4096];
+	snprintf(body, sizeof body, TOOL_CHAT, content);
+	cJSON *b = cJSON_Parse(body);
+	struct token_ids t = { 0 };
+	struct api_error e;
+	int rc = api_prompt_chat(&A, b, true, with_tools, &t, &e);
+	CHECK(!rc, "%s: %s", tpl ? tpl : "built-in", e.message);
+	char *text = rc ? NULL : decoded(&t);
+	token_ids_free(&t);
+	cJSON_Delete(b);
+	if (tpl) {
+		template_free(A.tpl);
+		A.tpl = builtin;
+	}
+	ing_free(src);
+	return text;
+}
+
+/* The expected rendering of case name in a .cases.json file. */
+static char *case_expected(const char *file, const char *name)
+{
+	char *src = slurp(file);
+	cJSON *d = src ? cJSON_Parse(src) : NULL, *c;
+	char *out = NULL;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(d, "cases")) {
+		const cJSON *n = cJSON_GetObjectItem(c, "name"), *x = cJSON_GetObjectItem(c, "expected");
+		if (cJSON_IsString(n) && !strcmp(n->valuestring, name) && cJSON_IsString(x))
+			out = ing_strndup(x->valuestring, strlen(x->valuestring));
+	}
+	cJSON_Delete(d);
+	ing_free(src);
+	return out;
+}
+
+static void test_tools(void)
+{
+	char *got = tool_render(NULL, "null", true);
+	const char *want =
+		"<bos><start_of_turn>user\nYou have access to the following functions:\n"
+		"{\"name\": \"get_weather\", \"description\": \"Get the current weather in a city.\", "
+		"\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", "
+		"\"description\": \"City name, e.g. Z\u00fcrich\"}, \"unit\": {\"type\": \"string\", "
+		"\"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"city\"]}}\n"
+		"To call a function, reply with a JSON object inside <tool_call></tool_call> tags:\n"
+		"<tool_call>\n{\"name\": <function-name>, \"arguments\": <arguments-object>}\n"
+		"</tool_call>\n\nUse tools when helpful.\n\nWeather in Z\u00fcrich?<end_of_turn>\n"
+		"<start_of_turn>model\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+		"{\"city\": \"Z\u00fcrich\", \"unit\": \"celsius\"}}\n</tool_call><end_of_turn>\n"
+		"<start_of_turn>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><end_of_turn>\n"
+		"<start_of_turn>model\n";
+	CHECK(got && !strcmp(got, want), "built-in template with tools:\n%s", got ? got : "");
+	ing_free(got);
+	got = tool_render(NULL, "null", false);
+	CHECK(got && !strstr(got, "You have access"), "tools not rendered when off");
+	ing_free(got);
+
+	/* Qwen prints the arguments with tojson: they go in as an object */
+	got = tool_render("Qwen-Qwen2.5-7B-Instruct.jinja", "\"\"", true);
+	want = case_expected("Qwen-Qwen2.5-7B-Instruct.cases.json", "tools_call_and_result");
+	CHECK(got && want && !strcmp(got, want), "Qwen tool turn as the reference renders it:\n%s",
+	      got ? got : "");
+	ing_free(got);
+	ing_free((char *)want);
+	got = tool_render("meta-llama-Llama-3.1-8B-Instruct.jinja", "\"\"", true);
+	want = case_expected("meta-llama-Llama-3.1-8B-Instruct.cases.json", "tools_call_and_result");
+	/* the reference renders today's date; compare from the tool list on */
+	const char *g1 = got ? strstr(got, "Given the following") : NULL;
+	const char *w1 = want ? strstr(want, "Given the following") : NULL;
+	CHECK(g1 && w1 && !strcmp(g1, w1), "Llama 3.1 tool turn as the reference renders it:\n%s",
+	      got ? got : "");
+	ing_free(got);
+	ing_free((char *)want);
+	/* these concatenate the arguments as text: rendered again with text */
+	got = tool_render("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "null", true);
+	/* (the Gemma vocabulary decodes its U+2581 as spaces) */
+	CHECK(got && strstr(got, ">get_weather\n```json\n{\"city\": \"Z\u00fcrich\", \"unit\": \"celsius\"}\n```"),
+	      "DeepSeek R1 tool call with text arguments:\n%s", got ? got : "");
+	ing_free(got);
+	got = tool_render("meetkai-functionary-medium-v3.1.jinja", "null", true);
+	CHECK(got && strstr(got, "<function=get_weather>{\"city\": \"Z\u00fcrich\", \"unit\": "
+				 "\"celsius\"}</function>"),
+	      "Functionary tool call with text arguments:\n%s", got ? got : "");
+	ing_free(got);
+}
+
 int main(void)
 {
 	const char *path = check_default_model();
@@ -217,6 +365,7 @@ int main(void)
 	test_hf_template();
 	test_chat_errors();
 	test_completion_prompts();
+	test_tools();
 	template_free(A.tpl);
 	tokenizer_close(tk);
 	gguf_close(g);
