@@ -18,7 +18,16 @@
  *
  * Stop strings are matched on the decoded text. Text is released to the
  * client only when it cannot be the start of a stop string any more; the
- * stop string itself is never sent. */
+ * stop string itself is never sent.
+ *
+ * Function calls (r.tools_on): the decoder renders special tokens (call
+ * markup may be made of them) and the whole output is kept, to be parsed
+ * when the choice finishes (toolcall.h); streams send content only up to
+ * where a call may begin and the calls as tool_calls deltas at the end.
+ *
+ * Tracing (a->tracer): the final event's counts and times are kept per
+ * choice; when the connection side lets go, the request's spans are built
+ * from them and handed to the exporter (trace.h), which never blocks. */
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>

@@ -16,7 +16,8 @@
  * once the grammar module lands (r->tool_schema is kept for it).
  *
  * Answer side: parsed calls become OpenAI `tool_calls` entries with ids
- * "call_" + 24 random letters and digits, arguments as a JSON string. */
+ * "call_" + 24 random letters and digits (9 for Mistral templates, which
+ * check), arguments as a JSON string. */
 #include <stdio.h>
 #include <string.h>
 
@@ -204,19 +205,22 @@ int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e)
 	return 0;
 }
 
-/* "call_" + 24 letters and digits. */
+/* "call_" + 24 letters and digits; for Mistral's markup 9 letters and
+ * digits, the only ids its templates accept back. */
 static void call_id(struct api *a, char out[32])
 {
 	static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-	memcpy(out, "call_", 5);
+	bool mistral = a->tool_format == TOOLCALL_MISTRAL;
+	int pre = mistral ? 0 : 5, n = mistral ? 9 : 24;
+	memcpy(out, "call_", (size_t)pre);
 	uint64_t x = 0;
-	for (int i = 0; i < 24; i++) {
+	for (int i = 0; i < n; i++) {
 		if (i % 8 == 0)
 			x = api_unique(a);
-		out[5 + i] = abc[x % 62];
+		out[pre + i] = abc[x % 62];
 		x /= 62;
 	}
-	out[29] = 0;
+	out[pre + n] = 0;
 }
 
 cJSON *api_tools_json(struct api *a, const struct toolcall_list *calls, bool parallel)
