@@ -31,8 +31,7 @@ void api_gcache_free(struct api *a)
 	}
 }
 
-/* A new reference to the cached grammar for key, or NULL. */
-static struct grammar *gcache_get(struct api *a, const char *key)
+struct grammar *api_gcache_get(struct api *a, const char *key)
 {
 	struct grammar *g = NULL;
 	pthread_mutex_lock(&a->gmu);
@@ -46,9 +45,7 @@ static struct grammar *gcache_get(struct api *a, const char *key)
 	return g;
 }
 
-/* Stores g under key (takes a reference), evicting the least recently
- * used entry. Allocation failure just skips caching. */
-static void gcache_put(struct api *a, const char *key, struct grammar *g)
+void api_gcache_put(struct api *a, const char *key, struct grammar *g)
 {
 	char *k = ing_strndup(key, strlen(key));
 	if (!k)
@@ -100,10 +97,10 @@ static int schema_grammar(struct api *a, const cJSON *rf, struct grammar **out,
 	snprintf(key, n + 8, "schema:%s", text);
 	int rc = ING_OK;
 	ing_err err = { 0 };
-	if (!(*out = gcache_get(a, key))) {
+	if (!(*out = api_gcache_get(a, key))) {
 		rc = grammar_from_json_schema(text, n, out, &err);
 		if (rc == ING_OK)
-			gcache_put(a, key, *out);
+			api_gcache_put(a, key, *out);
 	}
 	cJSON_free(printed);
 	ing_free(key);
@@ -126,10 +123,10 @@ static int structured_grammar(struct api *a, const cJSON *st, struct grammar **o
 	snprintf(key, n + 8, "%s:%s", re ? "regex" : "gbnf", text);
 	int rc = ING_OK;
 	ing_err err = { 0 };
-	if (!(*out = gcache_get(a, key))) {
+	if (!(*out = api_gcache_get(a, key))) {
 		rc = re ? grammar_from_regex(text, n, out, &err) : grammar_from_gbnf(text, n, out, &err);
 		if (rc == ING_OK)
-			gcache_put(a, key, *out);
+			api_gcache_put(a, key, *out);
 	}
 	ing_free(key);
 	if (rc == ING_ERR_NOMEM)
@@ -180,12 +177,12 @@ static int response_format(struct api *a, const cJSON *body, struct grammar **ou
 		return api_fail(e, 400, "response_format", "invalid_value",
 				"'response_format.type' must be 'text', 'json_object' or 'json_schema', "
 				"not '%.64s'", t);
-	if ((*out = gcache_get(a, "json_object")))
+	if ((*out = api_gcache_get(a, "json_object")))
 		return 0;
 	ing_err err = { 0 };
 	int rc = grammar_json_object(out, &err);
 	if (rc)
 		return compile_error(rc, &err, e);
-	gcache_put(a, "json_object", *out);
+	api_gcache_put(a, "json_object", *out);
 	return 0;
 }

@@ -582,29 +582,6 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
 
 /* ---- function calls in the output ---- */
 
-/* In a forced call: once the JSON value after the forced start is whole,
- * the text is cut there, the closing markup added and the choice
- * finished. */
-static void choice_finish(struct gen_call *k, struct gen_choice *ch, const char *reason,
-			  bool cancel);
-
-static bool call_complete(struct gen_call *k, struct gen_choice *ch)
-{
-	size_t pl = strlen(k->r.tool_prefix);
-	const char *end = NULL;
-	if (ch->text.len <= pl)
-		return false;
-	cJSON *v = cJSON_ParseWithLengthOpts(ch->text.p + pl, ch->text.len - pl, &end, false);
-	bool whole = cJSON_IsObject(v);
-	cJSON_Delete(v);
-	if (!whole)
-		return false;
-	ch->text.len = (size_t)(end - ch->text.p);
-	sbuf_puts(&ch->text, k->r.tool_suffix);
-	choice_finish(k, ch, "stop", true);
-	return true;
-}
-
 /* With tools, streamed text goes out as content only up to where a call
  * may start (and not its trailing whitespace, which the parsed content
  * drops); the rest waits for the end. lp (owned) goes with the content
@@ -613,10 +590,6 @@ static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s,
 		       cJSON *lp)
 {
 	sbuf_put(&ch->text, s, n);
-	if (k->r.tool_suffix && ch->text.len && call_complete(k, ch)) {
-		cJSON_Delete(lp);
-		return;
-	}
 	if (!k->r.stream) {
 		if (lp && k->r.chat)
 			cJSON_AddItemToArray(cJSON_GetObjectItem(ch->lp, "content"), lp);

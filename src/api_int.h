@@ -116,9 +116,6 @@ struct gen_request {
 	bool tools_on;               /* tools rendered, calls parsed from the output */
 	bool parallel_tool_calls;    /* false: only the first call is kept */
 	char *tool_prefix;           /* forced start of a call the prompt ends with, or NULL */
-	char *tool_suffix;           /* what closes it once its JSON value is complete, or NULL */
-	char *tool_name;             /* tool_choice names this function, or NULL */
-	cJSON *tool_schema;          /* its parameters schema (owned), or NULL */
 	/* tracing (a->tracer set) */
 	uint64_t t_start_ns;         /* request start, Unix ns */
 	struct trace_parent parent;  /* from traceparent, when has_parent */
@@ -139,6 +136,12 @@ int api_parse_response_format(struct api *a, const cJSON *body, struct grammar *
 			      struct api_error *e);
 /* Drops the cached grammars (api_free). */
 void api_gcache_free(struct api *a);
+/* A new reference to the grammar cached under key, or NULL. */
+struct grammar *api_gcache_get(struct api *a, const char *key);
+/* Caches g under key (takes its own reference), evicting the least
+ * recently used entry; allocation failure just skips caching. Also used
+ * for tool-call grammars (api_tools.c, keys "tools:..."). */
+void api_gcache_put(struct api *a, const char *key, struct grammar *g);
 
 /* ---- prompts (api_prompt.c) ---- */
 
@@ -164,8 +167,9 @@ int api_template_load(struct api *a, const struct gguf *g, const char **note, in
 /* Reads tools, tool_choice and parallel_tool_calls into r (after
  * gen_request_parse): checks their shape (400 naming the field), decides
  * whether calls are parsed and, for tool_choice "required" or a named
- * function, the forced call start (r->tool_prefix) and the stop string
- * that ends the call. */
+ * function, the forced call start (r->tool_prefix), the stop string that
+ * ends the call and the grammar of the rest of the call (r->grammar,
+ * replacing a response_format one). */
 int api_tools_parse(struct api *a, const cJSON *body, struct gen_request *r,
 		    struct api_error *e);
 

@@ -273,8 +273,5 @@ void gen_request_free(struct gen_request *r)
 	ing_free(r->bias_vals);
 	grammar_free(r->grammar);
 	ing_free(r->tool_prefix);
-	ing_free(r->tool_suffix);
-	ing_free(r->tool_name);
-	cJSON_Delete(r->tool_schema);
 	*r = (struct gen_request){ 0 };
 }

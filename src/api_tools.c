@@ -7,13 +7,14 @@
  * default when tools are given) the output is parsed for calls in the
  * markup of the template's family (toolcall.h). With "required" or a named
  * function, the call is forced: the prompt ends with the opening markup
- * of a call (toolcall_frame), so the model continues inside it, and the
- * markup that closes the call is a stop string; generation also ends as
- * soon as the JSON value the model writes inside the call is complete
- * (the closing markup is then added). The forced text counts as output: it
- * is prepended to what the model wrote before parsing.
- * TODO(#7): constrain the arguments to the function's parameter schema
- * once the grammar module lands (r->tool_schema is kept for it).
+ * of a call (toolcall_frame), so the model continues inside it (special
+ * tokens of the markup stay special tokens), and a grammar (grammar.h)
+ * constrains the rest: the arguments to the function's parameters schema,
+ * then the closing markup; with "required" and several tools, one
+ * alternative per function, name included. The engine stops once the
+ * call is complete; the closing markup is also a stop string. The forced
+ * text counts as output: it is prepended to what the model wrote before
+ * parsing. One call is forced (the grammar allows exactly one).
  *
  * Answer side: parsed calls become OpenAI `tool_calls` entries with ids
  * "call_" + 24 random letters and digits (9 for Mistral templates, which
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "api_int.h"
+#include "grammar.h"
 #include "mem.h"
 #include "sbuf.h"
 
@@ -116,19 +118,91 @@ static int choice_read(const cJSON *tc, const cJSON *tools, enum choice *c, cons
 	return 0;
 }
 
-/* Sets the forced call start and the stop string that ends a call. */
-static int force_call(struct api *a, struct gen_request *r, const char *name,
-		      struct api_error *e)
+/* Grammar alternatives for the rest of a call after the forced start
+ * (opening): for the named function, its arguments and the closing
+ * markup; with name NULL, for every function the remaining markup with its
+ * name, its arguments and the closing markup. pre/suf [n] hold the
+ * strings. Returns how many alternatives, or -1 (out of memory). */
+static int call_alts(struct api *a, const cJSON *tools, const char *name, const char *opening,
+		     const cJSON *any, struct grammar_alt *alts, struct sbuf *pre,
+		     struct sbuf *suf)
 {
-	struct sbuf pre = { 0 }, suf = { 0 };
-	int rc = toolcall_frame(a->tool_format, name, &pre, &suf);
-	if (!rc && !name) /* the model writes the whole call object where these can */
-		sbuf_puts(&suf, a->tool_format == TOOLCALL_HERMES    ? "\n</tool_call>"
-				: a->tool_format == TOOLCALL_MISTRAL ? "]" : "");
+	const cJSON *t;
+	int n = 0;
+	size_t ol = strlen(opening);
+	cJSON_ArrayForEach(t, tools) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+		const char *fname = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+		if (name && strcmp(fname, name))
+			continue;
+		if (toolcall_frame(a->tool_format, fname, &pre[n], &suf[n]))
+			return -1;
+		const cJSON *params = api_get(fn, "parameters");
+		const char *p = strncmp(pre[n].p, opening, ol) ? pre[n].p : pre[n].p + ol;
+		alts[n] = (struct grammar_alt){ .prefix = name ? NULL : p,
+						.schema = params ? params : any, .suffix = suf[n].p };
+		n++;
+	}
+	return n;
+}
+
+/* Compiles (or finds in the cache) the grammar of a forced call into
+ * *out. A parameters schema the grammar cannot express is replaced by
+ * "any JSON object" rather than refusing the request. */
+static int call_grammar(struct api *a, const cJSON *tools, const char *name, const char *opening,
+			struct grammar **out, struct api_error *e)
+{
+	int cap = cJSON_GetArraySize(tools), n = -1, rc = ING_ERR_NOMEM;
+	struct grammar_alt *alts = ing_calloc((size_t)cap, sizeof *alts);
+	struct sbuf *pre = ing_calloc((size_t)cap, sizeof *pre), *suf = ing_calloc((size_t)cap, sizeof *suf);
+	cJSON *any = cJSON_Parse("{\"type\": \"object\"}");
+	char *printed = cJSON_PrintUnformatted(tools);
+	struct sbuf key = { 0 };
+	sbuf_printf(&key, "tools:%s:%s:%s", toolcall_format_name(a->tool_format),
+		    name ? name : "*", printed ? printed : "");
+	if (alts && pre && suf && any && printed && !key.oom)
+		n = call_alts(a, tools, name, opening, any, alts, pre, suf);
+	ing_err err = { 0 };
+	if (n > 0 && (*out = api_gcache_get(a, key.p))) {
+		rc = ING_OK;
+	} else if (n > 0) {
+		rc = grammar_from_alts(alts, n, 1, 1, NULL, out, &err);
+		for (int i = 0; rc == ING_ERR_UNSUPPORTED && i < n; i++)
+			alts[i].schema = any;
+		if (rc == ING_ERR_UNSUPPORTED)
+			rc = grammar_from_alts(alts, n, 1, 1, NULL, out, &err);
+		if (rc == ING_OK)
+			api_gcache_put(a, key.p, *out);
+	}
+	for (int i = 0; i < cap && pre && suf; i++) {
+		sbuf_free(&pre[i]);
+		sbuf_free(&suf[i]);
+	}
+	ing_free(alts);
+	ing_free(pre);
+	ing_free(suf);
+	cJSON_Delete(any);
+	cJSON_free(printed);
+	sbuf_free(&key);
+	if (rc == ING_OK)
+		return 0;
+	if (rc == ING_ERR_NOMEM)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	return api_fail(e, 400, "tools", "invalid_value", "cannot constrain the tool call: %s",
+			err.msg);
+}
+
+/* Forces a call (to name, or to any tool when NULL): the forced start the
+ * prompt ends with, the stop string that ends a call, and the grammar of
+ * the rest. */
+static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
+		      const char *name, struct api_error *e)
+{
+	struct sbuf open = { 0 }, suf = { 0 };
+	int rc = toolcall_frame(a->tool_format, name, &open, &suf);
 	if (!rc) {
-		r->tool_prefix = sbuf_take(&pre, NULL);
-		r->tool_suffix = suf.len ? sbuf_take(&suf, NULL) : NULL;
-		rc = r->tool_prefix && !suf.oom ? 0 : -1;
+		r->tool_prefix = sbuf_take(&open, NULL);
+		rc = r->tool_prefix ? 0 : -1;
 	}
 	/* the closing markup as a stop string, where it is distinctive */
 	const char *stop = a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
@@ -137,9 +211,16 @@ static int force_call(struct api *a, struct gen_request *r, const char *name,
 		r->stop[r->n_stop] = ing_strndup(stop, strlen(stop));
 		rc = r->stop[r->n_stop++] ? 0 : -1;
 	}
-	sbuf_free(&pre);
+	sbuf_free(&open);
 	sbuf_free(&suf);
-	return rc ? api_fail(e, 500, NULL, NULL, "out of memory") : 0;
+	if (rc)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	struct grammar *g = NULL;
+	if (call_grammar(a, tools, name, r->tool_prefix, &g, e))
+		return -1;
+	grammar_free(r->grammar); /* a forced call overrides response_format */
+	r->grammar = g;
+	return 0;
 }
 
 int api_tools_parse(struct api *a, const cJSON *body, struct gen_request *r,
@@ -167,16 +248,7 @@ int api_tools_parse(struct api *a, const cJSON *body, struct gen_request *r,
 		name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
 		c = CHOICE_NAMED;
 	}
-	if (c == CHOICE_NAMED) {
-		const cJSON *params = api_get(tool_find(tools, name), "parameters");
-		r->tool_name = ing_strndup(name, strlen(name));
-		r->tool_schema = params ? cJSON_Duplicate(params, true) : cJSON_CreateObject();
-		if (!r->tool_name || !r->tool_schema)
-			return api_fail(e, 500, NULL, NULL, "out of memory");
-	}
-	if (c >= CHOICE_REQUIRED)
-		return force_call(a, r, r->tool_name, e);
-	return 0;
+	return c >= CHOICE_REQUIRED ? force_call(a, r, tools, name, e) : 0;
 }
 
 bool api_tools_rendered(const cJSON *body)

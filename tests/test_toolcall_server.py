@@ -6,14 +6,15 @@ the default model (built-in template, Hermes-style <tool_call> markup):
   finish_reason tool_calls); the call and the tool's result go back as an
   assistant message with tool_calls and a role "tool" message, and the
   second turn answers with text;
-- tool_choice "required" with one and with two tools;
+- tool_choice "required" with one and with two tools (a call to one of them);
 - streamed tool-call deltas reassemble to the non-streamed call (greedy);
 - tool_choice "none": no tool markup in the prompt, plain text back;
 - parallel_tool_calls false keeps one call;
 - bad tools / tool_choice / tool_calls get 400 naming the field.
 
 A 270M base model does not call tools on its own, so calls are forced with
-tool_choice (required / named)."""
+tool_choice (required / named): the call's start is forced and the grammar
+holds the arguments to the function's parameters schema."""
 import json
 import os
 import sys
@@ -47,7 +48,9 @@ def call_ok(tc, name):
         args = json.loads(tc.function.arguments)
     except (TypeError, ValueError):
         return False
+    # the grammar holds the arguments to the schema: "city", a string, is required
     return (tc.type == "function" and tc.function.name == name and isinstance(args, dict)
+            and isinstance(args.get("city"), str) and set(args) <= {"city"}
             and tc.id.startswith("call_") and len(tc.id) == 29)
 
 
@@ -70,10 +73,17 @@ def test_round_trip(cl):
                                       "arguments": calls[0].function.arguments}}]},
         {"role": "tool", "tool_call_id": calls[0].id, "content": '{"temp_c": 21, "sky": "clear"}'}]
     r2 = cl.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER, TIME],
-                                    temperature=0, max_tokens=24)
+                                    temperature=0, max_tokens=24, tool_choice="none")
     c2 = r2.choices[0]
     check("second turn answers with text", isinstance(c2.message.content, str) and
-          c2.finish_reason in ("stop", "length", "tool_calls"), c2)
+          c2.message.content and not c2.message.tool_calls and
+          c2.finish_reason in ("stop", "length"), c2)
+    r3 = cl.chat.completions.create(model=MODEL, messages=msgs, tools=[WEATHER, TIME],
+                                    temperature=0, max_tokens=40)
+    c3 = r3.choices[0]
+    check("second turn with tool_choice auto: text or another call",
+          (c3.finish_reason == "tool_calls" and c3.message.tool_calls) or
+          (c3.finish_reason in ("stop", "length") and isinstance(c3.message.content, str)), c3)
     # the call and the result reach the model through the template
     tok = cl.post("/../tokenize", cast_to=object,
                   body={"messages": msgs, "tools": [WEATHER]})
@@ -89,16 +99,27 @@ def test_required(cl):
     r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER, TIME],
                                    temperature=0, max_tokens=60, tool_choice="required")
     c = r.choices[0]
-    # the model picks the function (unconstrained without the grammar): a
-    # parsed call, or its text with finish "stop"/"length"
-    ok = (c.finish_reason == "tool_calls" and len(c.message.tool_calls) >= 1) or \
-        (c.finish_reason in ("stop", "length") and c.message.content)
-    check("required, two tools: answered", ok, c)
+    calls = c.message.tool_calls or []
+    check("required, two tools: a call to one of them", c.finish_reason == "tool_calls" and
+          len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time") and
+          isinstance(json.loads(calls[0].function.arguments), dict), c)
+
+
+def test_unsupported_schema(cl):
+    odd = {"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"key": {"oneOf": [{"type": "string"},
+                                                           {"type": "integer"}]}}}}}
+    r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[odd], temperature=0,
+                                   max_tokens=40, tool_choice="required")
+    calls = r.choices[0].message.tool_calls or []
+    check("schema the grammar cannot express: still a call with an object",
+          len(calls) == 1 and isinstance(json.loads(calls[0].function.arguments), dict),
+          r.choices[0])
 
 
 def test_stream(cl):
     kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0, max_tokens=60,
-              tool_choice={"type": "function", "function": {"name": "get_weather"}})
+              tool_choice={"type": "function", "function": {"name": "get_time"}})
     whole = cl.chat.completions.create(**kw).choices[0]
     calls, finish, content = {}, None, ""
     for ch in cl.chat.completions.create(stream=True, **kw):
@@ -174,6 +195,7 @@ def main():
     try:
         test_round_trip(cl)
         test_required(cl)
+        test_unsupported_schema(cl)
         test_stream(cl)
         test_none_and_parallel(srv, cl)
         test_errors(cl)
