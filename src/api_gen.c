@@ -23,7 +23,9 @@
  * Function calls (r.tools_on): the decoder renders special tokens (call
  * markup may be made of them) and the whole output is kept, to be parsed
  * when the choice finishes (toolcall.h); streams send content only up to
- * where a call may begin and the calls as tool_calls deltas at the end.
+ * where a call may begin and the calls as tool_calls deltas at the end,
+ * except a forced call to a known function, whose head goes out at once
+ * and whose arguments stream as they are written.
  *
  * Tracing (a->tracer): the final event's counts and times are kept per
  * choice; when the connection side lets go, the request's spans are built
@@ -83,7 +85,8 @@ struct gen_choice {
 	const char *finish_reason;
 	/* function calling (k->r.tools_on): text holds the whole output, also
 	 * when streamed, to be parsed at the end */
-	size_t streamed;           /* bytes of text already sent as content */
+	size_t streamed;           /* bytes of text already sent (content, or arguments) */
+	bool call_open;            /* a forced call's head went out; its arguments stream */
 	struct toolcall_list calls;
 };
 
@@ -586,6 +589,63 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
  * may start (and not its trailing whitespace, which the parsed content
  * drops); the rest waits for the end. lp (owned) goes with the content
  * it came with, or nowhere. */
+/* One tool_calls delta of call 0: the head (id, type, name, empty
+ * arguments) when name is given, else a piece of the arguments. */
+static void call_delta(struct gen_call *k, struct gen_choice *ch, const char *name,
+		       const char *args, size_t n)
+{
+	cJSON *d = cJSON_CreateObject(), *c = cJSON_CreateObject(), *fn;
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
+	cJSON_AddNumberToObject(c, "index", 0);
+	if (name) {
+		char id[32];
+		api_tools_call_id(k->a, id);
+		cJSON_AddStringToObject(c, "id", id);
+		cJSON_AddStringToObject(c, "type", "function");
+	}
+	fn = cJSON_AddObjectToObject(c, "function");
+	if (name)
+		cJSON_AddStringToObject(fn, "name", name);
+	cJSON_AddItemToObject(fn, "arguments", api_json_text(args, n));
+	sse_chunk(k, ch, d, NULL, 0, NULL, NULL);
+}
+
+/* End of the JSON value at text[from..len), or 0 while it is incomplete
+ * (or not JSON). */
+static size_t json_end(const char *t, size_t from, size_t len)
+{
+	const char *end = NULL;
+	cJSON *v = from < len ? cJSON_ParseWithLengthOpts(t + from, len - from, &end, false) : NULL;
+	cJSON_Delete(v);
+	return v ? (size_t)(end - t) : 0;
+}
+
+/* A forced call to a known function streams as OpenAI's do: its head at
+ * once, then the arguments as they come (held back only where they may
+ * run into the closing markup). */
+static void forced_emit(struct gen_call *k, struct gen_choice *ch)
+{
+	const char *t = ch->text.p ? ch->text.p : "";
+	size_t pl = strlen(k->r.tool_prefix);
+	if (!ch->call_open) {
+		call_delta(k, ch, k->r.tool_name, "", 0);
+		ch->call_open = true;
+		ch->streamed = pl;
+	}
+	size_t safe = json_end(t, pl, ch->text.len);
+	if (!safe) {
+		size_t hold = 0, cl = strlen(k->r.tool_close);
+		for (size_t h = cl - 1 < ch->text.len ? cl - 1 : ch->text.len; h > 0 && !hold; h--)
+			if (!memcmp(t + ch->text.len - h, k->r.tool_close, h))
+				hold = h;
+		safe = ch->text.len - hold;
+	}
+	if (safe > ch->streamed) {
+		call_delta(k, ch, NULL, t + ch->streamed, safe - ch->streamed);
+		ch->streamed = safe;
+	}
+}
+
 static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
 		       cJSON *lp)
 {
@@ -593,6 +653,11 @@ static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s,
 	if (!k->r.stream) {
 		if (lp && k->r.chat)
 			cJSON_AddItemToArray(cJSON_GetObjectItem(ch->lp, "content"), lp);
+		return;
+	}
+	if (k->r.tool_close) {
+		cJSON_Delete(lp);
+		forced_emit(k, ch);
 		return;
 	}
 	const char *t = ch->text.p ? ch->text.p : "";
@@ -641,11 +706,25 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 	const char *t = ch->text.p ? ch->text.p : "";
 	if (toolcall_parse(k->a->tool_format, t, ch->text.len, &ch->calls, &err))
 		k->out.oom = ch->text.oom = true;
-	if (k->r.stream) {
-		size_t end = ch->calls.content_len;
+	size_t pl = k->r.tool_prefix ? strlen(k->r.tool_prefix) : 0;
+	size_t end = k->r.tool_close ? json_end(t, pl, ch->text.len) : 0;
+	if (end && ch->calls.n == 1) { /* a forced call: the arguments as written */
+		char *raw = ing_strndup(t + pl, end - pl);
+		if (raw) {
+			ing_free(ch->calls.v[0].arguments);
+			ch->calls.v[0].arguments = raw;
+		}
+	}
+	if (k->r.stream && ch->call_open) {
 		if (end > ch->streamed)
-			sse_chunk(k, ch, NULL, t + ch->streamed, end - ch->streamed, NULL, NULL);
-		ch->streamed = end > ch->streamed ? end : ch->streamed;
+			call_delta(k, ch, NULL, t + ch->streamed, end - ch->streamed);
+		return ch->calls.n ? "tool_calls" : reason;
+	}
+	if (k->r.stream) {
+		size_t cl = ch->calls.content_len;
+		if (cl > ch->streamed)
+			sse_chunk(k, ch, NULL, t + ch->streamed, cl - ch->streamed, NULL, NULL);
+		ch->streamed = cl > ch->streamed ? cl : ch->streamed;
 		if (ch->calls.n)
 			tools_stream(k, ch);
 	}

@@ -116,6 +116,8 @@ struct gen_request {
 	bool tools_on;               /* tools rendered, calls parsed from the output */
 	bool parallel_tool_calls;    /* false: only the first call is kept */
 	char *tool_prefix;           /* forced start of a call the prompt ends with, or NULL */
+	char *tool_name;             /* the forced call's function, when known, or NULL */
+	char *tool_close;            /* ... and the markup after its arguments */
 	/* tracing (a->tracer set) */
 	uint64_t t_start_ns;         /* request start, Unix ns */
 	struct trace_parent parent;  /* from traceparent, when has_parent */
@@ -179,6 +181,10 @@ bool api_tools_rendered(const cJSON *body);
 
 /* Checks messages[i].tool_calls of an assistant message. */
 int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e);
+
+/* A fresh tool-call id ("call_" + 24 letters and digits; 9 letters and
+ * digits for Mistral's markup). */
+void api_tools_call_id(struct api *a, char out[32]);
 
 /* calls as OpenAI's message.tool_calls array (fresh ids); the first only
  * unless parallel. NULL when out of memory. */

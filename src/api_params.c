@@ -273,5 +273,7 @@ void gen_request_free(struct gen_request *r)
 	ing_free(r->bias_vals);
 	grammar_free(r->grammar);
 	ing_free(r->tool_prefix);
+	ing_free(r->tool_name);
+	ing_free(r->tool_close);
 	*r = (struct gen_request){ 0 };
 }

@@ -202,7 +202,9 @@ static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
 	int rc = toolcall_frame(a->tool_format, name, &open, &suf);
 	if (!rc) {
 		r->tool_prefix = sbuf_take(&open, NULL);
-		rc = r->tool_prefix ? 0 : -1;
+		r->tool_close = name ? sbuf_take(&suf, NULL) : NULL;
+		r->tool_name = name ? ing_strndup(name, strlen(name)) : NULL;
+		rc = r->tool_prefix && (!name || (r->tool_close && r->tool_name)) ? 0 : -1;
 	}
 	/* the closing markup as a stop string, where it is distinctive */
 	const char *stop = a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
@@ -277,9 +279,8 @@ int api_tools_check_calls(const cJSON *calls, int i, struct api_error *e)
 	return 0;
 }
 
-/* "call_" + 24 letters and digits; for Mistral's markup 9 letters and
- * digits, the only ids its templates accept back. */
-static void call_id(struct api *a, char out[32])
+/* Mistral's templates accept back only ids of 9 letters and digits. */
+void api_tools_call_id(struct api *a, char out[32])
 {
 	static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	bool mistral = a->tool_format == TOOLCALL_MISTRAL;
@@ -300,7 +301,7 @@ cJSON *api_tools_json(struct api *a, const struct toolcall_list *calls, bool par
 	cJSON *arr = cJSON_CreateArray();
 	for (int i = 0; arr && i < calls->n && (parallel || i == 0); i++) {
 		char id[32];
-		call_id(a, id);
+		api_tools_call_id(a, id);
 		cJSON *c = cJSON_CreateObject(), *fn;
 		cJSON_AddItemToArray(arr, c);
 		if (!cJSON_AddStringToObject(c, "id", id) ||
