@@ -7,6 +7,7 @@
  * 429 engine queue full (with Retry-After), 500 ours. */
 #include "api.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,49 +136,51 @@ void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r
 	r->has_parent = trace_parent_parse(server_call_header(c, "traceparent"), &r->parent);
 }
 
-static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
+int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct server_call *c,
+			 struct gen_request *r, struct api_error *e)
+{
+	bool agp = true;
+	int rc = gen_request_parse(a, body, chat, r, e);
+	if (!rc && c)
+		api_trace_begin(a, c, r);
+	if (!rc && !chat)
+		rc = api_prompt_completion(a, api_get(body, "prompt"), true, r, e);
+	if (!rc && chat)
+		rc = api_tools_parse(a, body, r, e);
+	if (!rc && chat)
+		rc = api_get_bool(body, "add_generation_prompt", &agp, e);
+	if (!rc && chat && !(r->prompts = ing_calloc(1, sizeof *r->prompts)))
+		rc = api_fail(e, 500, NULL, NULL, "out of memory");
+	if (!rc && chat) {
+		r->n_prompts = 1;
+		rc = api_prompt_chat(a, body, agp, r->tools_on, &r->prompts[0], e);
+	}
+	if (!rc && chat && r->tool_prefix)
+		rc = prompt_add_text(a, r->tool_prefix, &r->prompts[0], e);
+	if (rc)
+		gen_request_free(r);
+	return rc;
+}
+
+static void on_generate(struct api *a, struct server_call *c, const cJSON *body, bool chat)
 {
 	struct api_error e;
 	struct gen_request r;
-	bool agp = true;
-	int rc = gen_request_parse(a, body, true, &r, &e);
-	if (!rc)
-		api_trace_begin(a, c, &r);
-	if (!rc)
-		rc = api_tools_parse(a, body, &r, &e);
-	if (!rc)
-		rc = api_get_bool(body, "add_generation_prompt", &agp, &e);
-	if (!rc && !(r.prompts = ing_calloc(1, sizeof *r.prompts)))
-		rc = api_fail(&e, 500, NULL, NULL, "out of memory");
-	if (!rc) {
-		r.n_prompts = 1;
-		rc = api_prompt_chat(a, body, agp, r.tools_on, &r.prompts[0], &e);
-	}
-	if (!rc && r.tool_prefix)
-		rc = prompt_add_text(a, r.tool_prefix, &r.prompts[0], &e);
-	if (rc) {
-		gen_request_free(&r);
+	if (api_gen_request_read(a, body, chat, c, &r, &e)) {
 		api_respond_error(c, &e);
 		return;
 	}
 	api_generate(a, c, &r);
 }
 
+static void on_chat(struct api *a, struct server_call *c, const cJSON *body)
+{
+	on_generate(a, c, body, true);
+}
+
 static void on_completions(struct api *a, struct server_call *c, const cJSON *body)
 {
-	struct api_error e;
-	struct gen_request r;
-	int rc = gen_request_parse(a, body, false, &r, &e);
-	if (!rc) {
-		api_trace_begin(a, c, &r);
-		rc = api_prompt_completion(a, api_get(body, "prompt"), true, &r, &e);
-	}
-	if (rc) {
-		gen_request_free(&r);
-		api_respond_error(c, &e);
-		return;
-	}
-	api_generate(a, c, &r);
+	on_generate(a, c, body, false);
 }
 
 static cJSON *ids_json(const struct token_ids *t)
@@ -243,7 +246,7 @@ static int detok_ids(const struct api *a, const cJSON *toks, struct token_ids *t
 	const cJSON *it;
 	cJSON_ArrayForEach(it, toks) {
 		double d = it->valuedouble;
-		if (!cJSON_IsNumber(it) || d != (double)(int64_t)d || d < 0 || d >= a->n_vocab)
+		if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= a->n_vocab)
 			return api_fail(e, 400, "tokens", "invalid_value",
 					"'tokens' must hold token ids in 0..%d", a->n_vocab - 1);
 		if (token_ids_push(t, (int32_t)d))
@@ -291,6 +294,24 @@ static const struct route routes[] = {
 	{ "/metrics", "GET", on_metrics, false },
 };
 
+cJSON *api_body_parse(const struct api *a, const char *s, size_t len, struct api_error *e)
+{
+	cJSON *b = cJSON_ParseWithLength(s, len);
+	const cJSON *m = b ? api_get(b, "model") : NULL;
+	if (!cJSON_IsObject(b))
+		api_fail(e, 400, NULL, "invalid_json", "We could not parse the JSON body of your "
+			 "request: it must be a JSON object.");
+	else if (m && !cJSON_IsString(m))
+		api_fail(e, 400, "model", "invalid_type", "'model' must be a string");
+	else if (m && strcmp(m->valuestring, a->model_name))
+		api_fail(e, 404, "model", "model_not_found", "The model `%.200s` does not exist.",
+			 m->valuestring);
+	else
+		return b;
+	cJSON_Delete(b);
+	return NULL;
+}
+
 /* The body as a JSON object whose "model" (if any) is ours; NULL after
  * answering with the error. */
 static cJSON *body_read(struct api *a, struct server_call *c)
@@ -298,21 +319,10 @@ static cJSON *body_read(struct api *a, struct server_call *c)
 	struct api_error e;
 	size_t len;
 	const char *s = server_call_body(c, &len);
-	cJSON *b = cJSON_ParseWithLength(s, len);
-	const cJSON *m = b ? api_get(b, "model") : NULL;
-	if (!cJSON_IsObject(b))
-		api_fail(&e, 400, NULL, "invalid_json", "We could not parse the JSON body of your "
-			 "request: it must be a JSON object.");
-	else if (m && !cJSON_IsString(m))
-		api_fail(&e, 400, "model", "invalid_type", "'model' must be a string");
-	else if (m && strcmp(m->valuestring, a->model_name))
-		api_fail(&e, 404, "model", "model_not_found", "The model `%.200s` does not exist.",
-			 m->valuestring);
-	else
-		return b;
-	cJSON_Delete(b);
-	api_respond_error(c, &e);
-	return NULL;
+	cJSON *b = api_body_parse(a, s, len, &e);
+	if (!b)
+		api_respond_error(c, &e);
+	return b;
 }
 
 void api_handle(void *ud, struct server_call *c)

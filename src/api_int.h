@@ -145,6 +145,17 @@ struct grammar *api_gcache_get(struct api *a, const char *key);
  * for tool-call grammars (api_tools.c, keys "tools:..."). */
 void api_gcache_put(struct api *a, const char *key, struct grammar *g);
 
+/* The pure part of a request, without the engine (api.c; fuzzed by
+ * tests/harness_request.c). api_body_parse: body[0..len) as a JSON object
+ * whose "model", if any, is ours; the caller cJSON_Deletes it; NULL with e
+ * filled otherwise. api_gen_request_read: a chat (chat) or completions
+ * body into r: fields, then prompt tokens (c, for tracing, may be NULL);
+ * on failure r is freed and e
+ * says why (4xx for the client's mistakes, 500 out of memory). */
+cJSON *api_body_parse(const struct api *a, const char *s, size_t len, struct api_error *e);
+int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct server_call *c,
+			 struct gen_request *r, struct api_error *e);
+
 /* ---- prompts (api_prompt.c) ---- */
 
 /* Renders body.messages (and body.tools when with_tools) with the chat

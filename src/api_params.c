@@ -58,7 +58,8 @@ int api_get_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t
 	double d = v->valuedouble;
 	if (!cJSON_IsNumber(v) || !isfinite(d) || d != floor(d))
 		return api_fail(e, 400, key, "invalid_type", "'%s' must be an integer", key);
-	if (d < (double)lo || d > (double)hi)
+	/* (double)INT64_MAX rounds up to 2^63, which does not convert back */
+	if (d < (double)lo || d > (double)hi || d >= 0x1p63)
 		return api_fail(e, 400, key, "invalid_value", "'%s' must be between %lld and %lld",
 				key, (long long)lo, (long long)hi);
 	*out = (int64_t)d;

@@ -30,6 +30,7 @@
  * vLLM and llama.cpp do) or token ids. */
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,7 +642,8 @@ static int prompt_ids(struct api *a, const cJSON *arr, struct gen_request *r, st
 	const cJSON *it;
 	cJSON_ArrayForEach(it, arr) {
 		double d = it->valuedouble;
-		if (!cJSON_IsNumber(it) || d != (double)(int64_t)d)
+		/* floor, not an int64_t round trip: casting 1e19 is undefined */
+		if (!cJSON_IsNumber(it) || d != floor(d))
 			return api_fail(e, 400, "prompt", "invalid_type",
 					"'prompt' token ids must be integers");
 		if (d < 0 || d >= a->n_vocab)
