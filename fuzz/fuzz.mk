@@ -10,7 +10,7 @@
 CLANG    ?= clang
 B        := build/fuzz
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-PKGS     := libpcre2-8 libcjson
+PKGS     := libpcre2-8 libcjson libmicrohttpd
 PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LD   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8)
 CFLAGS_F := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter $(SAN) \
@@ -21,8 +21,8 @@ ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 LIB_OBJ    := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/main.c,$(wildcard src/*.c)))
-HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_grammar harness_seeds check \
-              gguf_writer
+HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_grammar harness_seeds \
+              harness_api harness_http harness_seeds_api check gguf_writer
 HELPER_OBJ := $(HELPERS:%=$(B)/testobj/%.o)
 FUZZERS    := $(patsubst fuzz/%.c,$(B)/%,$(wildcard fuzz/fuzz_*.c))
 HDRS       := $(wildcard src/*.h tests/*.h)

@@ -3,6 +3,7 @@
  *   make_seeds gguf DIR        one .gguf per GGUF seed
  *   make_seeds tokenizer DIR   one file per (vocabulary, text) seed
  *   make_seeds grammar DIR     one file per (schema, drive bytes) seed
+ *   make_seeds request|template|http DIR   (tests/harness_seeds_api.c)
  *
  * Exit status 0, or 1 when a file cannot be written. */
 #include <stdio.h>
@@ -34,19 +35,20 @@ static void write_seed(const char *name, const uint8_t *data, size_t size, void 
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[1], "gguf") != 0 && strcmp(argv[1], "tokenizer") != 0 &&
-			  strcmp(argv[1], "grammar") != 0)) {
-		fprintf(stderr, "usage: %s gguf|tokenizer|grammar DIR\n", argv[0]);
+	static const struct { const char *name; void (*fn)(harness_seed_fn, void *); } kinds[] = {
+		{"gguf", harness_gguf_seeds}, {"tokenizer", harness_tokenizer_seeds},
+		{"request", harness_request_seeds}, {"template", harness_template_seeds},
+		{"http", harness_http_seeds}, {"grammar", harness_grammar_seeds},
+	};
+	size_t k = 0;
+	while (argc == 3 && k < sizeof kinds / sizeof *kinds && strcmp(argv[1], kinds[k].name))
+		k++;
+	if (argc != 3 || k == sizeof kinds / sizeof *kinds) {
+		fprintf(stderr, "usage: %s gguf|tokenizer|grammar|request|template|http DIR\n", argv[0]);
 		return 2;
 	}
-	bool gguf = strcmp(argv[1], "gguf") == 0;
-	struct out o = {argv[2], gguf ? ".gguf" : "", 0, 0};
-	if (gguf)
-		harness_gguf_seeds(write_seed, &o);
-	else if (strcmp(argv[1], "grammar") == 0)
-		harness_grammar_seeds(write_seed, &o);
-	else
-		harness_tokenizer_seeds(write_seed, &o);
+	struct out o = {argv[2], k == 0 ? ".gguf" : "", 0, 0};
+	kinds[k].fn(write_seed, &o);
 	fprintf(stderr, "make_seeds: %d %s seeds in %s\n", o.written, argv[1], o.dir);
 	return o.failed;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — builds the fuzz targets and runs each one for a while.
 #
-#   fuzz/run.sh [TARGET...]     TARGET: gguf, tokenizer, grammar (default: all)
+#   fuzz/run.sh [TARGET...]     TARGET: gguf, tokenizer, grammar, request, template,
+#                               http (default: all)
 #   make fuzz FUZZ_SECONDS=N    the same, via the Makefile
 #
 # Environment: FUZZ_SECONDS (default 60) per target; FUZZ_ARGS, extra
@@ -32,7 +33,7 @@ if ! make -f fuzz/fuzz.mk -j"$(nproc)" > "$B/logs/build.log" 2>&1; then
 fi
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(gguf tokenizer grammar)
+[ ${#targets[@]} -eq 0 ] && targets=(gguf tokenizer grammar request template http)
 mkdir -p "$B/crashes"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -42,6 +43,8 @@ for t in "${targets[@]}"; do
     gguf) max_len=32768 ;;
     tokenizer) max_len=4096 ;;
     grammar) max_len=4096 ;;
+    request|http) max_len=16384 ;;
+    template) max_len=32768 ;;
     *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
   esac
   seeds=$B/seeds/$t corpus=$B/corpus/$t log=$B/logs/$t.log

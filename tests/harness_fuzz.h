@@ -39,6 +39,33 @@ int harness_grammar(const uint8_t *data, size_t size);
 /* Frees the vocabulary harness_grammar built. */
 void harness_grammar_cleanup(void);
 
+/* The tokenizer of shared vocabulary i (modulo their count), opened once
+ * and cached until harness_tokenizer_cleanup(). */
+const struct tokenizer *harness_vocab(size_t i);
+
+/* data[0] selects vocabulary, endpoint and chat template, data[1..] is a
+ * request body: parsed and read up to prompt tokens (tests/harness_api.c).
+ * Always returns 0. */
+int harness_request(const uint8_t *data, size_t size);
+
+/* data is a chat template, a NUL byte and a JSON context: compiled and
+ * rendered (tests/harness_api.c). Always returns 0. */
+int harness_template(const uint8_t *data, size_t size);
+
+/* data is sent as one client connection to an in-process server
+ * (tests/harness_http.c). Always returns 0. */
+int harness_http(const uint8_t *data, size_t size);
+
+/* An engine-less api for the request harnesses: vocabulary sel & 7,
+ * template sel >> 4 (0 a built-in ChatML, then the shared templates). */
+struct api;
+void harness_api_init(struct api *a, unsigned sel);
+/* Paths of the shared templates (*.jinja), sorted; returns how many. */
+size_t harness_template_files(char names[][256], size_t max);
+/* Free the compiled templates; stop the in-process server. */
+void harness_api_cleanup(void);
+void harness_http_cleanup(void);
+
 /* The checks harness_tokenizer runs, on any open tokenizer: encodes text
  * with every flag combination, decodes the ids with every flag
  * combination and stream-decodes them, and aborts unless the ids are in
@@ -61,6 +88,15 @@ void harness_tokenizer_seeds(harness_seed_fn emit, void *ctx);
 /* Grammar seeds: schemas of each supported kind (and one refused), each
  * with drive bytes. */
 void harness_grammar_seeds(harness_seed_fn emit, void *ctx);
+
+/* Request seeds: the bodies of tests/test_server.py's cases and the
+ * shared template cases as chat requests. Template seeds: each shared
+ * template with each of its cases' contexts. HTTP seeds: requests to every
+ * endpoint, with and without the key, bodies, chunked encoding,
+ * pipelining. */
+void harness_request_seeds(harness_seed_fn emit, void *ctx);
+void harness_template_seeds(harness_seed_fn emit, void *ctx);
+void harness_http_seeds(harness_seed_fn emit, void *ctx);
 
 /* Prints "harness: <what>" to stderr and aborts. */
 void harness_fail(const char *what, ...) __attribute__((noreturn, format(printf, 1, 2)));

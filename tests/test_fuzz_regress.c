@@ -106,6 +106,8 @@ int main(void)
 	char dir[2048];
 	static const struct { const char *name; harness_fn fn; } targets[] = {
 		{"gguf", harness_gguf}, {"tokenizer", harness_tokenizer}, {"grammar", harness_grammar},
+		{"request", harness_request}, {"template", harness_template},
+		{"http", harness_http},
 	};
 	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
 		snprintf(dir, sizeof dir, "%s/%s", root, targets[i].name);
@@ -120,9 +122,19 @@ int main(void)
 	harness_grammar_seeds(run_seed, &gram);
 	printf("seeds: %d GGUF, %d tokenizer, %d grammar\n", gguf.count, tok.count, gram.count);
 	CHECK(gram.count >= 5, "only %d grammar seeds", gram.count);
+	struct seed_run req = {harness_request, 0}, tpl = {harness_template, 0},
+			http = {harness_http, 0};
+	harness_request_seeds(run_seed, &req);
+	harness_template_seeds(run_seed, &tpl);
+	harness_http_seeds(run_seed, &http);
+	printf("request seeds: %d request, %d template, %d HTTP\n", req.count, tpl.count, http.count);
 	CHECK(gguf.count >= 6, "only %d GGUF seeds", gguf.count);
 	CHECK(tok.count > 0, "no tokenizer seeds (is %s/vocab there?)", check_testdata_dir());
+	CHECK(req.count > 0 && http.count > 0, "no request or HTTP seeds");
+	CHECK(tpl.count > 0, "no template seeds (is %s/templates there?)", check_testdata_dir());
 
+	harness_http_cleanup();
+	harness_api_cleanup();
 	harness_tokenizer_cleanup();
 	harness_grammar_cleanup();
 	CHECK(ing_mem_live() == 0, "%zu bytes still allocated after the harnesses", ing_mem_live());
