@@ -459,8 +459,10 @@ static int spans_find(const struct api *a, const char *t, size_t n, size_t base,
 {
 	struct token_ids ids = { 0 };
 	ing_err err;
-	if (tokenizer_encode(a->tk, t, n, TOKENIZER_PARSE_SPECIAL, &ids, &err))
+	if (tokenizer_encode(a->tk, t, n, TOKENIZER_PARSE_SPECIAL, &ids, &err)) {
+		token_ids_free(&ids); /* what was pushed before the failure */
 		return api_fail(e, 500, NULL, NULL, "tokenizer: %s", err.msg);
+	}
 	size_t cur = 0;
 	int rc = 0;
 	for (size_t i = 0; i < ids.n && !rc; i++) {
