@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "api.h"
@@ -53,6 +54,7 @@ static int usage(void)
 		"      --served-model-name NAME   model id in the API (default: file name)\n"
 		"      --max-body-mb N      request body limit (default 8)\n"
 		"      --timeout S          idle connection timeout in seconds (default 30)\n"
+		"      --max-connections N  open client connections (default 2048)\n"
 		"  -t, --threads N          compute threads (default: physical cores)\n"
 		"      --runner mega|graph  step schedule (default mega)\n"
 		"      --spec ngram|suffix|draft  speculative decoding (default none; draft: a draft model\n"
@@ -67,7 +69,7 @@ static int usage(void)
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -100,6 +102,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_LEN && !num(arg, 2, 1L << 24, &v)) o->ec.max_model_len = v;
 	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
 	else if (opt == O_TIMEOUT && !num(arg, 1, 86400, &v)) o->sc.timeout_s = (unsigned)v;
+	else if (opt == O_CONN && !num(arg, 1, 1 << 20, &v)) o->sc.max_connections = (unsigned)v;
 	else if (opt == 't' && !num(arg, 1, 1024, &v)) o->threads = (int)v;
 	else if (opt == O_MIXED && !num(arg, 0, 8192, &v)) o->ec.mixed_prefill_tokens = v;
 	else if (opt == O_SPEC_MAX && !num(arg, 1, SPEC_MAX_K, &v)) o->ec.spec_max = (int)v;
@@ -121,7 +124,7 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
 		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
-		{ "otlp-endpoint", 1, 0, O_OTLP }, { 0 }
+		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };
@@ -196,8 +199,21 @@ static void serve_shutdown(struct server *s, struct api *a, const sigset_t *set)
 	server_stop(s);
 }
 
+/* Each connection holds a descriptor: lift the soft limit to the hard one
+ * so that max_connections clients fit (the default soft limit is often
+ * 1024). */
+static void fd_limit_raise(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int serve(const struct serve_opts *o, const char *path, const sigset_t *set)
 {
+	fd_limit_raise();
 	ing_err err = { 0 };
 	struct engine *e = NULL;
 	struct metrics *m = NULL;

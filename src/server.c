@@ -69,7 +69,7 @@ struct server_config server_config_default(void)
 {
 	return (struct server_config){ .host = "127.0.0.1", .port = 8080, .auth_exempt = "/health",
 				       .max_body = 8u << 20, .timeout_s = 30,
-				       .max_connections = 512 };
+				       .max_connections = 2048 };
 }
 
 /* ---- small helpers ---- */
@@ -308,9 +308,14 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 				   "invalid_request_error", "invalid_api_key", false);
 	if (!c->body.p && sbuf_put(&c->body, "", 0))
 		return MHD_NO;
-	/* Generation may take long: no idle timeout while the handler runs. */
+	/* Generation may take long: no idle timeout while the handler runs.
+	 * It is back before the response goes out, so a client that stops
+	 * reading a stream is cut off after timeout_s without progress (MHD
+	 * checks it only while waiting on the socket, never while
+	 * stream_read waits for the next token). */
 	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	s->handler(s->ud, c);
+	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.timeout_s);
 	if (!c->resp)
 		return queue_error(c->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
 				   "server_error", "internal_error", false);
@@ -415,8 +420,10 @@ int server_start(const struct server_config *cfg, server_handler_fn handler, voi
 		server_free(s);
 		return rc;
 	}
+	/* poll(), not select(): descriptors past FD_SETSIZE (1024) must work
+	 * when more than about a thousand clients are connected. */
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			 MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+			 MHD_USE_POLL | MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
 	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_access, s,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,

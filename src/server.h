@@ -15,8 +15,8 @@
  *     "Authorization: Bearer KEY" (compared in constant time) or gets 401;
  *   - after server_quiesce() new requests get 503.
  * Connections idle for timeout_s (slow headers, slow bodies, idle
- * keep-alive) are closed; once a handler runs the timeout is lifted for
- * that request (generation may take long) and restored after it. */
+ * keep-alive, a client that stops reading its response) are closed; while
+ * a handler runs the timeout is lifted (generation may take long). */
 #ifndef INGOT_SERVER_H
 #define INGOT_SERVER_H
 
@@ -39,7 +39,10 @@ struct server_config {
 };
 
 /* host 127.0.0.1, port 8080, no key, "/health" exempt, 8 MiB bodies,
- * 30 s timeout, 512 connections. */
+ * 30 s timeout, 2048 connections (each a thread and a descriptor: the
+ * process's descriptor limit must allow them; `ingot serve` raises its
+ * soft limit to the hard one). Past the limit new connections are closed
+ * at once. */
 struct server_config server_config_default(void);
 
 /* A streamed response body (sent with chunked transfer encoding).
