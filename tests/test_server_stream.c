@@ -1,0 +1,124 @@
+/* test_server_stream.c — server.c with clients that stop reading.
+ *
+ * A streamed response whose client never reads must not hold anything
+ * but its own connection: other requests are answered meanwhile, and once
+ * the idle timeout passes without the client taking bytes the connection
+ * is closed and the stream's close() runs (which is how the API cancels
+ * the generation). The stream here is endless, so only the timeout can
+ * end it. Also: a body larger than the limit, and everything freed at
+ * the end. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mem.h"
+#include "server.h"
+
+static atomic_int closed;
+static atomic_long produced;
+
+static long endless_next(void *ud, char *buf, size_t cap, int wait_ms)
+{
+	memset(buf, 'x', cap);
+	atomic_fetch_add(&produced, (long)cap);
+	return (long)cap;
+}
+
+static void endless_close(void *ud)
+{
+	atomic_store(&closed, 1);
+}
+
+static void handler(void *ud, struct server_call *c)
+{
+	if (!strcmp(server_call_path(c), "/stream")) {
+		struct server_stream s = { endless_next, endless_close, NULL };
+		server_call_stream(c, 200, "text/event-stream", &s);
+		return;
+	}
+	server_call_respond(c, 200, "text/plain", "ok", 2);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int connect_to(int port, int rcvbuf)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (rcvbuf)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+		close(fd);
+		return -1;
+	}
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+/* The status of one request on a fresh connection, 0 when none came. */
+static int request(int port, const char *req)
+{
+	int fd = connect_to(port, 0);
+	char buf[512] = { 0 };
+	int st = 0;
+	if (fd >= 0 && send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req) &&
+	    recv(fd, buf, sizeof buf - 1, 0) > 12)
+		sscanf(buf, "HTTP/1.%*d %d", &st);
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
+int main(void)
+{
+	struct server_config cfg = server_config_default();
+	cfg.port = 0;
+	cfg.timeout_s = 1;
+	cfg.max_body = 1024;
+	struct server *s;
+	ing_err err;
+	CHECK(server_start(&cfg, handler, NULL, &s, &err) == ING_OK, "server_start: %s", err.msg);
+	int port = server_port(s);
+
+	int fd = connect_to(port, 4096);
+	const char *sreq = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+	CHECK(fd >= 0 && send(fd, sreq, strlen(sreq), 0) > 0, "stream request not sent");
+	usleep(300 * 1000);
+	double t0 = now_s();
+	int st = request(port, "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	double dt = now_s() - t0;
+	CHECK(st == 200 && dt < 1, "another request while a stream is stuck: %d in %.2f s", st, dt);
+	printf("a request beside a stuck stream: %d in %.0f ms\n", st, dt * 1000);
+
+	t0 = now_s();
+	while (!atomic_load(&closed) && now_s() - t0 < 10)
+		usleep(20 * 1000);
+	CHECK(atomic_load(&closed), "the stuck stream was never closed");
+	printf("stuck stream closed after %.1f s more, %ld bytes produced\n", now_s() - t0,
+	       atomic_load(&produced));
+	CHECK(atomic_load(&produced) < (64L << 20), "the stream was not held back: %ld bytes",
+	      atomic_load(&produced));
+	close(fd);
+
+	st = request(port, "POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
+	CHECK(st == 413, "body over the limit: %d", st);
+
+	for (int i = 0; i < 200 && server_active(s) > 0; i++)
+		usleep(10 * 1000);
+	server_stop(s);
+	CHECK(ing_mem_live() == 0, "%zu bytes still allocated", ing_mem_live());
+	return check_summary("test_server_stream");
+}
