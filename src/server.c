@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -63,6 +64,9 @@ struct server_call {
 struct stream_ctx {
 	struct server_stream src;
 	int fd;                   /* the client's socket, polled for hang-up */
+	struct MHD_Connection *conn;
+	unsigned timeout_s;
+	double t_out;             /* when data last went to MHD (it writes it then) */
 };
 
 struct server_config server_config_default(void)
@@ -82,6 +86,25 @@ static bool fd_hung_up(int fd)
 	if (poll(&p, 1, 0) <= 0)
 		return false;
 	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* MHD closes a connection once timeout passes since its last socket
+ * activity, and checks that also right after a callback returns, counting
+ * the time spent inside it. Time spent waiting for the engine is not the
+ * client's idling: the timeout is stretched by it (since) so that only
+ * timeout_s without progress on the socket closes the connection. */
+static void conn_timeout_after(struct MHD_Connection *conn, unsigned timeout_s, double since)
+{
+	double waited = mono_s() - since;
+	unsigned t = timeout_s + (waited > 0 ? (unsigned)waited + 1 : 0);
+	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, t);
 }
 
 static int call_fd(const struct server_call *c)
@@ -150,10 +173,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	struct stream_ctx *sc = cls;
 	for (;;) {
 		long n = sc->src.next(sc->src.ud, buf, max, SERVER_POLL_MS);
-		if (n > 0)
+		if (n > 0) {
+			conn_timeout_after(sc->conn, sc->timeout_s, sc->t_out);
+			sc->t_out = mono_s();
 			return n;
-		if (n == SERVER_STREAM_END)
+		}
+		if (n == SERVER_STREAM_END) {
+			conn_timeout_after(sc->conn, sc->timeout_s, sc->t_out);
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
 		if (n < 0 || fd_hung_up(sc->fd))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
@@ -174,7 +202,8 @@ int server_call_stream(struct server_call *c, int status, const char *content_ty
 		src->close(src->ud);
 		return -1;
 	}
-	*sc = (struct stream_ctx){ .src = *src, .fd = call_fd(c) };
+	*sc = (struct stream_ctx){ .src = *src, .fd = call_fd(c), .conn = c->conn,
+				   .timeout_s = c->srv->cfg.timeout_s, .t_out = mono_s() };
 	struct MHD_Response *r = MHD_create_response_from_callback(
 		MHD_SIZE_UNKNOWN, SERVER_STREAM_BLOCK, stream_read, sc, stream_free);
 	if (!r) {
@@ -309,13 +338,13 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 	if (!c->body.p && sbuf_put(&c->body, "", 0))
 		return MHD_NO;
 	/* Generation may take long: no idle timeout while the handler runs.
-	 * It is back before the response goes out, so a client that stops
-	 * reading a stream is cut off after timeout_s without progress (MHD
-	 * checks it only while waiting on the socket, never while
-	 * stream_read waits for the next token). */
+	 * It is back (stretched by the handler's time, see
+	 * conn_timeout_after) before the response goes out, so a client that
+	 * stops reading is cut off after timeout_s without progress. */
+	double t0 = mono_s();
 	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	s->handler(s->ud, c);
-	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.timeout_s);
+	conn_timeout_after(c->conn, s->cfg.timeout_s, t0);
 	if (!c->resp)
 		return queue_error(c->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
 				   "server_error", "internal_error", false);

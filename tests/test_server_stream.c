@@ -5,8 +5,11 @@
  * the idle timeout passes without the client taking bytes the connection
  * is closed and the stream's close() runs (which is how the API cancels
  * the generation). The stream here is endless, so only the timeout can
- * end it. Also: a body larger than the limit, and everything freed at
- * the end. */
+ * end it. The other way round, time spent waiting for the source (a
+ * handler or a stream that takes longer than the timeout to produce its
+ * data, as when a request waits for the engine) is not idling: such
+ * answers arrive whole. Also: a body larger than the limit, and
+ * everything freed at the end. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
@@ -35,8 +38,37 @@ static void endless_close(void *ud)
 	atomic_store(&closed, 1);
 }
 
+/* A stream of three chunks, each after 1.5 s (the timeout is 1 s). */
+static long slow_next(void *ud, char *buf, size_t cap, int wait_ms)
+{
+	int *left = ud;
+	if (*left == 0)
+		return SERVER_STREAM_END;
+	usleep(1500 * 1000);
+	(*left)--;
+	memcpy(buf, "chunk\n", 6);
+	return 6;
+}
+
+static void slow_close(void *ud)
+{
+	ing_free(ud);
+}
+
 static void handler(void *ud, struct server_call *c)
 {
+	if (!strcmp(server_call_path(c), "/slow")) {
+		usleep(2500 * 1000);
+		server_call_respond(c, 200, "text/plain", "late but whole", 14);
+		return;
+	}
+	if (!strcmp(server_call_path(c), "/slowstream")) {
+		int *left = ing_malloc(sizeof *left);
+		*left = 3;
+		struct server_stream s = { slow_next, slow_close, left };
+		server_call_stream(c, 200, "text/plain", &s);
+		return;
+	}
 	if (!strcmp(server_call_path(c), "/stream")) {
 		struct server_stream s = { endless_next, endless_close, NULL };
 		server_call_stream(c, 200, "text/event-stream", &s);
@@ -63,7 +95,7 @@ static int connect_to(int port, int rcvbuf)
 		close(fd);
 		return -1;
 	}
-	struct timeval tv = { .tv_sec = 5 };
+	struct timeval tv = { .tv_sec = 10 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	return fd;
 }
@@ -112,6 +144,32 @@ int main(void)
 	CHECK(atomic_load(&produced) < (64L << 20), "the stream was not held back: %ld bytes",
 	      atomic_load(&produced));
 	close(fd);
+
+	/* slow sources, patient clients: answers arrive whole */
+	fd = connect_to(port, 0);
+	const char *slow = "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+			   "";
+	char all[4096];
+	size_t got = 0;
+	ssize_t r;
+	CHECK(send(fd, slow, strlen(slow), 0) > 0, "send");
+	while ((r = recv(fd, all + got, sizeof all - 1 - got, 0)) > 0)
+		got += (size_t)r;
+	all[got] = 0;
+	close(fd);
+	CHECK(strstr(all, "200 OK") && strstr(all, "late but whole"),
+	      "a handler slower than the timeout: '%s'", all);
+	fd = connect_to(port, 0);
+	slow = "GET /slowstream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	got = 0;
+	CHECK(send(fd, slow, strlen(slow), 0) > 0, "send");
+	while ((r = recv(fd, all + got, sizeof all - 1 - got, 0)) > 0)
+		got += (size_t)r;
+	all[got] = 0;
+	close(fd);
+	const char *c1 = strstr(all, "chunk"), *c2 = c1 ? strstr(c1 + 1, "chunk") : NULL,
+		   *c3 = c2 ? strstr(c2 + 1, "chunk") : NULL;
+	CHECK(c3 && strstr(c3, "\r\n0\r\n"), "a stream slower than the timeout: '%s'", all);
 
 	st = request(port, "POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
 	CHECK(st == 413, "body over the limit: %d", st);
