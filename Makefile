@@ -5,6 +5,9 @@
 #   make asan         build/asan/ingot    (ASan + UBSan)
 #   make test         installs test deps if missing, builds, runs every test
 #   make test-asan    the C tests under ASan + UBSan
+#   make tsan         build/tsan: the threaded tests (engine, server) under TSan
+#   make test-tsan    builds and runs them (test_engine takes > 10 min there;
+#                     `make test` runs only test_server_stream under TSan)
 #   make run          builds, pulls the default model, generates from it
 #   make fuzz         clang libFuzzer targets, FUZZ_SECONDS=N each (fuzz/run.sh)
 #
@@ -28,7 +31,14 @@ else ifeq ($(MODE),debug)
 else ifeq ($(MODE),asan)
   OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDSAN := -fsanitize=address,undefined
+else ifeq ($(MODE),tsan)
+  OPT := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+  LDSAN := -fsanitize=thread
 endif
+
+# The tests that exercise threads (engine thread + workers + callers; the
+# HTTP server's connection threads), built and run under ThreadSanitizer.
+TSAN_TESTS := test_engine test_server_stream
 
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(PKG_CFLAGS) -Isrc -pthread $(CFLAGS)
 LDLIBS_ALL = $(LDSAN) $(PKG_LIBS) -lm -pthread $(LDLIBS)
@@ -45,7 +55,8 @@ TEST_HELPER_OBJ := $(TEST_HELPERS:tests/%.c=$(BUILD)/testobj/%.o)
 TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all release debug asan test test-asan test-deps build-deps run clean tests-build fuzz
+.PHONY: all release debug asan tsan test test-asan test-tsan test-deps build-deps run clean \
+	tests-build fuzz
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -61,6 +72,8 @@ debug:
 	$(MAKE) MODE=debug all tests-build
 asan:
 	$(MAKE) MODE=asan all tests-build
+tsan:
+	$(MAKE) MODE=tsan $(TSAN_TESTS:%=build/tsan/tests/%)
 
 $(BUILD)/obj/%_avx2.o: src/%_avx2.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) $(ISA_avx2) -c $< -o $@
@@ -96,12 +109,18 @@ test-deps:
 test: test-deps
 	$(MAKE) MODE=release all tests-build
 	$(MAKE) MODE=asan tests-build
+	$(MAKE) tsan
 	./ingot pull > /dev/null
 	@tests/run.sh
 
 test-asan: test-deps
 	$(MAKE) MODE=asan tests-build
 	@INGOT_TEST_MODE=asan tests/run.sh
+
+test-tsan: test-deps
+	$(MAKE) tsan
+	./ingot pull > /dev/null
+	@INGOT_TEST_MODE=tsan INGOT_TSAN_TESTS=all tests/run.sh
 
 run: build-deps
 	$(MAKE) MODE=release all

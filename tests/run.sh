@@ -4,7 +4,8 @@
 #   tests/run.sh [FILTER]      FILTER: substring of test names to run
 #
 # C tests: build/release/tests/test_* and (unless INGOT_TEST_ASAN=0) the same
-# binaries from build/asan. Python tests: tests/test_*.py, run with the
+# binaries from build/asan, and whatever build/tsan holds (the threaded tests,
+# `make tsan`; INGOT_TEST_TSAN=0 skips them). Python tests: tests/test_*.py, run with the
 # private test packages on PYTHONPATH and the release ./ingot.
 # Each test runs from the repository root; its output goes to
 # build/test-logs/NAME.log and is shown when it fails.
@@ -33,14 +34,23 @@ run_one() { # name, command...
 
 modes=(release)
 [ "${INGOT_TEST_ASAN:-1}" != 0 ] && [ -d build/asan/tests ] && modes+=(asan)
+[ "${INGOT_TEST_TSAN:-1}" != 0 ] && [ -d build/tsan/tests ] && modes+=(tsan)
 [ "${INGOT_TEST_MODE:-}" = asan ] && modes=(asan)
+[ "${INGOT_TEST_MODE:-}" = tsan ] && modes=(tsan)
+# halt_on_error: a race fails the test (TSan's exit code 66)
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 for mode in "${modes[@]}"; do
   for bin in build/$mode/tests/test_*; do
     [ -x "$bin" ] || continue
+    # under TSan only the quick ones unless asked (test_engine takes > 10 min)
+    if [ "$mode" = tsan ] && [ "${INGOT_TSAN_TESTS:-test_server_stream}" != all ] &&
+       [[ " ${INGOT_TSAN_TESTS:-test_server_stream} " != *" $(basename "$bin") "* ]]; then
+      continue
+    fi
     run_one "$mode/$(basename "$bin")" "$bin"
   done
 done
-if [ "${INGOT_TEST_MODE:-}" != asan ]; then
+if [ -z "${INGOT_TEST_MODE:-}" ]; then
   for py in tests/test_*.py; do
     [ -f "$py" ] || continue
     run_one "py/$(basename "$py" .py)" python3 "$py"
