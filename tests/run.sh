@@ -16,7 +16,7 @@ export PYTHONPATH="${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}${PYTHONPATH:+:$P
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 LOGS=build/test-logs
-mkdir -p "$LOGS/release" "$LOGS/asan" "$LOGS/py"
+mkdir -p "$LOGS/release" "$LOGS/asan" "$LOGS/tsan" "$LOGS/py"
 pass=0; fail=0; failed=()
 
 run_one() { # name, command...
