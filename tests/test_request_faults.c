@@ -33,7 +33,7 @@ static int run(struct api *a, const char *body, bool chat, struct api_error *e)
 	if (!b)
 		return -1;
 	struct gen_request r;
-	int rc = api_gen_request_read(a, b, chat, &r, e);
+	int rc = api_gen_request_read(a, b, chat, NULL, &r, e);
 	if (!rc)
 		gen_request_free(&r);
 	cJSON_Delete(b);
