@@ -10,7 +10,7 @@
 CLANG    ?= clang
 B        := build/fuzz
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-PKGS     := libpcre2-8 libcjson libmicrohttpd
+PKGS     := libpcre2-8 libcjson libmicrohttpd libcurl
 PKG_CF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LD   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8)
 CFLAGS_F := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter $(SAN) \
