@@ -61,8 +61,9 @@ static int usage(void)
 		"                           given by --draft-model, same vocabulary;\n"
 		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
 		"      --spec-max N         longest draft per sequence per step (default 16)\n"
-		"      --mixed-prefill-tokens N   prompt tokens in a step that also decodes (default 64;\n"
-		"                           0: up to the step budget of 256): lower = steadier streams\n"
+		"      --mixed-prefill-tokens N   prompt tokens in a step that also decodes (default 0:\n"
+		"                           up to the step budget of 256); e.g. 64: steadier streams\n"
+		"                           (lower P99 inter-token latency) for less throughput\n"
 		"      --otlp-endpoint URL  export OpenTelemetry spans of requests (OTLP/HTTP\n"
 		"                           JSON; \"/v1/traces\" is added to a URL without path)\n");
 	return 2;

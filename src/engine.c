@@ -106,7 +106,7 @@ struct engine_config engine_config_default(void)
 {
 	return (struct engine_config){ .max_num_seqs = 16, .max_model_len = 4096,
 				       .step_tokens = 256, .max_waiting = 64,
-				       .mixed_prefill_tokens = 64, .runner = RUNNER_MEGA,
+				       .mixed_prefill_tokens = 0, .runner = RUNNER_MEGA,
 				       .spec = SPEC_NONE, .spec_max = 16 };
 }
 

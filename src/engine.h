@@ -48,8 +48,8 @@ struct engine_config {
 	const char *draft_model; /* SPEC_DRAFT: the draft model's path (copied) */
 };
 
-/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step (64 of prefill
- * when the step also decodes), 64 waiting,
+/* Defaults: 16 sequences, 4096 tokens, 256 tokens per step (prefill fills
+ * what decode rows leave: mixed_prefill_tokens 0), 64 waiting,
  * no speculation (spec_max 16 when turned on). */
 struct engine_config engine_config_default(void);
 
