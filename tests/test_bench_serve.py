@@ -11,9 +11,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
-results = []
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
 LABELS = [
     "============ Serving Benchmark Result ============", "Successful requests:",
@@ -30,10 +30,6 @@ LABELS = [
 ]
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
-          flush=True)
 
 
 def Server():

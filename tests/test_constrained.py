@@ -17,15 +17,11 @@ import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
 MODEL = "gemma-3-270m-q4_k_m"
-results = []
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:1500]),
-          flush=True)
 
 
 PERSON = {

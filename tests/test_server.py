@@ -27,15 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))  # e.g. build/asan/ingot
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 KEY = "test-key-123"
 MAX_LEN = 512
-results = []
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
-          flush=True)
 
 
 def Server(*extra):

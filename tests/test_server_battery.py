@@ -27,16 +27,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
 KEY = "battery-key"
 TIMEOUT_S = 3
-results = []
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:1500]),
-          flush=True)
 
 
 def raw(port, method, path, body=None, key=KEY, headers=None, timeout=60):

@@ -27,15 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
 SEQS, WAITING, MAX_LEN = 4, 4, 256
-results = []
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:1500]),
-          flush=True)
 
 
 def post(port, body, path="/v1/completions", timeout=300):

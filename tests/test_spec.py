@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
 import http.client  # noqa: E402
+from checks import check, results  # noqa: E402
 
 INGOT = serve_proc.INGOT
-results = []
 
 CODE = """def area(width, height):
     return width * height
@@ -49,10 +49,6 @@ LIST = "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. " * 3 + 
 PROSE = "The old lighthouse keeper climbed the stairs every evening"
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:1500]),
-          flush=True)
 
 
 def run(prompt, n, *extra):

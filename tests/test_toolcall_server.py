@@ -25,8 +25,8 @@ import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
-results = []
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -38,10 +38,6 @@ MODEL = "gemma-3-270m-q4_k_m"
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
-          flush=True)
 
 
 def call_ok(tc, name):

@@ -22,16 +22,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
+from checks import check, results  # noqa: E402
 
-results = []
 received = []  # (path, content type, parsed body)
 lock = threading.Lock()
 
 
-def check(name, cond, detail=""):
-    results.append(bool(cond))
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else ": " + str(detail)[:2000]),
-          flush=True)
 
 
 class Receiver(BaseHTTPRequestHandler):
