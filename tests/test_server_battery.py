@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
-from checks import check, results  # noqa: E402
+from checks import check, results, summary  # noqa: E402
 
 KEY = "battery-key"
 TIMEOUT_S = 3
@@ -373,10 +373,7 @@ def main():
         alive = srv.p.poll() is None
         srv.stop()
     check("the server never crashed", alive)
-    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
-    if not all(results):
-        print("server log:\n" + "".join(srv.log[-30:]))
-    return 0 if results and all(results) else 1
+    return summary(t0, srv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
 import http.client  # noqa: E402
-from checks import check, results  # noqa: E402
+from checks import check, results, summary  # noqa: E402
 
 INGOT = serve_proc.INGOT
 
@@ -221,8 +221,7 @@ def main():
         import traceback
         traceback.print_exc()
         check("no exception", False, repr(e))
-    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
-    return 0 if results and all(results) else 1
+    return summary(t0)
 
 
 if __name__ == "__main__":

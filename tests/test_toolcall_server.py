@@ -25,7 +25,7 @@ import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
-from checks import check, results  # noqa: E402
+from checks import check, results, summary  # noqa: E402
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather in a city.",
@@ -203,10 +203,7 @@ def main():
         check("no exception", False, repr(e))
     finally:
         srv.stop()
-    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
-    if not all(results):
-        print("server log:\n" + "".join(srv.log[-30:]))
-    return 0 if results and all(results) else 1
+    return summary(t0, srv)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_proc  # noqa: E402
-from checks import check, results  # noqa: E402
+from checks import check, results, summary  # noqa: E402
 
 received = []  # (path, content type, parsed body)
 lock = threading.Lock()
@@ -224,10 +224,7 @@ def main():
     finally:
         srv.stop()
         rx.shutdown()
-    print(f"{sum(results)}/{len(results)} checks passed in {time.time() - t0:.1f}s")
-    if not all(results):
-        print("server log:\n" + "".join(srv.log[-30:]))
-    return 0 if results and all(results) else 1
+    return summary(t0, srv)
 
 
 if __name__ == "__main__":
