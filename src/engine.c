@@ -96,7 +96,6 @@ struct engine {
 	struct spec_draft *draft; /* cfg.spec == SPEC_DRAFT */
 	char draft_path[4096];
 	int64_t spec_rows;        /* draft rows allowed per step */
-	double spec_draft_s;      /* time spent drafting */
 	struct engine_stats st_spec; /* speculation counters (engine thread) */
 	pthread_mutex_t gv_mu;    /* guards gvocab's lazy creation */
 	struct grammar_vocab *gvocab; /* token trie for constrained requests */
@@ -425,7 +424,6 @@ static int64_t add_draft(struct engine *e, int64_t n, struct req *q, int64_t roo
 	k = k < *spec_room ? k : *spec_room;
 	if (k <= 0)
 		return n;
-	double t0 = gen_now();
 	int m = 0;
 	if (!e->draft) {
 		m = spec_seq_draft(e->spec[q->slot], (int)k, q->draft);
@@ -434,7 +432,6 @@ static int64_t add_draft(struct engine *e, int64_t n, struct req *q, int64_t roo
 		if (spec_draft_propose(e->draft, q->slot, (int)k, q->draft, &m, &err))
 			m = 0; /* the draft model failed (its KV is full): no draft */
 	}
-	e->spec_draft_s += gen_now() - t0;
 	for (int j = 0; j < m; j++, n++) {
 		int64_t p = q->n_computed + 1 + j;
 		e->b_tok[n] = q->draft[j];
@@ -833,12 +830,12 @@ static int setup(struct engine *e, ing_err *err)
 	if (c->spec == SPEC_NONE)
 		return ING_OK;
 	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */
-	e->spec = ing_calloc((size_t)c->max_num_seqs, sizeof *e->spec);
-	if (!e->spec)
-		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	if (c->spec == SPEC_DRAFT)
 		return spec_draft_create(e->draft_path, e->tk, e->pool, c->runner, c->max_model_len,
 					 c->max_num_seqs, c->spec_max, &e->draft, err);
+	e->spec = ing_calloc((size_t)c->max_num_seqs, sizeof *e->spec);
+	if (!e->spec)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	if (c->spec == SPEC_SUFFIX && (rc = spec_cache_create(0, &e->spec_cache, err)))
 		return rc;
 	for (int i = 0; i < c->max_num_seqs; i++)

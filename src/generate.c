@@ -1,7 +1,6 @@
 /* generate.c — see generate.h. */
 #include "generate.h"
 
-#include <string.h>
 #include <time.h>
 
 #include "kv.h"
