@@ -28,6 +28,7 @@ struct act_buf {
 	unsigned need;               /* bitmask of enum act_fmt */
 	uint8_t *q[FMT_COUNT];       /* [max_rows][row_bytes[f]] */
 	size_t row_bytes[FMT_COUNT];
+	void *packed;                /* the Q8_0 rows regrouped for gemm kernels, or NULL */
 };
 
 struct fwd {
@@ -85,16 +86,30 @@ static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
 		if (!a->q[f])
 			return ING_ERR_NOMEM;
 	}
+	if ((a->need & (1u << FMT_Q8_0)) && rows >= QUANT_GEMM_GROUP) {
+		size_t bytes = quant_gemm_pack_bytes(n, rows);
+		if (bytes == 0)
+			return ING_ERR_UNSUPPORTED;
+		a->packed = ing_malloc(bytes);
+		if (!a->packed)
+			return ING_ERR_NOMEM;
+	}
 	return ING_OK;
 }
 
-/* Quantizes row x into every format source a needs, at slot `row`. */
-static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, const float *x)
+/* Quantizes row x into every format source a needs, at slot `row` of a
+ * batch of T rows; a row of a full group of QUANT_GEMM_GROUP is also packed
+ * for the gemm kernels (rows after the last full group are read plain). */
+static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, int64_t T,
+		      const float *x)
 {
 	for (int fm = 0; fm < FMT_COUNT; fm++)
 		if (a->need & (1u << fm))
 			ops_quantize_act(f->k, fmt_qtype[fm], x, a->q[fm] + (size_t)row * a->row_bytes[fm],
 					 a->n);
+	if (a->packed && row < T - T % QUANT_GEMM_GROUP)
+		quant_gemm_pack_row(a->q[FMT_Q8_0] + (size_t)row * a->row_bytes[FMT_Q8_0], a->n, row,
+				    a->packed);
 }
 
 static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
@@ -102,7 +117,8 @@ static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_sr
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], T, y, y_stride, r0, r1);
+	const void *packed = fm == FMT_Q8_0 ? a->packed : NULL;
+	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], packed, T, y, y_stride, r0, r1);
 }
 
 /* ---- create / destroy ---- */
@@ -207,9 +223,11 @@ void fwd_destroy(struct fwd *f)
 			 f->logits, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
-	for (int s = 0; s < SRC_COUNT; s++)
+	for (int s = 0; s < SRC_COUNT; s++) {
 		for (int fm = 0; fm < FMT_COUNT; fm++)
 			ing_free(f->act[s].q[fm]);
+		ing_free(f->act[s].packed);
+	}
 	ing_free(f);
 }
 
@@ -353,7 +371,7 @@ static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 			finish_ffn(f, il - 1, t);
 		float *xb = f->xb + t * D;
 		ops_rmsnorm(xb, f->x + t * D, vec(f->m->layers[il].attn_norm), D, (float)f->hp->eps);
-		act_store(f, &f->act[SRC_ATTN_IN], t, xb);
+		act_store(f, &f->act[SRC_ATTN_IN], t, f->n, xb);
 	}
 }
 
@@ -446,7 +464,7 @@ static void exec_ffn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 			ops_rmsnorm(tmp, tmp, vec(l->post_attn_norm), D, eps);
 		ops_add(x, tmp, D);
 		ops_rmsnorm(xb, x, vec(l->ffn_norm), D, eps);
-		act_store(f, &f->act[SRC_FFN_IN], t, xb);
+		act_store(f, &f->act[SRC_FFN_IN], t, f->n, xb);
 	}
 }
 
@@ -468,7 +486,7 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 		finish_ffn(f, (int32_t)f->hp->n_layer - 1, t);
 		float *xb = f->xb + t * D;
 		ops_rmsnorm(xb, f->x + t * D, vec(f->m->output_norm), D, (float)f->hp->eps);
-		act_store(f, &f->act[SRC_OUT], o, xb);
+		act_store(f, &f->act[SRC_OUT], o, f->n_out, xb);
 	}
 }
 
@@ -496,14 +514,14 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 	case OP_ATTN: exec_attn(f, il, u0, u1, ith); break;
 	case OP_ATTN_QUANT:
 		for (int64_t t = u0; t < u1; t++)
-			act_store(f, &f->act[SRC_ATTN_OUT], t, f->att + t * f->Datt);
+			act_store(f, &f->act[SRC_ATTN_OUT], t, f->n, f->att + t * f->Datt);
 		break;
 	case OP_WO: matmul(f, l->wo, SRC_ATTN_OUT, f->n, f->tmp, D, u0, u1); break;
 	case OP_FFN_IN: exec_ffn_in(f, il, u0, u1); break;
 	case OP_GATE_UP: exec_gate_up(f, il, u0, u1); break;
 	case OP_FFN_QUANT:
 		for (int64_t t = u0; t < u1; t++)
-			act_store(f, &f->act[SRC_FFN_HID], t, f->hb + t * f->hp->n_ff);
+			act_store(f, &f->act[SRC_FFN_HID], t, f->n, f->hb + t * f->hp->n_ff);
 		break;
 	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1); break;
 	case OP_OUT_IN: exec_out_in(f, u0, u1); break;

@@ -49,11 +49,17 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 #define MATMUL_TILE 32
 
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
-		     size_t xq_stride, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1)
+		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
+		     int64_t r0, int64_t r1)
 {
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	const uint8_t *w = (const uint8_t *)W->data;
+	if (k->gemm[W->type]) {
+		k->gemm[W->type](n, w, row_bytes, r0, r1, xq, xq_stride,
+				 T >= QUANT_GEMM_GROUP ? packed : NULL, T, y, y_stride);
+		return;
+	}
 	float s[QUANT_MULTI_MAX];
 	/* Tokens in tiles of MATMUL_TILE rows (their activations stay in L1
 	 * while the thread's weight rows stream from L2); within a tile each

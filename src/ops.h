@@ -31,9 +31,12 @@ size_t ops_act_row_bytes(enum qtype act, int64_t n);
 /* Matrix product over weight rows [r0, r1):
  *   y[t * y_stride + r] = W[r,:] . x_t   for t in [0, T)
  * where x_t = xq + t * xq_stride is activation row t already in W's act
- * format. W is [rows, n] of any supported type. */
+ * format. W is [rows, n] of any supported type. packed holds the same rows
+ * regrouped by quant_gemm_pack_row (needed where k has a gemm kernel for
+ * W's type and T >= QUANT_GEMM_GROUP; NULL otherwise). */
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
-		     size_t xq_stride, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1);
+		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
+		     int64_t r0, int64_t r1);
 
 /* Row `row` of an embedding table [V, D] into out[D] (dequantized). */
 void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);

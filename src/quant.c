@@ -178,8 +178,10 @@ static void tables_build(void)
 			continue;
 		kernels_fill_ref(k);
 #ifdef QUANT_X86
-		if (i >= QUANT_ISA_AVX2)
+		if (i >= QUANT_ISA_AVX2) {
 			quant_avx2_register(k);
+			quant_gemm_avx2_register(k);
+		}
 		if (i >= QUANT_ISA_AVX512)
 			quant_avx512_register(k);
 #endif
@@ -198,6 +200,35 @@ const struct quant_kernels *quant_kernels_best(void)
 {
 	const struct quant_kernels *k = quant_kernels_get(quant_isa_detect());
 	return k ? k : quant_kernels_get(QUANT_ISA_SCALAR);
+}
+
+/* ---- packed activation groups ---- */
+
+size_t quant_gemm_pack_bytes(int64_t n, int64_t rows)
+{
+	if (n <= 0 || rows < 0 || n % QK != 0)
+		return 0;
+	uint64_t groups = ((uint64_t)rows + QUANT_GEMM_GROUP - 1) / QUANT_GEMM_GROUP;
+	uint64_t blocks = (uint64_t)n / QK;
+	if (groups != 0 && blocks > SIZE_MAX / sizeof(struct quant_gemm_block) / groups)
+		return 0;
+	return (size_t)(groups * blocks * sizeof(struct quant_gemm_block));
+}
+
+void quant_gemm_pack_row(const void *row, int64_t n, int64_t t, void *packed)
+{
+	const struct block_q8_0 *a = row;
+	const int64_t nb = n / QK;
+	struct quant_gemm_block *g = (struct quant_gemm_block *)packed + (t / QUANT_GEMM_GROUP) * nb;
+	const int l = (int)(t % QUANT_GEMM_GROUP);
+	for (int64_t b = 0; b < nb; b++) {
+		for (int k = 0; k < QK / 2; k++) {
+			uint32_t lo = (uint16_t)(int16_t)a[b].qs[2 * k];
+			uint32_t hi = (uint16_t)(int16_t)a[b].qs[2 * k + 1];
+			g[b].pairs[k][l] = (int32_t)(lo | hi << 16);
+		}
+		g[b].d[l] = fp16_to_f32(a[b].d);
+	}
 }
 
 /* ---- multi-row dot ---- */

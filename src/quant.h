@@ -118,13 +118,42 @@ typedef void (*quant_quantize_fn)(const float *x, void *dst, int64_t n);
 typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const void *a,
 				   size_t a_stride, int ncols);
 
+/* ---- matrix kernels (weights x a batch of activation rows) ----
+ *
+ * A gemm kernel multiplies weight rows r0 .. r1-1 (w_stride bytes apart
+ * from w, row r at w + r * w_stride) by T activation rows (the first at a,
+ * a_stride bytes apart) into y[t * y_stride + r]. Each result is bit for
+ * bit what the same table's dot entry gives for that row pair alone, for
+ * any T, r0 and r1: a token's logits do not depend on its batch.
+ *
+ * Besides the plain rows, the kernels read the rows of every full group of
+ * QUANT_GEMM_GROUP tokens (rows 0 .. T - T % QUANT_GEMM_GROUP) regrouped by
+ * quant_gemm_pack_row into `packed` (NULL when T < QUANT_GEMM_GROUP).
+ * Only Q8_0 activation rows are packed today. */
+#define QUANT_GEMM_GROUP 8
+
+typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			      const void *a, size_t a_stride, const void *packed, int64_t T,
+			      float *y, int64_t y_stride);
+
+/* Bytes of a packed buffer for `rows` Q8_0 activation rows of n elements
+ * (n a multiple of 32); 0 on overflow. */
+size_t quant_gemm_pack_bytes(int64_t n, int64_t rows);
+
+/* Writes Q8_0 activation row t (n elements at row) into its place in
+ * packed. Rows of one group may be written by different threads: each
+ * writes only its own words. */
+void quant_gemm_pack_row(const void *row, int64_t n, int64_t t, void *packed);
+
 /* One kernel table per ISA. A NULL dot entry means "use the reference"; a
  * NULL dot_multi entry means "call dot once per row" (quant_dot_multi does
- * that, so callers need not care). */
+ * that, so callers need not care); a NULL gemm entry means the type has no
+ * matrix kernel (callers use quant_dot_multi). */
 struct quant_kernels {
 	enum quant_isa isa;
 	quant_dot_fn dot[QTYPE_COUNT];               /* indexed by weight type */
 	quant_dot_multi_fn dot_multi[QTYPE_COUNT];   /* indexed by weight type */
+	quant_gemm_fn gemm[QTYPE_COUNT];             /* indexed by weight type */
 	quant_quantize_fn quantize_act[QTYPE_COUNT]; /* indexed by act type */
 };
 

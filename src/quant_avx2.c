@@ -19,14 +19,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "quant_int.h"
+#include "quant_avx2_int.h"
 
 /* ---- helpers ---- */
-
-static inline float half_load(uint16_t h)
-{
-	return _cvtsh_ss(h);
-}
 
 /* The fp16 at p, where at least 4 bytes are readable from p (a scale at the
  * start of a block): a plain 32-bit load instead of a word insert, which
@@ -59,56 +54,15 @@ static inline float hsum_ps128(__m128 s)
 	return _mm_cvtss_f32(s);
 }
 
-static inline int hsum_epi32(__m256i v)
-{
-	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-	s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-	return _mm_cvtsi128_si32(s);
-}
-
-static inline __m256i load256(const void *p)
-{
-	return _mm256_loadu_si256((const __m256i *)p);
-}
-
-static inline __m128i load128(const void *p)
-{
-	return _mm_loadu_si128((const __m128i *)p);
-}
-
 /* Unsigned bytes x (< 64) * signed bytes y, grouped by four into int32. */
 static inline __m256i dot_u8_i8(__m256i x, __m256i y)
 {
 	return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
-/* 16 packed bytes of nibbles -> 32 bytes: element e < 16 is the low nibble
- * of byte e, element e >= 16 the high nibble of byte e - 16. */
-static inline __m256i nibbles_expand(const uint8_t *qs)
-{
-	__m256i t = _mm256_broadcastsi128_si256(load128(qs));
-	__m256i v = _mm256_blend_epi32(t, _mm256_srli_epi16(t, 4), 0xf0);
-	return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-}
-
-/* Bit e of the 32-bit word at qh -> byte e is 0xff when set, else 0. */
-static inline __m256i bits_expand(const uint8_t *qh)
-{
-	uint32_t x;
-	memcpy(&x, qh, sizeof x);
-	__m256i v = _mm256_set1_epi32((int)x);
-	const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-						 0x0101010101010101, 0x0000000000000000);
-	v = _mm256_shuffle_epi8(v, spread); /* byte e = byte e/8 of x */
-	/* byte e: all bits but bit e%8 set, so the OR is all ones iff that bit is */
-	v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-	return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
-}
-
 /* ---- multi-row kernels ----
  *
- * The kernels with a dot_multi twin (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K) are one
+ * The kernels with a dot_multi twin (Q4_K, Q6_K) are one
  * always-inlined body over nc activation rows each (see "multi-row kernels"
  * in quant_int.h): dot is its nc = 1 instance. */
 
@@ -117,144 +71,10 @@ static inline __m256i bits_expand(const uint8_t *qh)
  * first, which spills them (8% slower for Q4_K, 4 rows). */
 #define SUM_BARRIER(v) __asm__("" : "+x"(v))
 
-/* ---- legacy 32-element blocks ---- */
-
-/* Signed quants of one Q4_0 block: nibble - 8. */
-static inline __m256i q4_0_quants(const struct block_q4_0 *b)
-{
-	return _mm256_sub_epi8(nibbles_expand(b->qs), _mm256_set1_epi8(8));
-}
-
-/* Signed quants of one Q5_0 block: (nibble | bit << 4) - 16, i.e. the
- * nibble where the bit is set and nibble - 16 (= nibble | 0xf0) where not. */
-static inline __m256i q5_0_quants(const struct block_q5_0 *b)
-{
-	__m256i hi = _mm256_andnot_si256(bits_expand(b->qh), _mm256_set1_epi8((char)0xf0));
-	return _mm256_or_si256(nibbles_expand(b->qs), hi);
-}
-
-/* Block i of a Q4_0 / Q5_0 / Q8_0 row (all start with their fp16 d). */
-ALWAYS_INLINE const void *legacy_block(enum qtype t, const void *w, int64_t i)
-{
-	switch (t) {
-	case QTYPE_Q4_0: return (const struct block_q4_0 *)w + i;
-	case QTYPE_Q5_0: return (const struct block_q5_0 *)w + i;
-	default: return (const struct block_q8_0 *)w + i;
-	}
-}
-
-/* Its 32 quants as signed bytes. */
-ALWAYS_INLINE __m256i legacy_quants(enum qtype t, const void *w, int64_t i)
-{
-	switch (t) {
-	case QTYPE_Q4_0: return q4_0_quants((const struct block_q4_0 *)w + i);
-	case QTYPE_Q5_0: return q5_0_quants((const struct block_q5_0 *)w + i);
-	default: return load256(((const struct block_q8_0 *)w)[i].qs);
-	}
-}
-
-/* The int32 lanes of one block's dot (lane j: elements 4j .. 4j+3): q the
- * signed weight quants, q_abs = |q| (shared by the rows), qa the row's. */
-static inline __m256i legacy_block_dot(__m256i q, __m256i q_abs, const int8_t *qa)
-{
-	__m256i p = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(load256(qa), q));
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-/* The same lanes for one row alone, one instruction shorter: q = nib - off
- * with nib the unsigned nibbles and off 8 (Q4_0) or 16 where the 5th bit is
- * clear (Q5_0), so q.a = nib.a - off.a, both by maddubs (|pair sums| <=
- * 2 * 16 * 127, no saturation). With several rows the sign form is shorter:
- * |q| is shared there and each row pays one vpsignb, not a second maddubs. */
-ALWAYS_INLINE __m256i legacy_block_dot1(enum qtype t, const void *w, int64_t i, const int8_t *qa)
-{
-	__m256i nib, off;
-	if (t == QTYPE_Q4_0) {
-		nib = nibbles_expand(((const struct block_q4_0 *)w)[i].qs);
-		off = _mm256_set1_epi8(8);
-	} else {
-		const struct block_q5_0 *b = (const struct block_q5_0 *)w + i;
-		nib = nibbles_expand(b->qs);
-		off = _mm256_andnot_si256(bits_expand(b->qh), _mm256_set1_epi8(16));
-	}
-	__m256i x = load256(qa);
-	__m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(nib, x), _mm256_maddubs_epi16(off, x));
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-/* d_w * d_a of block i for rows 0 .. nc-1 into ds[0 .. nc), by one
- * vcvtph2ps and one vmulps (which round each lane as a vmulss per row
- * would). The rows' fp16 scales are packed in a general register: the
- * integer unit is idle here, and packing them in vector registers costs
- * more than the conversions it saves. */
-ALWAYS_INLINE void legacy_scales(__m128 dw, const void *a, size_t a_stride, int64_t i, int nc,
-				 float ds[QUANT_MULTI_MAX])
-{
-	uint64_t h = 0;
-	FOR_COLS(c, nc) {
-		uint64_t x = ACT_ROW(struct block_q8_0, a, a_stride, c)[i].d;
-		__asm__("" : "+r"(x)); /* or GCC vectorizes the packing */
-		h |= x << 16 * c;
-	}
-	__m128 da = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
-	_mm_storeu_ps(ds, _mm_mul_ps(_mm_broadcastss_ps(dw), da));
-}
-
-/* Block i of a Q4_0 / Q5_0 / Q8_0 row against every row: acc[c] += the
- * block's int32 lanes scaled by d_w * d_a. From 3 rows on, the scale
- * products come from legacy_scales; below, one vmulss each. */
-ALWAYS_INLINE void legacy_block_rows(enum qtype t, const void *w, int64_t i, const void *a,
-				     size_t a_stride, int nc, __m256 *acc)
-{
-	__m128 dw = half_load4(legacy_block(t, w, i));
-	if (nc == 1 && t != QTYPE_Q8_0) {
-		const struct block_q8_0 *ac = a;
-		__m256i p = legacy_block_dot1(t, w, i, ac[i].qs);
-		__m256 d = _mm256_broadcastss_ps(_mm_mul_ss(dw, half_load4(&ac[i])));
-		acc[0] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[0]);
-		return;
-	}
-	__m256i q = legacy_quants(t, w, i), q_abs = _mm256_sign_epi8(q, q);
-	float ds[QUANT_MULTI_MAX];
-	if (nc > 2)
-		legacy_scales(dw, a, a_stride, i, nc, ds);
-	FOR_COLS(c, nc) {
-		const struct block_q8_0 *ac = ACT_ROW(struct block_q8_0, a, a_stride, c);
-		__m256 d = nc > 2 ? _mm256_broadcast_ss(&ds[c])
-				  : _mm256_broadcastss_ps(_mm_mul_ss(dw, half_load4(&ac[i])));
-		__m256i p = legacy_block_dot(q, q_abs, ac[i].qs);
-		acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
-	}
-}
-
-/* Q4_0, Q5_0, Q8_0 weights of type t against Q8_0 activation rows: per block
- * the exact int32 lanes, scaled by d_w * d_a with one FMA, even blocks into
- * acc0 and odd ones into acc1 (two dependency chains), one reduction. */
-ALWAYS_INLINE void legacy_dot_rows(enum qtype t, int64_t n, float *out, const void *w,
-				   const void *a, size_t a_stride, int nc)
-{
-	int64_t nb = n / QK, i = 0;
-	__m256 acc0[QUANT_MULTI_MAX], acc1[QUANT_MULTI_MAX];
-	FOR_COLS(c, nc) {
-		acc0[c] = _mm256_setzero_ps();
-		acc1[c] = _mm256_setzero_ps();
-	}
-	for (; i + 1 < nb; i += 2) {
-		legacy_block_rows(t, w, i, a, a_stride, nc, acc0);
-		legacy_block_rows(t, w, i + 1, a, a_stride, nc, acc1);
-	}
-	if (i < nb)
-		legacy_block_rows(t, w, i, a, a_stride, nc, acc0);
-	FOR_COLS(c, nc)
-		out[c] = hsum_ps(_mm256_add_ps(acc0[c], acc1[c]));
-}
-
-#define Q8_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q8_0, n, out, w, a, s, nc)
-#define Q4_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q4_0, n, out, w, a, s, nc)
-#define Q5_0_ROWS(n, out, w, a, s, nc) legacy_dot_rows(QTYPE_Q5_0, n, out, w, a, s, nc)
-DOT_AND_MULTI(q8_0, Q8_0_ROWS)
-DOT_AND_MULTI(q4_0, Q4_0_ROWS)
-DOT_AND_MULTI(q5_0, Q5_0_ROWS)
+/* ---- legacy 32-element blocks ----
+ *
+ * Q4_0, Q5_0 and Q8_0 are in quant_gemm_avx2.c (a dot and a matrix kernel
+ * sharing one arithmetic). */
 
 /* Q4_1 and Q5_1 against Q8_1: unsigned quants, value = q*d + m; the min
  * term m * s uses the activation block's s = d * sum(q). */
@@ -759,19 +579,13 @@ void quant_avx2_register(struct quant_kernels *k)
 	k->dot[QTYPE_F32] = dot_f32;
 	k->dot[QTYPE_F16] = dot_f16;
 	k->dot[QTYPE_BF16] = dot_bf16;
-	k->dot[QTYPE_Q4_0] = dot_q4_0;
 	k->dot[QTYPE_Q4_1] = dot_q4_1;
-	k->dot[QTYPE_Q5_0] = dot_q5_0;
 	k->dot[QTYPE_Q5_1] = dot_q5_1;
-	k->dot[QTYPE_Q8_0] = dot_q8_0;
 	k->dot[QTYPE_Q2_K] = dot_q2_K;
 	k->dot[QTYPE_Q3_K] = dot_q3_K;
 	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q5_K] = dot_q5_K;
 	k->dot[QTYPE_Q6_K] = dot_q6_K;
-	k->dot_multi[QTYPE_Q4_0] = dot_multi_q4_0;
-	k->dot_multi[QTYPE_Q5_0] = dot_multi_q5_0;
-	k->dot_multi[QTYPE_Q8_0] = dot_multi_q8_0;
 	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
 	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
 	k->quantize_act[QTYPE_Q8_0] = quantize_q8_0;

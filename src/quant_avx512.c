@@ -371,4 +371,7 @@ void quant_avx512_register(struct quant_kernels *k)
 	k->dot_multi[QTYPE_Q5_0] = dot_multi_q5_0;
 	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
 	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
+	/* the AVX2 matrix kernels follow the AVX2 dot, not these */
+	k->gemm[QTYPE_Q8_0] = NULL;
+	k->gemm[QTYPE_Q5_0] = NULL;
 }

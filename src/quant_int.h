@@ -99,6 +99,19 @@ void quant_k4_scales_unpack(const uint8_t packed[12], uint8_t sc[8], uint8_t mn[
 /* Same for Q3_K: 16 scales with the bias of 32 already removed. */
 void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
 
+/* ---- packed activation groups (quant_gemm_pack_row) ----
+ *
+ * Group g (tokens 8g .. 8g+7) is QUANT_GEMM_BLOCK_BYTES per 32-element
+ * block b, in block order: 16 x 8 int32 (pair k of token l at [k][l]: its
+ * elements 2k and 2k+1 as int16, low half first), then the 8 tokens' block
+ * scales as float. So a vpmaddwd of one broadcast weight pair against row k
+ * gives the 8 tokens' products of two elements. */
+struct quant_gemm_block {
+	int32_t pairs[QK / 2][QUANT_GEMM_GROUP];
+	float d[QUANT_GEMM_GROUP];
+};
+static_assert(sizeof(struct quant_gemm_block) == 544, "packed block layout");
+
 /* ---- multi-row kernels (the ISA files' dot_multi entries) ----
  *
  * A kernel with a dot_multi twin is written once, as an always-inlined body
@@ -144,6 +157,7 @@ void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
 /* Fill the non-NULL entries an ISA file provides. Only called by quant.c
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
+void quant_gemm_avx2_register(struct quant_kernels *k);
 void quant_avx512_register(struct quant_kernels *k);
 
 #endif

@@ -702,6 +702,93 @@ static void test_dot_multi(const struct quant_kernels *k)
 	free(x), free(wd), free(ad), free(w), free(a);
 }
 
+/* ---- matrix kernels ---- */
+
+#define GEMM_ROWS 41   /* weight rows: several 8-row tiles plus a tail */
+#define GEMM_TOKENS 27 /* activation rows: three full groups of 8 plus 3 */
+
+/* One gemm call over rows [r0, r1) and T tokens: every result bit-identical
+ * to the table's dot for that pair, nothing written outside the range. */
+static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
+		       size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
+		       int64_t T, int64_t r0, int64_t r1, const char *what)
+{
+	static float y[GEMM_TOKENS * GEMM_ROWS];
+	const float canary = -12345.5f;
+	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
+		y[i] = canary;
+	k->gemm[t](n, w, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_GROUP ? packed : NULL, T, y,
+		   GEMM_ROWS);
+	int bad = 0, outside = 0;
+	float got = 0, want = 0;
+	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
+		for (int64_t r = 0; r < GEMM_ROWS; r++) {
+			float v = y[tk * GEMM_ROWS + r];
+			if (tk >= T || r < r0 || r >= r1) {
+				outside += v != canary;
+				continue;
+			}
+			float one;
+			k->dot[t](n, &one, w + (size_t)r * w_stride, a + (size_t)tk * a_stride);
+			if (memcmp(&v, &one, sizeof v) != 0 && bad++ == 0)
+				got = v, want = one;
+		}
+	CHECK(bad == 0, "%s %s gemm n=%lld T=%lld rows [%lld,%lld) %s: %d results differ from dot "
+	      "(first %.9g vs %.9g)", quant_isa_name(k->isa), qtype_traits(t)->name, (long long)n,
+	      (long long)T, (long long)r0, (long long)r1, what, bad, got, want);
+	CHECK(outside == 0, "%s %s gemm T=%lld rows [%lld,%lld): %d writes outside the range",
+	      quant_isa_name(k->isa), qtype_traits(t)->name, (long long)T, (long long)r0,
+	      (long long)r1, outside);
+}
+
+/* Every type with a gemm kernel: quantized and random-bit weights, several
+ * n, every T from 0 to GEMM_TOKENS (no group, partial and full groups,
+ * leftover tokens) and row ranges that start and end off the 8-row tiles. */
+static void test_gemm(const struct quant_kernels *k)
+{
+	static const int64_t blocks[] = { 1, 3, 20 };
+	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 8, 16 }, { 5, 9 }, { 2, 2 } };
+	const int64_t nmax = 20 * QK;
+	float *x = malloc(nmax * sizeof *x);
+	size_t w_stride = row_bytes(QTYPE_Q8_0, nmax) + 6, a_stride = row_bytes(QTYPE_Q8_0, nmax) + 4;
+	uint8_t *w = malloc(GEMM_ROWS * w_stride), *a = malloc(GEMM_TOKENS * a_stride);
+	void *packed = malloc(quant_gemm_pack_bytes(nmax, GEMM_TOKENS));
+	int kernels = 0;
+	for (size_t ti = 0; ti < N_TYPES; ti++) {
+		enum qtype t = all_types[ti];
+		if (!k->gemm[t])
+			continue;
+		kernels++;
+		CHECK(qtype_traits(t)->act_type == QTYPE_Q8_0, "%s gemm: activations not Q8_0",
+		      qtype_traits(t)->name);
+		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+			int64_t n = blocks[bi] * QK;
+			for (int rb = 0; rb < 2; rb++) {
+				for (int r = 0; r < GEMM_ROWS; r++) {
+					fill_data(x, n);
+					weights_make(t, x, w + (size_t)r * w_stride, n, rb);
+				}
+				memset(packed, 0xcd, quant_gemm_pack_bytes(n, GEMM_TOKENS));
+				for (int tk = 0; tk < GEMM_TOKENS; tk++) {
+					fill_data(x, n);
+					if (tk == 9)
+						memset(x, 0, (size_t)n * sizeof *x);
+					quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
+					quant_gemm_pack_row(a + (size_t)tk * a_stride, n, tk, packed);
+				}
+				const char *what = rb ? "random bits" : "quantized";
+				for (int64_t T = 0; T <= GEMM_TOKENS; T++)
+					for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
+						gemm_check(k, t, n, w, w_stride, a, a_stride, packed, T,
+							   ranges[ri][0], ranges[ri][1], what);
+			}
+		}
+	}
+	if (k->isa != QUANT_ISA_SCALAR)
+		printf("  %d types with gemm kernels\n", kernels);
+	free(x), free(w), free(a), free(packed);
+}
+
 static void test_simd_quantize(const struct quant_kernels *k)
 {
 	static const enum qtype acts[] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K };
@@ -786,6 +873,7 @@ static void test_avx512_emulated(void)
 		quant_avx512_simde_register(&k);
 		printf("testing avx2 + emulated avx512 table composition\n");
 		test_dot_multi(&k);
+		test_gemm(&k);
 	}
 #else
 	printf("SKIP avx512 emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
@@ -819,6 +907,7 @@ int main(void)
 		test_simd_dot(k);
 		test_simd_quantize(k);
 		test_dot_multi(k);
+		test_gemm(k);
 	}
 	test_avx512_emulated();
 	return check_summary("test_quant");
