@@ -110,18 +110,27 @@ ALWAYS_INLINE float dot_one(enum qtype t, int64_t n, const void *w, const void *
 /* Software prefetch distance in rows (two tiles of 8 ahead). */
 #define ROWS8_PREFETCH 16
 
-/* pf: the tile to prefetch while this one computes (NULL for none), a few
- * lines per block so the requests spread over the pass. */
+/* While block i of a pass over a tile computes, the slice i of the
+ * 8-row tile at pf (NULL: none) is prefetched: a few lines per block, so
+ * the requests spread over the pass instead of filling the miss buffers in
+ * one burst. */
+ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, int64_t i)
+{
+	if (!pf)
+		return;
+	const size_t tile_bytes = 8 * w_stride;
+	const size_t step = (tile_bytes / 64 + (size_t)nb) / (size_t)nb * 64; /* lines per block, rounded up */
+	for (size_t o = (size_t)i * step; o < (size_t)(i + 1) * step && o < tile_bytes; o += 64)
+		_mm_prefetch(pf + o, _MM_HINT_T0);
+}
+
 ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			 const struct block_q8_0 *a, float *y, const char *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
-	const size_t tile_bytes = 8 * w_stride, pf_step = (tile_bytes / 64 + n / QK) / (n / QK) * 64;
 	__m256 acc = _mm256_setzero_ps();
 	for (int64_t i = 0; i < n / QK; i++) {
-		if (pf)
-			for (size_t o = (size_t)i * pf_step; o < (size_t)(i + 1) * pf_step && o < tile_bytes; o += 64)
-				_mm_prefetch(pf + o, _MM_HINT_T0);
+		prefetch_slice(pf, w_stride, n / QK, i);
 		__m256i x = load256(a[i].qs);
 #define ROW_LANES(j) block_lanes(legacy_quants(t, w0 + (j) * w_stride, i), x)
 		__m256i s03 = sum_pairs64(sum_pairs32(ROW_LANES(0), ROW_LANES(1)),
@@ -149,13 +158,14 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 /* ---- tok8: 4 weight rows, 8 tokens ---- */
 
 ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			const struct quant_gemm_block *g, float *y, int64_t y_stride)
+			const struct quant_gemm_block *g, float *y, int64_t y_stride, const char *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	/* the current block of the 4 rows as int16, read back as pairs */
 	int32_t wp[4][QK / 2] __attribute__((aligned(32)));
 	__m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
 	for (int64_t i = 0; i < n / QK; i++) {
+		prefetch_slice(pf, w_stride, n / QK, i);
 		for (int j = 0; j < 4; j++) {
 			__m256i q = legacy_quants(t, w0 + j * w_stride, i);
 			_mm256_store_si256((__m256i *)wp[j], _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
@@ -197,36 +207,43 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 
 /* ---- the matrix kernel ---- */
 
+/* Token groups per pass over the rows: 4 groups of packed activations are
+ * 43 KB for a 640-wide row, which stay in L2 while the weights stream. */
+#define GEMM_TILE_GROUPS 4
+
 /* Rows in tiles of 8: each tile (8 x 680 bytes for the default model's LM
- * head) stays in L1 while every group of tokens and then every leftover
- * token passes over it, so the weights stream from memory once per call;
- * the tile two ahead is prefetched. Rows past the last full tile go
- * through dot_one. */
+ * head) stays in L1 while every group of tokens of the current token tile,
+ * and then every leftover token, passes over it; the tile two ahead is
+ * prefetched during the first pass. Rows past the last full tile go
+ * through dot_one. With more than GEMM_TILE_GROUPS groups (prefill) the
+ * weights are read once per token tile. */
 ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			     int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			     float *y, int64_t y_stride)
 {
 	const int64_t groups = packed ? T / QUANT_GEMM_GROUP : 0;
 	const int64_t nb = n / QK;
-	const size_t tile_bytes = 8 * w_stride;
-	int64_t r = r0;
-	for (; r + 8 <= r1; r += 8) {
-		const char *pf = r + ROWS8_PREFETCH + 8 <= r1 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
-							     : NULL;
-		if (pf && groups > 0) /* tok8 passes take long enough for a burst */
-			for (size_t o = 0; o < tile_bytes; o += 64)
-				_mm_prefetch(pf + o, _MM_HINT_T0);
-		for (int64_t gi = 0; gi < groups; gi++) {
-			const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + gi * nb;
-			float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
-			tok8(t, n, w, w_stride, r, g, yg, y_stride);
-			tok8(t, n, w, w_stride, r + 4, g, yg, y_stride);
+	const int64_t r_end = r1 - (r1 - r0) % 8;
+	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
+		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
+		const int64_t t_left = g1 == groups ? groups * QUANT_GEMM_GROUP : T; /* leftover tokens */
+		for (int64_t r = r0; r < r_end; r += 8) {
+			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
+						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
+						 : NULL;
+			for (int64_t gi = g0; gi < g1; gi++) {
+				const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + gi * nb;
+				float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
+				tok8(t, n, w, w_stride, r, g, yg, y_stride, gi == g0 ? pf : NULL);
+				tok8(t, n, w, w_stride, r + 4, g, yg, y_stride, NULL);
+			}
+			for (int64_t tk = t_left; tk < T; tk++)
+				rows8(t, n, w, w_stride, r,
+				      (const struct block_q8_0 *)((const uint8_t *)a + tk * a_stride),
+				      y + tk * y_stride, g1 == g0 && tk == t_left ? pf : NULL);
 		}
-		for (int64_t tk = groups * QUANT_GEMM_GROUP; tk < T; tk++)
-			rows8(t, n, w, w_stride, r, (const struct block_q8_0 *)((const uint8_t *)a + tk * a_stride),
-			      y + tk * y_stride, groups == 0 && tk == 0 ? pf : NULL);
 	}
-	for (; r < r1; r++)
+	for (int64_t r = r_end; r < r1; r++)
 		for (int64_t tk = 0; tk < T; tk++)
 			y[tk * y_stride + r] =
 				dot_one(t, n, WROW(w, w_stride, r), (const uint8_t *)a + tk * a_stride);

@@ -705,7 +705,7 @@ static void test_dot_multi(const struct quant_kernels *k)
 /* ---- matrix kernels ---- */
 
 #define GEMM_ROWS 41   /* weight rows: several 8-row tiles plus a tail */
-#define GEMM_TOKENS 27 /* activation rows: three full groups of 8 plus 3 */
+#define GEMM_TOKENS 45 /* activation rows: five full groups of 8 plus 5 */
 
 /* One gemm call over rows [r0, r1) and T tokens: every result bit-identical
  * to the table's dot for that pair, nothing written outside the range. */
@@ -742,8 +742,9 @@ static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, c
 }
 
 /* Every type with a gemm kernel: quantized and random-bit weights, several
- * n, every T from 0 to GEMM_TOKENS (no group, partial and full groups,
- * leftover tokens) and row ranges that start and end off the 8-row tiles. */
+ * n, T from 0 to GEMM_TOKENS (no group, partial and full groups, more
+ * groups than one token tile, leftover tokens) and row ranges that start
+ * and end off the 8-row tiles. */
 static void test_gemm(const struct quant_kernels *k)
 {
 	static const int64_t blocks[] = { 1, 3, 20 };
@@ -777,7 +778,7 @@ static void test_gemm(const struct quant_kernels *k)
 					quant_gemm_pack_row(a + (size_t)tk * a_stride, n, tk, packed);
 				}
 				const char *what = rb ? "random bits" : "quantized";
-				for (int64_t T = 0; T <= GEMM_TOKENS; T++)
+				for (int64_t T = 0; T <= GEMM_TOKENS; T += T < 20 ? 1 : 4)
 					for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
 						gemm_check(k, t, n, w, w_stride, a, a_stride, packed, T,
 							   ranges[ri][0], ranges[ri][1], what);
