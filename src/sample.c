@@ -4,7 +4,13 @@
  * tokens and a per-token count array, so applying penalties costs O(N), not
  * O(V). Top-k uses a quickselect on (logit, id) pairs; top-p sorts only the
  * survivors of top-k (or, with top-k off, all V candidates) with an in-place
- * heapsort. */
+ * heapsort.
+ *
+ * Every buffer is written when the sampler is made, so that its memory is
+ * resident from then on: a server's samplers (one per KV slot, see
+ * engine.c) then cost the same resident memory from start to end. The
+ * candidate buffers, 4/5 of that memory, can be shared by samplers used one
+ * at a time (sampler_create_sharing). */
 #include "sample.h"
 
 #include <math.h>
@@ -27,6 +33,7 @@ struct sampler {
 	int32_t *cand_ids;      /* [V] (exported) */
 	float *cand_probs;      /* [V] (exported) */
 	int64_t n_cand;
+	bool borrowed;          /* cand, cand_ids, cand_probs belong to another sampler */
 	int32_t *counts;        /* [V] occurrences in the window */
 	int32_t *ring;          /* [penalty_last_n] */
 	uint8_t *prompt_seen;   /* [V] tokens of the prompt (repetition penalty only) */
@@ -55,7 +62,7 @@ int sample_params_check(const struct sample_params *p, ing_err *err)
 		return ing_err_set(err, ING_ERR_RANGE, "presence_penalty must be in [-2, 2]");
 	if (!isfinite(p->frequency_penalty) || fabsf(p->frequency_penalty) > 2)
 		return ing_err_set(err, ING_ERR_RANGE, "frequency_penalty must be in [-2, 2]");
-	if (p->penalty_last_n < 0 || p->penalty_last_n > (1 << 20))
+	if (p->penalty_last_n < 0 || p->penalty_last_n > SAMPLE_MAX_WINDOW)
 		return ing_err_set(err, ING_ERR_RANGE, "penalty window out of range");
 	return ING_OK;
 }
@@ -87,8 +94,10 @@ static uint64_t rng_next(uint64_t s[4])
 /* uniform in [0, 1) with 53 random bits */
 static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
 
-int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
-		   ing_err *err)
+/* The sampler without its candidate buffers: parameters, generator, the
+ * penalty window and counts (zeroed). */
+static int sampler_new(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
+		       ing_err *err)
 {
 	*out = NULL;
 	int rc = sample_params_check(p, err);
@@ -104,17 +113,48 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 	uint64_t seed = p->seed;
 	for (int i = 0; i < 4; i++)
 		s->rng[i] = splitmix64(&seed);
-	s->cand = ing_malloc_array((size_t)n_vocab, sizeof *s->cand);
-	s->cand_ids = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_ids);
-	s->cand_probs = ing_malloc_array((size_t)n_vocab, sizeof *s->cand_probs);
 	s->counts = ing_calloc((size_t)n_vocab, sizeof *s->counts);
 	s->prompt_seen = ing_calloc((size_t)n_vocab, 1);
-	s->ring = ing_malloc_array((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1),
-				   sizeof *s->ring);
-	if (!s->cand || !s->cand_ids || !s->cand_probs || !s->counts || !s->ring || !s->prompt_seen) {
+	s->ring = ing_calloc((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1),
+			     sizeof *s->ring);
+	if (!s->counts || !s->ring || !s->prompt_seen) {
 		sampler_free(s);
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
+	*out = s;
+	return ING_OK;
+}
+
+int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
+		   ing_err *err)
+{
+	struct sampler *s;
+	int rc = sampler_new(p, n_vocab, &s, err);
+	if (rc)
+		return rc;
+	/* calloc: written now, resident now (see the top of the file) */
+	s->cand = ing_calloc((size_t)n_vocab, sizeof *s->cand);
+	s->cand_ids = ing_calloc((size_t)n_vocab, sizeof *s->cand_ids);
+	s->cand_probs = ing_calloc((size_t)n_vocab, sizeof *s->cand_probs);
+	if (!s->cand || !s->cand_ids || !s->cand_probs) {
+		sampler_free(s);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
+	*out = s;
+	return ING_OK;
+}
+
+int sampler_create_sharing(const struct sample_params *p, struct sampler *owner,
+			   struct sampler **out, ing_err *err)
+{
+	struct sampler *s;
+	int rc = sampler_new(p, owner->n_vocab, &s, err);
+	if (rc)
+		return rc;
+	s->cand = owner->cand;
+	s->cand_ids = owner->cand_ids;
+	s->cand_probs = owner->cand_probs;
+	s->borrowed = true;
 	*out = s;
 	return ING_OK;
 }
@@ -145,9 +185,11 @@ void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
-	ing_free(s->cand);
-	ing_free(s->cand_ids);
-	ing_free(s->cand_probs);
+	if (!s->borrowed) {
+		ing_free(s->cand);
+		ing_free(s->cand_ids);
+		ing_free(s->cand_probs);
+	}
 	ing_free(s->counts);
 	ing_free(s->ring);
 	ing_free(s->prompt_seen);
@@ -379,6 +421,16 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 const struct sample_params *sampler_params(const struct sampler *s) { return &s->p; }
 
 double sampler_uniform(struct sampler *s) { return rng_uniform(s->rng); }
+
+void sampler_rng_get(const struct sampler *s, uint64_t state[4])
+{
+	memcpy(state, s->rng, sizeof s->rng);
+}
+
+void sampler_rng_set(struct sampler *s, const uint64_t state[4])
+{
+	memcpy(s->rng, state, sizeof s->rng);
+}
 
 int32_t sampler_draw(struct sampler *s)
 {

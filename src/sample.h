@@ -6,15 +6,18 @@
  * temperature only reshapes what survives. temperature <= 0 is greedy
  * (argmax after penalties; ties go to the lowest id).
  *
- * A sampler owns all its memory (allocated once in sampler_create for the
- * vocabulary size); sampling never allocates. Not thread-safe: one sampler
- * per sequence. */
+ * A sampler owns its memory (allocated once in sampler_create for the
+ * vocabulary size; the candidate buffers may be shared, see
+ * sampler_create_sharing); sampling never allocates. Not thread-safe: one
+ * sampler per sequence. */
 #ifndef INGOT_SAMPLE_H
 #define INGOT_SAMPLE_H
 
 #include <stdint.h>
 
 #include "err.h"
+
+#define SAMPLE_MAX_WINDOW (1 << 20) /* longest penalty window */
 
 struct sample_params {
 	float temperature;       /* <= 0: greedy */
@@ -41,6 +44,14 @@ struct sampler;
 int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sampler **out,
 		   ing_err *err);
 void sampler_free(struct sampler *s);
+
+/* Like sampler_create, for a set of samplers used one at a time (the
+ * engine's, one per KV slot): the candidate buffers, 4/5 of a sampler's
+ * memory, are borrowed from owner (same vocabulary), which must be freed
+ * after every sampler sharing them. sampler_candidates is then valid only
+ * until any sampler of the set samples. */
+int sampler_create_sharing(const struct sample_params *p, struct sampler *owner,
+			   struct sampler **out, ing_err *err);
 
 /* Makes s as sampler_create(p) would, reusing its memory (same vocabulary
  * size): new parameters, reseeded, no history. ING_ERR_RANGE on bad p (s
@@ -75,6 +86,11 @@ const struct sample_params *sampler_params(const struct sampler *s);
 
 /* The next uniform number in [0, 1) of the sampler's own generator. */
 double sampler_uniform(struct sampler *s);
+
+/* The generator's state, so that a sequence moving to another sampler (a
+ * preempted request resuming in another KV slot) keeps its random stream. */
+void sampler_rng_get(const struct sampler *s, uint64_t state[4]);
+void sampler_rng_set(struct sampler *s, const uint64_t state[4]);
 
 /* After sampler_sample / sampler_dist: the surviving candidates and their
  * final probabilities, the most probable first; the rest in decreasing
