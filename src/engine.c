@@ -10,7 +10,16 @@
  * n_computed of them are in the KV cache. Each step feeds the rest: one row
  * for a decoding request, a chunk for one still prefilling. Preemption
  * simply frees a request's KV and resets n_computed to 0: it is recomputed
- * later from tokens[], prompt and generated alike. */
+ * later from tokens[], prompt and generated alike.
+ *
+ * Samplers belong to KV slots, like the KV itself: made once at start
+ * (sharing one set of candidate buffers, since only this thread samples),
+ * so that no request allocates vocabulary-sized buffers. A request made
+ * them on its HTTP thread (5 MB each on a 262k vocabulary); glibc's
+ * adaptive mmap threshold then served them from per-thread arenas, which
+ * fragmented: resident memory grew ~6% over a 5-minute soak. A request
+ * takes its slot's sampler at admission; a preempted one keeps its random
+ * state and gets its penalty window back from tokens[] when readmitted. */
 #include "engine.h"
 
 #include <math.h>
@@ -48,7 +57,9 @@ struct req {
 	int32_t *bias_ids;
 	float *bias_values;
 	int n_bias;
-	struct sampler *sampler;
+	struct sampler *sampler;  /* its slot's while running, else NULL */
+	uint64_t rng[4];          /* the sampler's random state across a preemption */
+	bool has_rng;             /* rng holds it (q was preempted) */
 	struct grammar_matcher *matcher; /* response_format constraint, or NULL */
 	int slot;                 /* KV sequence slot while running, else -1 */
 	uint64_t admitted;        /* admission order, for choosing whom to preempt */
@@ -90,6 +101,7 @@ struct engine {
 	int32_t *b_tok, *b_pos, *b_seq; /* [step_tokens] batch rows */
 	bool *b_want;
 	struct req **b_req;       /* [step_tokens] request of each row */
+	struct sampler **samplers; /* [max_num_seqs] one per slot; [0] owns the candidates */
 	float *lp;                /* [V] log-softmax scratch */
 	struct spec_seq **spec;   /* [max_num_seqs] drafter per slot, when cfg.spec */
 	struct spec_cache *spec_cache;
@@ -119,7 +131,6 @@ static void req_free(struct req *q)
 {
 	if (!q)
 		return;
-	sampler_free(q->sampler);
 	grammar_matcher_free(q->matcher);
 	ing_free(q->tokens);
 	ing_free(q->bias_ids);
@@ -173,7 +184,6 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 	q->bias_values = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_values);
 	const struct grammar_vocab *gv = p->grammar ? engine_gvocab(e, err) : NULL;
 	if (!q->tokens || !q->bias_ids || !q->bias_values || (p->grammar && !gv) ||
-	    sampler_create(&p->sample, e->m->hp.n_vocab, &q->sampler, err) ||
 	    (p->grammar && grammar_matcher_create(p->grammar, gv, &q->matcher, err))) {
 		req_free(q);
 		return NULL;
@@ -187,14 +197,16 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 	q->n_prompt = q->n_tokens = p->n_prompt;
 	q->max_tokens = p->max_tokens;
 	q->sp = p->sample;
+	/* a sequence never holds more tokens: the same window, and it fits the
+	 * slot samplers' ring */
+	if (q->sp.penalty_last_n > e->cfg.max_model_len)
+		q->sp.penalty_last_n = (int32_t)e->cfg.max_model_len;
 	q->ignore_eos = p->ignore_eos;
 	q->top_logprobs = p->top_logprobs;
 	/* constrained requests do not draft (yet: verify_rows masks every
 	 * row through emit_token, so drafting would stay correct) */
 	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
 	q->slot = -1;
-	for (int64_t i = 0; i < p->n_prompt; i++) /* OpenAI/vLLM penalty semantics */
-		sampler_accept_prompt(q->sampler, p->prompt[i]);
 	return q;
 }
 
@@ -270,6 +282,7 @@ static void release_slot(struct engine *e, struct req *q)
 	kv_seq_truncate(kv, q->slot, 0);
 	e->free_slots[e->n_free_slots++] = q->slot;
 	q->slot = -1;
+	q->sampler = NULL;
 }
 
 static void finish(struct engine *e, struct req *q, enum engine_finish why, const char *error)
@@ -373,12 +386,37 @@ static int64_t add_rows(struct engine *e, int64_t n, struct req *q, int64_t coun
 	return n;
 }
 
+/* Gives q its slot's sampler in the state q's own would be in: fresh from
+ * q's parameters with the prompt seen (OpenAI/vLLM penalty semantics), and
+ * after a preemption with q's random state and generated tokens too. Fails
+ * only on parameters req_check would have refused. */
+static int sampler_bind(struct engine *e, struct req *q, ing_err *err)
+{
+	struct sampler *s = e->samplers[q->slot];
+	int rc = sampler_reset(s, &q->sp, err);
+	if (rc)
+		return rc;
+	for (int64_t i = 0; i < q->n_prompt; i++)
+		sampler_accept_prompt(s, q->tokens[i]);
+	for (int64_t i = q->n_prompt; i < q->n_tokens; i++)
+		sampler_accept(s, q->tokens[i]);
+	if (q->has_rng)
+		sampler_rng_set(s, q->rng);
+	q->sampler = s;
+	return ING_OK;
+}
+
 /* Moves waiting requests into free slots, reusing cached prompt blocks. */
 static void admit(struct engine *e, int64_t budget)
 {
 	while (budget > 0 && e->n_running < e->cfg.max_num_seqs && e->wait_head) {
 		struct req *q = waiting_pop(e);
 		q->slot = e->free_slots[--e->n_free_slots];
+		ing_err serr;
+		if (sampler_bind(e, q, &serr)) {
+			finish(e, q, ENGINE_FINISH_STOP, serr.msg);
+			continue;
+		}
 		q->admitted = ++e->admissions;
 		q->n_draft = 0; /* a preempted request may carry its aborted step's draft */
 		if (!q->t_start) {
@@ -506,6 +544,9 @@ static bool preempt_newest(struct engine *e)
 	kv_seq_truncate(fwd_kv(e->f), q->slot, 0);
 	e->free_slots[e->n_free_slots++] = q->slot;
 	q->slot = -1;
+	sampler_rng_get(q->sampler, q->rng);
+	q->has_rng = true;
+	q->sampler = NULL;
 	q->n_computed = 0;
 	waiting_push(e, q, true);
 	pthread_mutex_lock(&e->mu);
@@ -786,6 +827,32 @@ static int64_t kv_blocks_for(const struct engine *e)
 	return n > 0 ? n : 1;
 }
 
+/* One sampler per slot, its ring long enough for any request's window
+ * (req_new clamps it to max_model_len). */
+static int samplers_create(struct engine *e, ing_err *err)
+{
+	const int n = e->cfg.max_num_seqs;
+	e->samplers = ing_calloc((size_t)n, sizeof *e->samplers);
+	if (!e->samplers)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	struct sample_params sp = sample_params_default();
+	int64_t window = e->cfg.max_model_len;
+	sp.penalty_last_n = (int32_t)(window < SAMPLE_MAX_WINDOW ? window : SAMPLE_MAX_WINDOW);
+	int rc = sampler_create(&sp, e->m->hp.n_vocab, &e->samplers[0], err);
+	for (int i = 1; i < n && !rc; i++)
+		rc = sampler_create_sharing(&sp, e->samplers[0], &e->samplers[i], err);
+	return rc;
+}
+
+static void samplers_free(struct engine *e)
+{
+	if (!e->samplers)
+		return;
+	for (int i = e->cfg.max_num_seqs - 1; i >= 0; i--) /* [0] owns the shared buffers */
+		sampler_free(e->samplers[i]);
+	ing_free(e->samplers);
+}
+
 static int setup(struct engine *e, ing_err *err)
 {
 	const struct engine_config *c = &e->cfg;
@@ -827,6 +894,8 @@ static int setup(struct engine *e, ing_err *err)
 	e->lp = ing_malloc_array((size_t)e->m->hp.n_vocab, sizeof *e->lp);
 	if (!e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_req || !e->lp)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	if ((rc = samplers_create(e, err)))
+		return rc;
 	if (c->spec == SPEC_NONE)
 		return ING_OK;
 	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */
@@ -873,6 +942,7 @@ static void free_engine(struct engine *e)
 			spec_seq_free(e->spec[i]);
 	ing_free(e->spec);
 	spec_cache_free(e->spec_cache);
+	samplers_free(e);
 	fwd_destroy(e->f);
 	grammar_vocab_free(e->gvocab);
 	tokenizer_close(e->tk);

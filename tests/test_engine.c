@@ -1,11 +1,14 @@
 /* test_engine.c — the serving engine on the default model: continuous
  * batching gives every request exactly the greedy tokens it gets alone;
- * preemption under a tiny KV pool changes nothing either, nor does
+ * preemption under a tiny KV pool changes nothing either, for seeded
+ * sampling with penalties too (a request resumes on another slot's
+ * sampler with its random state and penalty window), nor does
  * speculative decoding (with and without preemption); prefix caching,
  * cancellation, and submit errors. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -69,6 +72,7 @@ static void make_prompts(void)
 }
 
 static enum spec_method g_spec = SPEC_NONE; /* drafter of engines start() makes */
+static bool g_sampled;                       /* submit samples (seeded, penalties) */
 
 static struct engine *start(int seqs, int64_t kv_mb, int waiting)
 {
@@ -94,6 +98,12 @@ static int submit(struct engine *e, int i, struct result *r, int64_t max_tokens)
 				   .max_tokens = max_tokens, .top_logprobs = -1,
 				   .sample = sample_params_default() };
 	p.sample.temperature = 0;
+	if (g_sampled) {
+		p.sample.temperature = 1.0f;
+		p.sample.seed = 100 + (uint64_t)i;
+		p.sample.repeat_penalty = 1.3f;
+		p.sample.frequency_penalty = 0.5f;
+	}
 	uint64_t id;
 	ing_err err = { 0 };
 	int rc = engine_submit(e, &p, on_event, r, &id, &err);
@@ -155,7 +165,17 @@ static void test_preemption(const struct result *solo)
 	engine_stats_get(e, &st);
 	CHECK(st.preemptions > 0, "a tiny pool preempts (%llu)", (unsigned long long)st.preemptions);
 	engine_destroy(e, true);
-	compare(solo, r, "preemption");
+	compare(solo, r, g_sampled ? "preemption, sampled" : "preemption");
+}
+
+/* Seeded sampling with penalties: the same tokens solo and preempted. */
+static void test_preemption_sampled(void)
+{
+	struct result solo[NREQ] = { 0 };
+	g_sampled = true;
+	run_solo(solo);
+	test_preemption(solo);
+	g_sampled = false;
 }
 
 /* With a drafter, batching and preemption (which drops a request's drafts
@@ -278,6 +298,21 @@ static void test_grammar_requests(void)
 	engine_destroy(e, true);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs a scenario and prints how long it took (the TSan build is slow). */
+#define SCENARIO(call)                                                                   \
+	do {                                                                             \
+		double t0_ = now_s();                                                    \
+		call;                                                                    \
+		fprintf(stderr, "test_engine: %-28s %6.1f s\n", #call, now_s() - t0_); \
+	} while (0)
+
 int main(void)
 {
 	if (!check_default_model()) {
@@ -287,12 +322,13 @@ int main(void)
 	size_t live = ing_mem_live();
 	make_prompts();
 	struct result solo[NREQ] = { 0 };
-	run_solo(solo);
-	test_batching(solo);
-	test_preemption(solo);
-	test_speculation(solo);
-	test_prefix_cancel_errors();
-	test_grammar_requests();
+	SCENARIO(run_solo(solo));
+	SCENARIO(test_batching(solo));
+	SCENARIO(test_preemption(solo));
+	SCENARIO(test_preemption_sampled());
+	SCENARIO(test_speculation(solo));
+	SCENARIO(test_prefix_cancel_errors());
+	SCENARIO(test_grammar_requests());
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
 }
