@@ -13,8 +13,9 @@ Pass criteria (exit status 1 when any fails):
   - malformed requests get 4xx;
   - resident memory at the end of the run is within RSS_GROWTH (1%) of
     its level after the warm-up (the first WARMUP fraction, 0.3, of the
-    run: on two cores resident memory climbs for about two minutes, as
-    allocator arenas and caches fill, then stays flat);
+    run; the server's buffers are made and written at start, so it is
+    flat after the first seconds of load, as the connection threads'
+    allocator arenas come into use);
   - within 2 s of the load stopping: nothing running or waiting, KV cache
     usage 0 and the open descriptors back to their count before the load;
   - SIGTERM then ends the server with status 0 (with an ASan build,
