@@ -5,6 +5,7 @@
  * so the compiler vectorizes the inner loops. */
 #include "ops.h"
 #include "ops_int.h"
+#include "sanitize.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -40,6 +41,8 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 		memcpy(dst, x, (size_t)n * sizeof(float));
 		return;
 	}
+	SAN_READ(x, (size_t)n * sizeof(float)); /* the kernels are not instrumented */
+	SAN_WRITE(dst, ops_act_row_bytes(act, n));
 	if (k->quantize_act[act])
 		k->quantize_act[act](x, dst, n);
 	else
@@ -61,6 +64,7 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 		return;
 	}
 	float s[QUANT_MULTI_MAX];
+	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
 	/* Tokens in tiles of MATMUL_TILE rows (their activations stay in L1
 	 * while the thread's weight rows stream from L2); within a tile each
 	 * weight row is unpacked once per QUANT_MULTI_MAX tokens. A token's
@@ -83,6 +87,7 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out)
 {
 	const size_t row_bytes = E->nbytes / E->ne[1];
+	SAN_WRITE(out, (size_t)E->ne[0] * sizeof(float)); /* the kernels are not instrumented */
 	quant_dequantize_ref(E->type, (const uint8_t *)E->data + (size_t)row * row_bytes, out,
 			     (int64_t)E->ne[0]);
 }
