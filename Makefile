@@ -6,8 +6,7 @@
 #   make test         installs test deps if missing, builds, runs every test
 #   make test-asan    the C tests under ASan + UBSan
 #   make tsan         build/tsan: the threaded tests (engine, server) under TSan
-#   make test-tsan    builds and runs them (test_engine takes > 10 min there;
-#                     `make test` runs only test_server_stream under TSan)
+#   make test-tsan    builds and runs them (`make test` runs them too)
 #   make run          builds, pulls the default model, generates from it
 #   make fuzz         clang libFuzzer targets, FUZZ_SECONDS=N each (fuzz/run.sh)
 #
@@ -127,7 +126,7 @@ test-asan: test-deps
 test-tsan: test-deps
 	$(MAKE) tsan
 	./ingot pull > /dev/null
-	@INGOT_TEST_MODE=tsan INGOT_TSAN_TESTS=all tests/run.sh
+	@INGOT_TEST_MODE=tsan tests/run.sh
 
 run: build-deps
 	$(MAKE) MODE=release all

@@ -5,7 +5,8 @@
 #
 # C tests: build/release/tests/test_* and (unless INGOT_TEST_ASAN=0) the same
 # binaries from build/asan, and whatever build/tsan holds (the threaded tests,
-# `make tsan`; INGOT_TEST_TSAN=0 skips them). Python tests: tests/test_*.py, run with the
+# `make tsan`; INGOT_TEST_TSAN=0 skips them, INGOT_TSAN_TESTS="test_a test_b"
+# runs only those). Python tests: tests/test_*.py, run with the
 # private test packages on PYTHONPATH and the release ./ingot.
 # Each test runs from the repository root; its output goes to
 # build/test-logs/NAME.log and is shown when it fails.
@@ -42,9 +43,8 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 for mode in "${modes[@]}"; do
   for bin in build/$mode/tests/test_*; do
     [ -x "$bin" ] || continue
-    # under TSan only the quick ones unless asked (test_engine takes > 10 min)
-    if [ "$mode" = tsan ] && [ "${INGOT_TSAN_TESTS:-test_server_stream}" != all ] &&
-       [[ " ${INGOT_TSAN_TESTS:-test_server_stream} " != *" $(basename "$bin") "* ]]; then
+    if [ "$mode" = tsan ] && [ "${INGOT_TSAN_TESTS:-all}" != all ] &&
+       [[ " ${INGOT_TSAN_TESTS} " != *" $(basename "$bin") "* ]]; then
       continue
     fi
     run_one "$mode/$(basename "$bin")" "$bin"
