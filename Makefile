@@ -35,11 +35,12 @@ else ifeq ($(MODE),tsan)
   LDSAN := -fsanitize=thread
 endif
 
-# Under TSan the quant kernels go uninstrumented: they read every weight
-# each step, which checked made test_engine take over 10 minutes; their
-# callers declare the activations they touch instead (src/sanitize.h).
+# Under TSan the quant kernels (src/quant_*.c) go uninstrumented: they read
+# every weight each step, which checked made test_engine take over 10
+# minutes; their callers declare the activations they touch instead
+# (src/sanitize.h).
 ifeq ($(MODE),tsan)
-$(addprefix $(BUILD)/obj/,quant_ref.o quant_avx2.o quant_avx512.o): OPT += -fno-sanitize=thread
+$(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/quant_*.c)): OPT += -fno-sanitize=thread
 endif
 
 # The tests that exercise threads (engine thread + workers + callers; the

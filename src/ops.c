@@ -51,6 +51,18 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 
 #define MATMUL_TILE 32
 
+/* What a gemm kernel touches besides the plain rows, for TSan (the
+ * kernels are not instrumented there): the packed groups it reads and the
+ * results it writes. */
+static void matmul_gemm_declare(int64_t n, const void *packed, int64_t T, float *y,
+				int64_t y_stride, int64_t r0, int64_t r1)
+{
+	if (T >= QUANT_GEMM_GROUP)
+		SAN_READ(packed, quant_gemm_pack_bytes(n, T - T % QUANT_GEMM_GROUP));
+	for (int64_t t = 0; t < T; t++)
+		SAN_WRITE(y + t * y_stride + r0, (size_t)(r1 - r0) * sizeof(float));
+}
+
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
 		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
 		     int64_t r0, int64_t r1)
@@ -58,13 +70,14 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	const uint8_t *w = (const uint8_t *)W->data;
+	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
 	if (k->gemm[W->type]) {
+		matmul_gemm_declare(n, packed, T, y, y_stride, r0, r1);
 		k->gemm[W->type](n, w, row_bytes, r0, r1, xq, xq_stride,
 				 T >= QUANT_GEMM_GROUP ? packed : NULL, T, y, y_stride);
 		return;
 	}
 	float s[QUANT_MULTI_MAX];
-	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
 	/* Tokens in tiles of MATMUL_TILE rows (their activations stay in L1
 	 * while the thread's weight rows stream from L2); within a tile each
 	 * weight row is unpacked once per QUANT_MULTI_MAX tokens. A token's

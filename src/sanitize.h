@@ -1,14 +1,15 @@
 /* sanitize.h — ThreadSanitizer annotations for memory that uninstrumented
  * code touches.
  *
- * A TSan build (make tsan) compiles the quant kernels (quant_ref.c,
- * quant_avx2.c, quant_avx512.c) without instrumentation: they read every
- * weight of the model each step, and checking each of those loads made a
- * step of the 270M model take seconds, so test_engine could not run under
- * TSan in CI. The weights are a read-only mapping and cannot race; the
- * activations the kernels read and write are shared between the compute
- * workers, so the kernels' callers (ops.c) declare those accesses here, one
- * range per call, and TSan checks them as if the kernels were instrumented.
+ * A TSan build (make tsan) compiles the quant kernels (src/quant_*.c: the
+ * reference, the SIMD dot and gemm kernels) without instrumentation: they
+ * read every weight of the model each step, and checking each of those
+ * loads made a step of the 270M model take seconds, so test_engine could
+ * not run under TSan in CI. The weights are a read-only mapping and cannot
+ * race; the activations the kernels read and write are shared between the
+ * compute workers, so the kernels' callers (ops.c) declare those accesses
+ * here, a range per row at most, and TSan checks them as if the kernels
+ * were instrumented.
  * Outside a TSan build these are no-ops. */
 #ifndef INGOT_SANITIZE_H
 #define INGOT_SANITIZE_H
