@@ -207,6 +207,57 @@ static void test_masked(void)
 	}
 }
 
+/* Samplers sharing candidate buffers, used in turn, draw what samplers of
+ * their own draw; a generator state moved to another sampler carries its
+ * random stream on. */
+static void test_sharing_and_rng(void)
+{
+	const float w[V] = { 0.4f, 0.3f, 0.2f, 0.1f };
+	struct sample_params p = { .temperature = 1, .top_p = 1, .repeat_penalty = 1.5f,
+				   .penalty_last_n = 8, .seed = 7 };
+	struct sample_params q = p;
+	q.seed = 8;
+	struct sampler *s[4] = { make(p), make(q), make(p), NULL }; /* own, own, owner, sharer */
+	ing_err err = { 0 };
+	CHECK(s[2] && sampler_create_sharing(&q, s[2], &s[3], &err) == ING_OK, "%s", err.msg);
+	int same = 1;
+	float l[V];
+	for (int i = 0; i < 200 && s[0] && s[1] && s[3]; i++) {
+		int32_t x[4];
+		for (int j = 0; j < 4; j++) {
+			set_logits(l, w);
+			x[j] = sampler_sample(s[j], l);
+			sampler_accept(s[j], x[j]);
+		}
+		same &= x[0] == x[2] && x[1] == x[3];
+	}
+	CHECK(same, "shared candidate buffers change no draw");
+	for (int j = 3; j >= 0; j--)
+		sampler_free(s[j]);
+	p.repeat_penalty = 1;
+	q.repeat_penalty = 1;
+	struct sampler *a = make(p), *b = make(q);
+	if (!a || !b)
+		return;
+	for (int i = 0; i < 10; i++) {
+		set_logits(l, w);
+		sampler_sample(a, l);
+	}
+	uint64_t st[4];
+	sampler_rng_get(a, st);
+	sampler_rng_set(b, st);
+	same = 1;
+	for (int i = 0; i < 100; i++) {
+		set_logits(l, w);
+		int32_t x = sampler_sample(a, l);
+		set_logits(l, w);
+		same &= x == sampler_sample(b, l);
+	}
+	CHECK(same, "the random stream moves with its state");
+	sampler_free(a);
+	sampler_free(b);
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -217,6 +268,7 @@ int main(void)
 	test_prompt_penalties();
 	test_params();
 	test_masked();
+	test_sharing_and_rng();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_sample");
 }
