@@ -86,20 +86,21 @@ static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
 		if (!a->q[f])
 			return ING_ERR_NOMEM;
 	}
-	if ((a->need & (1u << FMT_Q8_0)) && rows >= QUANT_GEMM_GROUP) {
+	if ((a->need & (1u << FMT_Q8_0)) && rows >= QUANT_GEMM_PACK_MIN) {
 		size_t bytes = quant_gemm_pack_bytes(n, rows);
 		if (bytes == 0)
 			return ING_ERR_UNSUPPORTED;
 		a->packed = ing_malloc(bytes);
 		if (!a->packed)
 			return ING_ERR_NOMEM;
+		memset(a->packed, 0, bytes); /* lanes past a partial group are read, never stale garbage */
 	}
 	return ING_OK;
 }
 
 /* Quantizes row x into every format source a needs, at slot `row` of a
- * batch of T rows; a row of a full group of QUANT_GEMM_GROUP is also packed
- * for the gemm kernels (rows after the last full group are read plain). */
+ * batch of T rows, and packs it for the gemm kernels when they read packed
+ * rows (T >= QUANT_GEMM_PACK_MIN). */
 static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, int64_t T,
 		      const float *x)
 {
@@ -107,7 +108,7 @@ static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, int64
 		if (a->need & (1u << fm))
 			ops_quantize_act(f->k, fmt_qtype[fm], x, a->q[fm] + (size_t)row * a->row_bytes[fm],
 					 a->n);
-	if (a->packed && row < T - T % QUANT_GEMM_GROUP)
+	if (a->packed && T >= QUANT_GEMM_PACK_MIN)
 		quant_gemm_pack_row(a->q[FMT_Q8_0] + (size_t)row * a->row_bytes[FMT_Q8_0], a->n, row,
 				    a->packed);
 }

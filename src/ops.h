@@ -33,7 +33,7 @@ size_t ops_act_row_bytes(enum qtype act, int64_t n);
  * where x_t = xq + t * xq_stride is activation row t already in W's act
  * format. W is [rows, n] of any supported type. packed holds the same rows
  * regrouped by quant_gemm_pack_row (needed where k has a gemm kernel for
- * W's type and T >= QUANT_GEMM_GROUP; NULL otherwise). */
+ * W's type and T >= QUANT_GEMM_PACK_MIN; NULL otherwise). */
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
 		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
 		     int64_t r0, int64_t r1);

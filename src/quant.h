@@ -128,9 +128,14 @@ typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const v
  *
  * Besides the plain rows, the kernels read the rows of every full group of
  * QUANT_GEMM_GROUP tokens (rows 0 .. T - T % QUANT_GEMM_GROUP) regrouped by
- * quant_gemm_pack_row into `packed` (NULL when T < QUANT_GEMM_GROUP).
- * Only Q8_0 activation rows are packed today. */
+ * quant_gemm_pack_row into `packed`; from T >= QUANT_GEMM_PACK_MIN on, all T
+ * rows are packed and `packed` is required, below it is NULL. A partial
+ * last group of QUANT_GEMM_PACK_MIN or more tokens is computed as a group
+ * (its other lanes hold whatever the buffer held and are computed and
+ * dropped); fewer leftover tokens go one by one through a kernel that
+ * reads the plain rows. Only Q8_0 activation rows are packed today. */
 #define QUANT_GEMM_GROUP 8
+#define QUANT_GEMM_PACK_MIN 4
 
 typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
 			      const void *a, size_t a_stride, const void *packed, int64_t T,

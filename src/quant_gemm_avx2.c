@@ -12,8 +12,11 @@
  * 32 * 128 * 127 < 2^24, so the conversion is exact as well). The kernels
  * differ only in what they put in the vector lanes:
  *
- *  - rows8 (one token, 8 weight rows in the lanes): decode, and the tokens
- *    after the last full group of 8. Each row's block dot is formed by the
+ *  - rows8 (one token, 8 weight rows in the lanes): decode, and up to 3
+ *    tokens after the last full group of 8 (from 4 on, the partial group
+ *    goes through tok8 with its missing lanes dropped: a rows8 pass per
+ *    token cost about half a decode step each, a tok8 pass over a group
+ *    1.8 steps). Each row's block dot is formed by the
  *    sign trick (|q| * sign(a, q), vpmaddubsw, vpmaddwd) in 8 int32 lanes,
  *    and the 8 rows' lanes are summed by an unpack tree into one vector of
  *    8 isum_b (vphaddd would do it in fewer instructions but runs at 0.4
@@ -157,8 +160,10 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 
 /* ---- tok8: 4 weight rows, 8 tokens ---- */
 
+/* lanes: how many of the group's tokens are real (the rest are dropped). */
 ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			const struct quant_gemm_block *g, float *y, int64_t y_stride, const char *pf)
+			const struct quant_gemm_block *g, int lanes, float *y, int64_t y_stride,
+			const char *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	/* the current block of the 4 rows as int16, read back as pairs */
@@ -200,7 +205,7 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 	_mm256_store_ps(o[1], f1);
 	_mm256_store_ps(o[2], f2);
 	_mm256_store_ps(o[3], f3);
-	for (int l = 0; l < QUANT_GEMM_GROUP; l++)
+	for (int l = 0; l < lanes; l++)
 		for (int j = 0; j < 4; j++)
 			y[l * y_stride + r + j] = o[j][l];
 }
@@ -221,12 +226,16 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 			     int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			     float *y, int64_t y_stride)
 {
-	const int64_t groups = packed ? T / QUANT_GEMM_GROUP : 0;
+	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
+	const int64_t groups = !packed ? 0
+			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
+									     : T / QUANT_GEMM_GROUP;
+	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t nb = n / QK;
 	const int64_t r_end = r1 - (r1 - r0) % 8;
 	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
 		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
-		const int64_t t_left = g1 == groups ? groups * QUANT_GEMM_GROUP : T; /* leftover tokens */
+		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
 		for (int64_t r = r0; r < r_end; r += 8) {
 			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
 						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
@@ -234,8 +243,10 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 			for (int64_t gi = g0; gi < g1; gi++) {
 				const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + gi * nb;
 				float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
-				tok8(t, n, w, w_stride, r, g, yg, y_stride, gi == g0 ? pf : NULL);
-				tok8(t, n, w, w_stride, r + 4, g, yg, y_stride, NULL);
+				int lanes = (int)(T - gi * QUANT_GEMM_GROUP < QUANT_GEMM_GROUP
+							  ? T - gi * QUANT_GEMM_GROUP : QUANT_GEMM_GROUP);
+				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
+				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
 			}
 			for (int64_t tk = t_left; tk < T; tk++)
 				rows8(t, n, w, w_stride, r,
