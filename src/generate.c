@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "kv.h"
+#include "quant.h"
 
 double gen_now(void)
 {
@@ -173,7 +174,8 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		if (room > 0) {
 			double td = gen_now();
 			if (cfg->spec)
-				n_draft = spec_seq_draft(cfg->spec, room, rows + 1);
+				n_draft = (int)quant_gemm_rows_trim(
+						  1 + spec_seq_draft(cfg->spec, room, rows + 1)) - 1;
 			else if ((rc = spec_draft_propose(cfg->draft, 0, room, rows + 1, &n_draft, err)))
 				return rc;
 			st->t_draft_s += gen_now() - td;

@@ -204,6 +204,12 @@ const struct quant_kernels *quant_kernels_best(void)
 
 /* ---- packed activation groups ---- */
 
+int64_t quant_gemm_rows_trim(int64_t T)
+{
+	int64_t left = T % QUANT_GEMM_GROUP;
+	return T > QUANT_GEMM_GROUP && left < QUANT_GEMM_PACK_MIN ? T - left : T;
+}
+
 size_t quant_gemm_pack_bytes(int64_t n, int64_t rows)
 {
 	if (n <= 0 || rows < 0 || n % QK != 0)

@@ -141,6 +141,14 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t
 			      const void *a, size_t a_stride, const void *packed, int64_t T,
 			      float *y, int64_t y_stride);
 
+/* The rows worth verifying out of T in one step of a speculating
+ * sequence: T itself, except that 1 .. QUANT_GEMM_PACK_MIN - 1 rows past a
+ * full group are dropped (T > QUANT_GEMM_GROUP). Each such leftover row
+ * costs a pass over every weight row of its own (measured: about half a
+ * batch-1 step each), more than the deepest, least likely draft tokens
+ * are worth; from QUANT_GEMM_PACK_MIN on they run as one more group. */
+int64_t quant_gemm_rows_trim(int64_t T);
+
 /* Bytes of a packed buffer for `rows` Q8_0 activation rows of n elements
  * (n a multiple of 32); 0 on overflow. */
 size_t quant_gemm_pack_bytes(int64_t n, int64_t rows);
