@@ -676,6 +676,8 @@ static int verify_rows(struct engine *e, struct req *q, const float *logits, uin
 	if (q->n_draft > 0) {
 		if (!e->draft)
 			spec_seq_feedback(e->spec[q->slot], q->n_draft, acc);
+		else
+			spec_draft_feedback(e->draft, q->slot, q->n_draft, acc);
 		e->st_spec.spec_drafts++;
 		e->st_spec.spec_draft_tokens += (uint64_t)q->n_draft;
 		e->st_spec.spec_accepted += (uint64_t)acc;

@@ -158,6 +158,8 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 			st->n_accepted += acc;
 			if (cfg->spec)
 				spec_seq_feedback(cfg->spec, n_draft, acc);
+			else
+				spec_draft_feedback(cfg->draft, 0, n_draft, acc);
 		}
 		/* rows 0..acc hold real tokens; the rejected draft leaves the cache */
 		pos += acc;

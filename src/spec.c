@@ -138,7 +138,7 @@ void spec_seq_free(struct spec_seq *s)
 void spec_seq_reset(struct spec_seq *s)
 {
 	s->n = 0;
-	s->k_cap = s->k_max < 4 ? s->k_max : 4;
+	s->k_cap = s->k_max < SPEC_CAP_START ? s->k_max : SPEC_CAP_START;
 	if (s->method == SPEC_SUFFIX)
 		strie_clear(&s->t);
 }
@@ -154,14 +154,18 @@ void spec_seq_append(struct spec_seq *s, const int32_t *tokens, int64_t n)
 	}
 }
 
-void spec_seq_feedback(struct spec_seq *s, int n_draft, int accepted)
+int spec_cap_next(int cap, int k_max, int n_draft, int accepted)
 {
 	if (n_draft <= 0)
-		return;
+		return cap;
 	if (accepted >= n_draft)
-		s->k_cap = s->k_cap * 2 < s->k_max ? s->k_cap * 2 : s->k_max;
-	else
-		s->k_cap = accepted + 1;
+		return cap * 2 < k_max ? cap * 2 : k_max;
+	return accepted + 1;
+}
+
+void spec_seq_feedback(struct spec_seq *s, int n_draft, int accepted)
+{
+	s->k_cap = spec_cap_next(s->k_cap, s->k_max, n_draft, accepted);
 }
 
 /* Prompt lookup: the latest earlier occurrence of the last n tokens. */

@@ -18,6 +18,7 @@ struct draft_slot {
 	int64_t n, n_done;           /* tokens known; in the KV at the last proposal */
 	int32_t drafted[SPEC_MAX_K]; /* draft rows in the KV after n_done */
 	int n_kv_draft;
+	int k_cap;                   /* adaptive draft length (spec_cap_next) */
 	struct sampler *s;
 	bool sampling;
 	float *q;                    /* [k_max * V] */
@@ -148,8 +149,15 @@ int spec_draft_start(struct spec_draft *d, int slot, const struct sample_params 
 	s->sampling = sp->temperature > 0;
 	s->n = s->n_done = 0;
 	s->n_kv_draft = 0;
+	s->k_cap = d->k_max < SPEC_CAP_START ? d->k_max : SPEC_CAP_START;
 	kv_seq_truncate(fwd_kv(d->f), slot, 0);
 	return ING_OK;
+}
+
+void spec_draft_feedback(struct spec_draft *d, int slot, int n_draft, int accepted)
+{
+	struct draft_slot *s = &d->slots[slot];
+	s->k_cap = spec_cap_next(s->k_cap, d->k_max, n_draft, accepted);
 }
 
 void spec_draft_append(struct spec_draft *d, int slot, const int32_t *tokens, int64_t n)
@@ -214,8 +222,8 @@ int spec_draft_propose(struct spec_draft *d, int slot, int k, int32_t *draft, in
 {
 	struct draft_slot *s = &d->slots[slot];
 	*n_out = 0;
-	if (k > d->k_max)
-		k = d->k_max;
+	if (k > s->k_cap)
+		k = s->k_cap;
 	if (k > d->n_ctx - s->n)
 		k = (int)(d->n_ctx - s->n);
 	if (k <= 0 || s->n == 0)

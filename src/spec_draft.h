@@ -47,9 +47,14 @@ int spec_draft_start(struct spec_draft *d, int slot, const struct sample_params 
 /* Appends tokens of slot's sequence (prompt, then every accepted token). */
 void spec_draft_append(struct spec_draft *d, int slot, const int32_t *tokens, int64_t n);
 
-/* Proposes up to k tokens after slot's sequence into draft[] (*n_out). */
+/* Proposes up to min(k, the slot's adaptive cap) tokens after slot's
+ * sequence into draft[] (*n_out). */
 int spec_draft_propose(struct spec_draft *d, int slot, int k, int32_t *draft, int *n_out,
 		       ing_err *err);
+
+/* Reports how slot's draft of n_draft tokens fared (accepted: the prefix
+ * the target confirmed) to adapt its cap (spec_cap_next). */
+void spec_draft_feedback(struct spec_draft *d, int slot, int n_draft, int accepted);
 
 /* Whether slot's target samples (then accept by spec_accept_draft with
  * spec_draft_q) or is greedy (accept while the draft equals the argmax). */

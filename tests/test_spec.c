@@ -301,8 +301,22 @@ static void test_rejection_sampling(void)
 	CHECK(all, "p == q must accept every draft");
 }
 
+/* The cap rule the model-free drafters and the draft model share. */
+static void test_cap_rule(void)
+{
+	CHECK(spec_cap_next(4, 16, 4, 4) == 8, "all accepted: doubles");
+	CHECK(spec_cap_next(8, 16, 8, 8) == 16 && spec_cap_next(16, 16, 16, 16) == 16,
+	      "doubling stops at k_max");
+	CHECK(spec_cap_next(12, 16, 12, 12) == 16, "doubling clamps to k_max");
+	CHECK(spec_cap_next(16, 16, 16, 5) == 6, "rejection: accepted + 1");
+	CHECK(spec_cap_next(16, 16, 7, 0) == 1, "rejected at once: one token");
+	CHECK(spec_cap_next(4, 16, 3, 3) == 8, "a shorter draft fully accepted doubles the cap");
+	CHECK(spec_cap_next(5, 16, 0, 0) == 5, "no draft: unchanged");
+}
+
 int main(void)
 {
+	test_cap_rule();
 	test_rejection_sampling();
 	test_trie_counts();
 	test_ngram();
