@@ -128,21 +128,32 @@ ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, i
 		_mm_prefetch(pf + o, _MM_HINT_T0);
 }
 
+/* nt (1 or 2, a constant at each instance) tokens at a, a_stride bytes
+ * apart, into y + r, y + y_stride + r: each weight block is unpacked once
+ * for both (Q5_0's unpacking costs as much as its products). */
+#define ROWS8_MAX_TOKENS 2
 ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			 const struct block_q8_0 *a, float *y, const char *pf)
+			 const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
+			 const char *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
-	__m256 acc = _mm256_setzero_ps();
+	const struct block_q8_0 *ac[ROWS8_MAX_TOKENS];
+	__m256 acc[ROWS8_MAX_TOKENS];
+	FOR_COLS(c, nt) {
+		ac[c] = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)c * a_stride);
+		acc[c] = _mm256_setzero_ps();
+	}
 	for (int64_t i = 0; i < n / QK; i++) {
 		prefetch_slice(pf, w_stride, n / QK, i);
-		__m256i x = load256(a[i].qs);
-#define ROW_LANES(j) block_lanes(legacy_quants(t, w0 + (j) * w_stride, i), x)
-		__m256i s03 = sum_pairs64(sum_pairs32(ROW_LANES(0), ROW_LANES(1)),
-					  sum_pairs32(ROW_LANES(2), ROW_LANES(3)));
-		__m256i s47 = sum_pairs64(sum_pairs32(ROW_LANES(4), ROW_LANES(5)),
-					  sum_pairs32(ROW_LANES(6), ROW_LANES(7)));
-#undef ROW_LANES
-		__m256 isum = _mm256_cvtepi32_ps(sum_halves(s03, s47));
+		__m256i x[ROWS8_MAX_TOKENS], s03[ROWS8_MAX_TOKENS], s47[ROWS8_MAX_TOKENS];
+		FOR_COLS(c, nt)
+			x[c] = load256(ac[c][i].qs);
+#define ROW_QUANTS(j) legacy_quants(t, w0 + (j) * w_stride, i)
+#define FOUR_ROWS(j, out)                                                                   		do {                                                                       			__m256i qa = ROW_QUANTS(j), qb = ROW_QUANTS(j + 1);                 			__m256i qc = ROW_QUANTS(j + 2), qd = ROW_QUANTS(j + 3);             			FOR_COLS(c, nt)                                                    				out[c] = sum_pairs64(                                      					sum_pairs32(block_lanes(qa, x[c]), block_lanes(qb, x[c])), 					sum_pairs32(block_lanes(qc, x[c]), block_lanes(qd, x[c]))); 		} while (0)
+		FOUR_ROWS(0, s03);
+		FOUR_ROWS(4, s47);
+#undef FOUR_ROWS
+#undef ROW_QUANTS
 		/* the 8 rows' fp16 scales, packed in general registers (idle here) */
 		uint64_t h0 = 0, h1 = 0;
 		for (int j = 0; j < 4; j++) {
@@ -153,10 +164,14 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 			h1 |= d1 << 16 * j;
 		}
 		__m256 dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)h1, (long long)h0));
-		__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half_load(a[i].d)));
-		acc = _mm256_fmadd_ps(d, isum, acc);
+		FOR_COLS(c, nt) {
+			__m256 isum = _mm256_cvtepi32_ps(sum_halves(s03[c], s47[c]));
+			__m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half_load(ac[c][i].d)));
+			acc[c] = _mm256_fmadd_ps(d, isum, acc[c]);
+		}
 	}
-	_mm256_storeu_ps(y + r, acc);
+	FOR_COLS(c, nt)
+		_mm256_storeu_ps(y + c * y_stride + r, acc[c]);
 }
 
 /* ---- tok8: 4 weight rows, 8 tokens ---- */
@@ -249,10 +264,16 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
 				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
 			}
-			for (int64_t tk = t_left; tk < T; tk++)
-				rows8(t, n, w, w_stride, r,
-				      (const struct block_q8_0 *)((const uint8_t *)a + tk * a_stride),
-				      y + tk * y_stride, g1 == g0 && tk == t_left ? pf : NULL);
+			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
+				const void *at = (const uint8_t *)a + tk * a_stride;
+				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
+				if (T - tk >= 2)
+					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride,
+					      y_stride, p);
+				else
+					rows8(t, n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride,
+					      y_stride, p);
+			}
 		}
 	}
 	for (int64_t r = r_end; r < r1; r++)
