@@ -143,10 +143,10 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t
 
 /* The rows worth verifying out of T in one step of a speculating
  * sequence: T itself, except that 1 .. QUANT_GEMM_PACK_MIN - 1 rows past a
- * full group are dropped (T > QUANT_GEMM_GROUP). Each such leftover row
- * costs a pass over every weight row of its own (measured: about half a
- * batch-1 step each), more than the deepest, least likely draft tokens
- * are worth; from QUANT_GEMM_PACK_MIN on they run as one more group. */
+ * full group are dropped (T > QUANT_GEMM_GROUP). Leftover rows cost a pass
+ * over every weight row per two of them (measured: about half a batch-1
+ * step each pass), more than the deepest, least likely draft tokens are
+ * worth; from QUANT_GEMM_PACK_MIN on they run as one more group. */
 int64_t quant_gemm_rows_trim(int64_t T);
 
 /* Bytes of a packed buffer for `rows` Q8_0 activation rows of n elements
