@@ -26,6 +26,7 @@ static const enum qtype fmt_qtype[FMT_COUNT] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q
 struct act_buf {
 	int64_t n;                   /* elements per row */
 	unsigned need;               /* bitmask of enum act_fmt */
+	bool gemm;                   /* a consumer has a gemm kernel: pack the Q8_0 rows */
 	uint8_t *q[FMT_COUNT];       /* [max_rows][row_bytes[f]] */
 	size_t row_bytes[FMT_COUNT];
 	void *packed;                /* the Q8_0 rows regrouped for gemm kernels, or NULL */
@@ -68,9 +69,10 @@ static enum act_fmt fmt_of(enum qtype act)
 	}
 }
 
-static void act_need(struct act_buf *a, const struct gguf_tensor *W)
+static void act_need(const struct fwd *f, struct act_buf *a, const struct gguf_tensor *W)
 {
 	a->need |= 1u << fmt_of(qtype_traits(W->type)->act_type);
+	a->gemm |= f->k->gemm[W->type] != NULL;
 }
 
 static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
@@ -86,7 +88,7 @@ static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
 		if (!a->q[f])
 			return ING_ERR_NOMEM;
 	}
-	if ((a->need & (1u << FMT_Q8_0)) && rows >= QUANT_GEMM_PACK_MIN) {
+	if (a->gemm && rows >= QUANT_GEMM_PACK_MIN) {
 		size_t bytes = quant_gemm_pack_bytes(n, rows);
 		if (bytes == 0)
 			return ING_ERR_UNSUPPORTED;
@@ -158,15 +160,15 @@ static int setup_acts(struct fwd *f)
 	const struct model *m = f->m;
 	for (int64_t il = 0; il < f->hp->n_layer; il++) {
 		const struct model_layer *l = &m->layers[il];
-		act_need(&f->act[SRC_ATTN_IN], l->wq);
-		act_need(&f->act[SRC_ATTN_IN], l->wk);
-		act_need(&f->act[SRC_ATTN_IN], l->wv);
-		act_need(&f->act[SRC_ATTN_OUT], l->wo);
-		act_need(&f->act[SRC_FFN_IN], l->w_gate);
-		act_need(&f->act[SRC_FFN_IN], l->w_up);
-		act_need(&f->act[SRC_FFN_HID], l->w_down);
+		act_need(f, &f->act[SRC_ATTN_IN], l->wq);
+		act_need(f, &f->act[SRC_ATTN_IN], l->wk);
+		act_need(f, &f->act[SRC_ATTN_IN], l->wv);
+		act_need(f, &f->act[SRC_ATTN_OUT], l->wo);
+		act_need(f, &f->act[SRC_FFN_IN], l->w_gate);
+		act_need(f, &f->act[SRC_FFN_IN], l->w_up);
+		act_need(f, &f->act[SRC_FFN_HID], l->w_down);
 	}
-	act_need(&f->act[SRC_OUT], m->output);
+	act_need(f, &f->act[SRC_OUT], m->output);
 	const int64_t B = f->cfg.max_batch, D = f->hp->d_model;
 	int rc;
 	if ((rc = act_alloc(&f->act[SRC_ATTN_IN], D, B)) ||
