@@ -37,6 +37,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from serve_proc import metrics  # noqa: E402  (the tests' /metrics reader)
 
 MALFORMED = [
     ("/v1/chat/completions", b'{"messages": ['),
@@ -102,20 +104,6 @@ def proc_rss_kb(pid):
 
 def proc_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def metrics(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            name = k.split("{")[0]
-            out[name] = out.get(name, 0.0) + float(v)
-    return out
 
 
 def prompt(rng):

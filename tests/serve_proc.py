@@ -1,6 +1,7 @@
 """`ingot serve` as a test fixture: started on a free loopback port (--port 0),
 stderr collected in the background, the port read from its "listening on"
-line. Shared by the server tests."""
+line. Shared by the server tests (and bench/soak.py, for metrics)."""
+import http.client
 import os
 import re
 import subprocess
@@ -8,6 +9,21 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
+
+
+def metrics(port):
+    """{'name': value summed over every series (labels ignored)} from /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            name = k.split("{")[0]
+            out[name] = out.get(name, 0.0) + float(v)
+    return out
 
 
 class Server:

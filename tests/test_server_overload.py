@@ -50,25 +50,11 @@ def post(port, body, path="/v1/completions", timeout=300):
     return r.status, dict(r.getheaders()), data, dt
 
 
-def metrics(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            name = k.split("{")[0]
-            out[name] = out.get(name, 0.0) + float(v)
-    return out
-
-
 def idle_within(port, secs, base_kv):
     """Seconds until nothing runs or waits and KV usage <= base_kv, or None."""
     t0 = time.time()
     while time.time() - t0 < secs:
-        m = metrics(port)
+        m = serve_proc.metrics(port)
         if m.get("vllm:num_requests_running", 0) == 0 and \
                 m.get("vllm:num_requests_waiting", 0) == 0 and \
                 m.get("vllm:kv_cache_usage_perc", 0) <= base_kv + 1e-9:
@@ -80,7 +66,7 @@ def idle_within(port, secs, base_kv):
 def wait_running(port, n=1, secs=30):
     t0 = time.time()
     while time.time() - t0 < secs:
-        if metrics(port).get("vllm:num_requests_running", 0) >= n:
+        if serve_proc.metrics(port).get("vllm:num_requests_running", 0) >= n:
             return True
         time.sleep(0.02)
     return False
@@ -151,7 +137,7 @@ def test_burst(port):
 
 def test_disconnects(port):
     idle_within(port, 30, 1.0)
-    base = metrics(port).get("vllm:kv_cache_usage_perc", 0)
+    base = serve_proc.metrics(port).get("vllm:kv_cache_usage_perc", 0)
     # before headers
     socks = []
     for _ in range(20):
@@ -188,20 +174,20 @@ def test_disconnects(port):
         buf = b""
         while b"data: " not in buf:
             buf += s.recv(4096)
-    running = metrics(port).get("vllm:num_requests_running", 0)
+    running = serve_proc.metrics(port).get("vllm:num_requests_running", 0)
     for s in socks:
         s.close()
     dt = idle_within(port, 1.0, base)
     if dt is None:
         later = idle_within(port, 10.0, base)
-        print("     not idle after 1 s; idle after", later, "s more;", metrics(port))
+        print("     not idle after 1 s; idle after", later, "s more;", serve_proc.metrics(port))
     check(f"{SEQS} disconnects mid-stream ({running:.0f} running): idle, KV at baseline "
           f"within 1 s ({dt if dt is None else round(dt, 2)} s)", running >= 1 and dt is not None,
           dt)
 
 
 def test_full_slots(port):
-    m0 = metrics(port)
+    m0 = serve_proc.metrics(port)
     # near-maximum prompts, all different (no prefix sharing), each filling
     # its context: the pool holds about 2.5 of them
     words = ["alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel"]
@@ -215,7 +201,7 @@ def test_full_slots(port):
     with ThreadPoolExecutor(SEQS) as ex:
         res = list(ex.map(one, prompts))
     dt = time.time() - t0
-    m1 = metrics(port)
+    m1 = serve_proc.metrics(port)
     pre = m1.get("vllm:num_preemptions_total", 0) - m0.get("vllm:num_preemptions_total", 0)
     ok = [r for r in res if r[0] == 200]
     check(f"{SEQS} near-max-length requests on a pool for ~2.5: all complete "
