@@ -19,7 +19,6 @@
 #include "kv.h"
 #include "mem.h"
 #include "model.h"
-#include "ops.h"
 #include "pool.h"
 #include "quant.h"
 #include "runner.h"
@@ -143,20 +142,18 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 	bool want[256 * 8] = { 0 };
 	for (int s = 0; s < B; s++)
 		want[s * 8 + 7] = true;
-	struct fwd_batch b = { .n = 8 * B, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
+	struct fwd_batch b = { .n = 8 * B, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want,
+			       .argmax = true };
 	if (runner_step(r, &b, &c->err))
 		return -1;
-	const int64_t V = c->m->hp.n_vocab;
 	double t0 = gen_now();
 	for (int g = 0; g < gen; g++) {
-		int64_t n_out;
-		const float *lg = fwd_logits(f, &n_out);
 		for (int s = 0; s < B; s++) {
-			tok[s] = (int32_t)ops_argmax(lg + (size_t)s * V, V);
+			tok[s] = (int32_t)fwd_argmax(f, s);
 			pos[s] = 8 + g;
 			seq[s] = s;
 		}
-		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq };
+		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq, .argmax = true };
 		bool w[256];
 		for (int s = 0; s < B; s++)
 			w[s] = true;

@@ -589,11 +589,19 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 	}
 }
 
-/* Samples the next token of q from its logits row and reports it. Returns
- * the finish reason, or -1 while q goes on. The token is appended to
- * q->tokens (and told to q's drafter). For a row whose next token was
- * drafted (draft_i >= 0), *same tells whether the draft stands. */
-static int emit_token(struct engine *e, struct req *q, float *logits, int draft_i, bool *same)
+/* q picks plain argmaxes of unmodified logits: the LM head finds them */
+static bool req_takes_argmax(const struct req *q)
+{
+	return q->n_bias == 0 && !q->matcher && sampler_is_plain_greedy(q->sampler);
+}
+
+/* Samples the next token of q from its logits row (row o of the step's
+ * logits) and reports it. Returns the finish reason, or -1 while q goes
+ * on. The token is appended to q->tokens (and told to q's drafter). For a
+ * row whose next token was drafted (draft_i >= 0), *same tells whether the
+ * draft stands. */
+static int emit_token(struct engine *e, struct req *q, float *logits, int64_t o, int draft_i,
+		      bool *same)
 {
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
@@ -609,7 +617,8 @@ static int emit_token(struct engine *e, struct req *q, float *logits, int draft_
 					    spec_draft_q(e->draft, q->slot, draft_i), e->m->hp.n_vocab,
 					    q->draft[draft_i], spec_draft_p_scratch(e->draft), &tok);
 	} else {
-		tok = sampler_sample(q->sampler, logits);
+		tok = req_takes_argmax(q) ? sampler_take_argmax(q->sampler, (int32_t)fwd_argmax(e->f, o)) :
+					    sampler_sample(q->sampler, logits);
 		*same = draft_i >= 0 && tok == q->draft[draft_i];
 	}
 	sampler_accept(q->sampler, tok);
@@ -648,6 +657,8 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
 			return ING_OK;
 		struct fwd_batch b = { .n = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq,
 				       .want_logits = e->b_want };
+		for (int64_t i = 0; i < n && !b.argmax; i++)
+			b.argmax = e->b_want[i] && req_takes_argmax(e->b_req[i]);
 		int rc = runner_step(e->r, &b, err);
 		if (rc != ING_ERR_NOMEM)
 			return rc;
@@ -656,16 +667,19 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
 	}
 }
 
-/* Samples the tokens of q's rows in this step: one for a decode row, then
- * one more for each draft token the model confirmed. Returns the finish
- * reason or -1; *gen counts the tokens emitted. */
-static int verify_rows(struct engine *e, struct req *q, const float *logits, uint64_t *gen)
+/* Samples the tokens of q's rows in this step (logits: row o of the step's
+ * logits, then o+1, ...): one for a decode row, then one more for each
+ * draft token the model confirmed. Returns the finish reason or -1; *gen
+ * counts the tokens emitted. */
+static int verify_rows(struct engine *e, struct req *q, const float *logits, int64_t o,
+		       uint64_t *gen)
 {
 	const int64_t V = e->m->hp.n_vocab;
 	int why = -1, acc = 0;
 	for (int j = 0; j <= q->n_draft; j++) {
 		bool same;
-		why = emit_token(e, q, (float *)logits + (size_t)j * V, j < q->n_draft ? j : -1, &same);
+		why = emit_token(e, q, (float *)logits + (size_t)j * V, o + j, j < q->n_draft ? j : -1,
+				 &same);
 		(*gen)++;
 		if (why >= 0 || !same)
 			break;
@@ -704,7 +718,7 @@ static void after_step(struct engine *e, int64_t n)
 		q->n_computed += cnt - q->n_draft; /* draft rows count once confirmed */
 		if (!e->b_want[i - 1])
 			continue; /* a prefill chunk that does not reach the end yet */
-		int why = verify_rows(e, q, logits + (size_t)o * V, &gen);
+		int why = verify_rows(e, q, logits + (size_t)o * V, o, &gen);
 		o += 1 + q->n_draft;
 		q->n_draft = 0;
 		kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);

@@ -8,7 +8,11 @@
  * Quantized activations are kept per *source* (attention input, attention
  * output, FFN input, FFN hidden, final) and per activation format, so a
  * source consumed by weights of different types is quantized once per
- * format, never per matrix. */
+ * format, never per matrix.
+ *
+ * The LM head can also find the greedy token: with fwd_batch.argmax each
+ * thread scans its share of the vocabulary tile by tile right after
+ * computing it, so a greedy caller never reads the V logits again. */
 #include "forward.h"
 
 #include <math.h>
@@ -55,6 +59,8 @@ struct fwd {
 	int64_t *out_rows;           /* [max_out] batch row of each logits row */
 	int64_t *seq_next;           /* [n_seq] scratch for batch validation */
 	int64_t n_out;
+	bool argmax;                 /* fill best[] in the LM head */
+	struct ops_best *best;       /* [n_threads][max_out] argmax of each thread's share */
 	struct fwd_op *ops;
 	int n_ops;
 };
@@ -141,6 +147,7 @@ static int alloc_buffers(struct fwd *f)
 	f->hb2 = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->logits = ing_malloc_array((size_t)f->max_out, (size_t)hp->n_vocab * sizeof(float));
 	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->cfg.n_ctx * sizeof(float));
+	f->best = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->max_out * sizeof *f->best);
 	f->rowptr = ing_malloc_array((size_t)f->cfg.n_threads * 2, (size_t)f->cfg.n_ctx * sizeof(float *));
 	f->tokens = ing_malloc_array(B, sizeof(int32_t));
 	f->pos = ing_malloc_array(B, sizeof(int32_t));
@@ -149,8 +156,8 @@ static int alloc_buffers(struct fwd *f)
 	f->seq_next = ing_malloc_array((size_t)f->cfg.n_seq, sizeof(int64_t));
 	f->ops = ing_malloc_array((size_t)FWD_MAX_OPS(hp->n_layer), sizeof(struct fwd_op));
 	if (!f->x || !f->tmp || !f->xb || !f->q || !f->kk || !f->vv || !f->att || !f->hb ||
-	    !f->hb2 || !f->logits || !f->scratch || !f->rowptr || !f->tokens || !f->pos || !f->seq ||
-	    !f->out_rows || !f->seq_next || !f->ops)
+	    !f->hb2 || !f->logits || !f->best || !f->scratch || !f->rowptr || !f->tokens ||
+	    !f->pos || !f->seq || !f->out_rows || !f->seq_next || !f->ops)
 		return ING_ERR_NOMEM;
 	return ING_OK;
 }
@@ -223,7 +230,7 @@ void fwd_destroy(struct fwd *f)
 		return;
 	kv_destroy(f->kv);
 	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
-			 f->logits, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
+			 f->logits, f->best, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
 	for (int s = 0; s < SRC_COUNT; s++) {
@@ -310,6 +317,11 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 	for (int64_t i = 0; i < T; i++)
 		if (b->want_logits ? b->want_logits[i] : i == T - 1)
 			f->out_rows[f->n_out++] = i;
+	f->argmax = b->argmax;
+	if (f->argmax) /* a thread with no share of the LM head leaves its slots empty */
+		for (int th = 0; th < f->cfg.n_threads; th++)
+			for (int64_t o = 0; o < f->n_out; o++)
+				ops_best_init(&f->best[(size_t)th * (size_t)f->max_out + (size_t)o]);
 	const struct model_hparams *hp = f->hp;
 	f->n_ops = 0;
 	plan_push(f, OP_EMBED, 0, T);
@@ -493,15 +505,27 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 	}
 }
 
-static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1)
+/* vocabulary rows per LM-head tile when the argmax is fused: the tile's
+ * logits (LM_HEAD_TILE * n_out floats) are scanned while still in L1/L2 */
+#define LM_HEAD_TILE 512
+
+static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 {
 	const int64_t V = f->hp->n_vocab;
-	matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, u0, u1);
 	const float cap = (float)f->hp->final_softcap;
-	if (cap > 0.0f)
-		for (int64_t o = 0; o < f->n_out; o++)
-			for (int64_t r = u0; r < u1; r++)
-				f->logits[o * V + r] = cap * tanhf(f->logits[o * V + r] / cap);
+	struct ops_best *best = f->best + (size_t)ith * (size_t)f->max_out;
+	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
+		r1 = f->argmax && u1 - r0 > LM_HEAD_TILE ? r0 + LM_HEAD_TILE : u1;
+		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
+		for (int64_t o = 0; o < f->n_out; o++) {
+			float *row = f->logits + o * V;
+			if (cap > 0.0f)
+				for (int64_t r = r0; r < r1; r++)
+					row[r] = cap * tanhf(row[r] / cap);
+			if (f->argmax)
+				ops_best_scan(&best[o], row, r0, r1);
+		}
+	}
 }
 
 void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith)
@@ -528,7 +552,7 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 		break;
 	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1); break;
 	case OP_OUT_IN: exec_out_in(f, u0, u1); break;
-	case OP_LM_HEAD: exec_lm_head(f, u0, u1); break;
+	case OP_LM_HEAD: exec_lm_head(f, u0, u1, ith); break;
 	case OP_KIND_COUNT: break;
 	}
 }
@@ -570,6 +594,18 @@ float *fwd_logits(struct fwd *f, int64_t *n_out)
 {
 	*n_out = f->n_out;
 	return f->logits;
+}
+
+int64_t fwd_argmax(const struct fwd *f, int64_t o)
+{
+	const float *row = f->logits + (size_t)o * (size_t)f->hp->n_vocab;
+	if (!f->argmax)
+		return ops_argmax(row, f->hp->n_vocab);
+	struct ops_best all;
+	ops_best_init(&all);
+	for (int th = 0; th < f->cfg.n_threads; th++)
+		ops_best_merge(&all, &f->best[(size_t)th * (size_t)f->max_out + (size_t)o]);
+	return ops_best_index(&all, row);
 }
 
 const struct model *fwd_model(const struct fwd *f) { return f->m; }

@@ -45,6 +45,8 @@ struct fwd_batch {
 	const int32_t *pos;         /* [n] */
 	const int32_t *seq;         /* [n] kv sequence slot */
 	const bool *want_logits;    /* [n]; NULL: only the last row */
+	bool argmax;                /* the LM head also finds each logits row's
+				     * argmax as it computes it (fwd_argmax) */
 };
 
 enum op_kind {
@@ -96,6 +98,13 @@ bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, i
 /* Logits of the planned batch: n_out rows of V floats, in batch order of
  * the rows that wanted logits. Valid until the next fwd_plan. */
 float *fwd_logits(struct fwd *f, int64_t *n_out);
+
+/* ops_argmax of logits row o (o < n_out) as the LM head left it. When the
+ * batch asked for it (fwd_batch.argmax) each thread found the argmax of
+ * its share of the vocabulary while those logits were in cache, and this
+ * only merges the shares; otherwise it scans the row. Same answer either
+ * way, for any runner and thread count. */
+int64_t fwd_argmax(const struct fwd *f, int64_t o);
 
 const struct model *fwd_model(const struct fwd *f);
 struct kv_cache *fwd_kv(struct fwd *f);

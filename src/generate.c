@@ -25,7 +25,7 @@ const char *gen_stop_name(enum gen_stop s)
 }
 
 static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64_t n,
-		   int64_t chunk, ing_err *err)
+		   int64_t chunk, bool argmax, ing_err *err)
 {
 	int32_t pos[512], seq[512] = { 0 };
 	if (chunk > 512)
@@ -34,7 +34,8 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 		int64_t cnt = n - i0 < chunk ? n - i0 : chunk;
 		for (int64_t i = 0; i < cnt; i++)
 			pos[i] = (int32_t)(i0 + i);
-		struct fwd_batch b = { .n = cnt, .tokens = prompt + i0, .pos = pos, .seq = seq };
+		struct fwd_batch b = { .n = cnt, .tokens = prompt + i0, .pos = pos, .seq = seq,
+				       .argmax = argmax };
 		int rc = runner_step(r, &b, err);
 		if (rc)
 			return rc;
@@ -115,8 +116,10 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 	}
 	/* a sampling target with a draft model accepts by rejection sampling */
 	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft, 0);
+	/* a plain greedy sampler takes the argmax the LM head finds */
+	const bool argmax = sampler_is_plain_greedy(s);
 	double t0 = gen_now();
-	rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, err);
+	rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, argmax, err);
 	if (rc)
 		return rc;
 	double t1 = gen_now();
@@ -146,7 +149,8 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 							   spec_draft_q(cfg->draft, 0, i), V, rows[i + 1],
 							   spec_draft_p_scratch(cfg->draft), &tok);
 			} else {
-				tok = sampler_sample(s, logits + (size_t)i * V);
+				tok = argmax ? sampler_take_argmax(s, (int32_t)fwd_argmax(f, i)) :
+					       sampler_sample(s, logits + (size_t)i * V);
 				same = i < n_draft && tok == rows[i + 1];
 			}
 			stop = emit(s, tk, cfg, tok, on_token, ud, st);
@@ -191,7 +195,7 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 			want[i] = true;
 		}
 		struct fwd_batch b = { .n = 1 + n_draft, .tokens = rows, .pos = rpos, .seq = rseq,
-				       .want_logits = want };
+				       .want_logits = want, .argmax = argmax };
 		if ((rc = runner_step(r, &b, err)))
 			return rc;
 		st->n_steps++;

@@ -257,3 +257,31 @@ int64_t ops_argmax(const float *x, int64_t n)
 			best = i;
 	return best;
 }
+
+void ops_best_init(struct ops_best *b) { *b = (struct ops_best){ 0.0f, -1 }; }
+
+void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
+{
+	for (int64_t i = i0; i < i1; i++)
+		if (x[i] > b->val || (b->idx < 0 && x[i] == x[i])) { /* x == x: not NaN */
+			b->val = x[i];
+			b->idx = i;
+		}
+}
+
+/* ops_argmax is the first index of the maximum over the non-NaN elements
+ * (a NaN never compares greater, and a non-NaN never beats a NaN x[0]).
+ * Each partial result is such a first maximum over a subset, so the whole
+ * row's is the largest value, lowest index on ties; -0 == +0 keeps the
+ * lowest index, as ops_argmax's strict > does. */
+void ops_best_merge(struct ops_best *into, const struct ops_best *b)
+{
+	if (b->idx >= 0 && (into->idx < 0 || b->val > into->val ||
+			    (b->val == into->val && b->idx < into->idx)))
+		*into = *b;
+}
+
+int64_t ops_best_index(const struct ops_best *b, const float *x)
+{
+	return x[0] != x[0] || b->idx < 0 ? 0 : b->idx;
+}

@@ -69,7 +69,25 @@ void ops_attend(float *out, const float *q, const float *const *K, const float *
 void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
 		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
 
-/* Index of the largest x[i] (first one on ties). */
+/* Index of the largest x[i] (first one on ties). NaNs are skipped, except
+ * that a NaN x[0] makes the answer 0. */
 int64_t ops_argmax(const float *x, int64_t n);
+
+/* ops_argmax in pieces, for a row whose elements are computed by several
+ * threads (the LM head): each thread scans its index ranges into its own
+ * ops_best, in any order of ranges; ops_best_merge folds them together, in
+ * any order, and ops_best_index gives exactly ops_argmax of the whole row. */
+struct ops_best {
+	float val;
+	int64_t idx; /* -1: no non-NaN element seen */
+};
+
+void ops_best_init(struct ops_best *b);
+/* Scans x[i] for i in [i0, i1) (x indexes the whole row). */
+void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
+void ops_best_merge(struct ops_best *into, const struct ops_best *b);
+/* The argmax of row x once every element went through some scan (only x[0]
+ * is read). */
+int64_t ops_best_index(const struct ops_best *b, const float *x);
 
 #endif

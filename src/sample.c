@@ -448,6 +448,19 @@ int32_t sampler_draw(struct sampler *s)
 	return s->cand_ids[pick];
 }
 
+bool sampler_is_plain_greedy(const struct sampler *s)
+{
+	return s->p.temperature <= 0.0f && !penalties_on(&s->p);
+}
+
+int32_t sampler_take_argmax(struct sampler *s, int32_t argmax)
+{
+	s->n_cand = 1;
+	s->cand_ids[0] = argmax;
+	s->cand_probs[0] = 1.0f;
+	return argmax;
+}
+
 int32_t sampler_sample(struct sampler *s, float *logits)
 {
 	sampler_dist(s, logits);

@@ -13,6 +13,7 @@
 #ifndef INGOT_SAMPLE_H
 #define INGOT_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -72,6 +73,15 @@ void sampler_accept_prompt(struct sampler *s, int32_t token);
  * applied in place). Tokens whose logit is -INFINITY (masked by a grammar)
  * are never picked unless every token is. Does not call sampler_accept. */
 int32_t sampler_sample(struct sampler *s, float *logits);
+
+/* True when sampling is a plain argmax of the logits as the model gave
+ * them (greedy, no penalties): then the argmax the forward pass found
+ * (fwd_argmax) can stand in for the row, through sampler_take_argmax. */
+bool sampler_is_plain_greedy(const struct sampler *s);
+
+/* sampler_sample for a plain-greedy sampler, given its row's argmax: the
+ * same token and candidate state, without reading the logits. */
+int32_t sampler_take_argmax(struct sampler *s, int32_t argmax);
 
 /* sampler_sample in two halves, for speculative decoding: sampler_dist
  * computes the final distribution (penalties, truncation, temperature;

@@ -186,7 +186,8 @@ static int feed(struct spec_draft *d, int slot, int64_t from, int64_t to, ing_er
 			pos[i] = (int32_t)(i0 + i);
 			seq[i] = slot;
 		}
-		struct fwd_batch b = { .n = cnt, .tokens = tokens + i0, .pos = pos, .seq = seq };
+		struct fwd_batch b = { .n = cnt, .tokens = tokens + i0, .pos = pos, .seq = seq,
+				       .argmax = !d->slots[slot].sampling };
 		int rc = runner_step(d->r, &b, err);
 		if (rc)
 			return rc;
@@ -199,13 +200,8 @@ static int32_t next_token(struct spec_draft *d, struct draft_slot *s, int i)
 {
 	int64_t n_logits;
 	float *logits = fwd_logits(d->f, &n_logits);
-	if (!s->sampling) {
-		int32_t tok = 0;
-		for (int64_t v = 1; v < d->V; v++)
-			if (logits[v] > logits[tok])
-				tok = (int32_t)v;
-		return tok;
-	}
+	if (!s->sampling)
+		return (int32_t)fwd_argmax(d->f, 0); /* found by the LM head (feed, propose) */
 	int64_t nc = sampler_dist(s->s, logits);
 	const int32_t *ids;
 	const float *probs;
@@ -250,7 +246,8 @@ int spec_draft_propose(struct spec_draft *d, int slot, int k, int32_t *draft, in
 		if (i + 1 == k)
 			break;
 		int32_t p = (int32_t)(s->n + i), sq = slot;
-		struct fwd_batch b = { .n = 1, .tokens = &tok, .pos = &p, .seq = &sq };
+		struct fwd_batch b = { .n = 1, .tokens = &tok, .pos = &p, .seq = &sq,
+				       .argmax = !s->sampling };
 		if ((rc = runner_step(d->r, &b, err)))
 			return rc;
 		s->drafted[s->n_kv_draft++] = tok;

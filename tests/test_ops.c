@@ -1,5 +1,6 @@
 /* test_ops.c — shared operations against their references: the AVX2
- * attention against ops_attend_ref, rmsnorm, rope, the GELU table. */
+ * attention against ops_attend_ref, rmsnorm, rope, the GELU table, and
+ * the split argmax (ops_best_*) against ops_argmax. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +100,54 @@ static void test_gelu(void)
 	CHECK(ops_gelu(-20) == 0 && ops_gelu(20) == 20, "gelu tails");
 }
 
+/* Rows with ties, NaNs (also at x[0]), infinities and signed zeros, cut
+ * into random pieces scanned by random "threads" and merged in a random
+ * order: the result must be ops_argmax's, every time. */
+static void test_best_split(void)
+{
+	unsigned seed = 11;
+	enum { N = 97, PARTS = 5 };
+	float x[N];
+	int bad = 0;
+	for (int trial = 0; trial < 4000; trial++) {
+		const int kinds = 1 + trial % 7; /* few kinds: many ties */
+		for (int i = 0; i < N; i++) {
+			unsigned k = (unsigned)((frand(&seed) + 1.0f) * 0.5f * (float)kinds);
+			static const float vals[] = { 1.0f, -0.0f, 0.0f, INFINITY, -INFINITY, NAN, 2.5f };
+			x[i] = frand(&seed) < 0.6f ? vals[k % 7] : frand(&seed);
+		}
+		if (trial % 5 == 0)
+			x[0] = NAN;
+		struct ops_best part[PARTS];
+		for (int p = 0; p < PARTS; p++)
+			ops_best_init(&part[p]);
+		/* ranges in ascending order, each given to a random part */
+		for (int64_t i0 = 0; i0 < N;) {
+			int64_t len = 1 + (int64_t)((frand(&seed) + 1.0f) * 12.0f);
+			int64_t i1 = i0 + len < N ? i0 + len : N;
+			int p = (int)((frand(&seed) + 1.0f) * 0.5f * PARTS) % PARTS;
+			ops_best_scan(&part[p], x, i0, i1);
+			i0 = i1;
+		}
+		/* merge in a rotated order */
+		struct ops_best all;
+		ops_best_init(&all);
+		for (int p = 0; p < PARTS; p++)
+			ops_best_merge(&all, &part[(p + trial) % PARTS]);
+		if (ops_best_index(&all, x) != ops_argmax(x, N))
+			bad++;
+	}
+	CHECK(bad == 0, "split argmax equals ops_argmax: %d of 4000 rows differ", bad);
+	float all_nan[3] = { NAN, NAN, NAN };
+	struct ops_best b;
+	ops_best_init(&b);
+	ops_best_scan(&b, all_nan, 1, 3);
+	CHECK(ops_best_index(&b, all_nan) == 0 && ops_argmax(all_nan, 3) == 0, "all NaN: 0");
+}
+
 int main(void)
 {
+	test_best_split();
 	test_attend();
 	test_rmsnorm();
 	test_rope();
