@@ -12,6 +12,33 @@ int check_summary(const char *name)
 	return check_failed ? 1 : 0;
 }
 
+char *check_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *buf = NULL;
+	size_t cap = 0, n = 0, got;
+	do { /* read until EOF: no size from fseek, so pipes work too */
+		if (n == cap) {
+			char *p = realloc(buf, (cap = cap ? 2 * cap : 65536) + 1);
+			if (!p) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = p;
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+	} while (got > 0);
+	fclose(f);
+	buf[n] = 0;
+	if (len)
+		*len = n;
+	return buf;
+}
+
 const char *check_testdata_dir(void)
 {
 	const char *d = getenv("INGOT_TESTDATA");

@@ -7,6 +7,7 @@
 #ifndef INGOT_CHECK_H
 #define INGOT_CHECK_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 extern long check_count, check_failed;
@@ -27,6 +28,11 @@ extern long check_count, check_failed;
 
 /* Prints the summary line and returns the process exit status. */
 int check_summary(const char *name);
+
+/* The whole file at path, NUL-terminated, with its length in *len (len may
+ * be NULL); NULL when it cannot be opened or memory runs out. The caller
+ * free()s it. */
+char *check_read_file(const char *path, size_t *len);
 
 /* Directory of the shared test data (../shared/testdata relative to the
  * repository root, or $INGOT_TESTDATA). */

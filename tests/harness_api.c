@@ -46,25 +46,6 @@ static struct {
 	struct template *tpl[MAX_TEMPLATES];
 } templates;
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	size_t cap = 0, n = 0, got;
-	do {
-		if (n == cap && !(buf = realloc(buf, (cap = cap ? 2 * cap : 65536) + 1)))
-			abort();
-		got = fread(buf + n, 1, cap - n, f);
-		n += got;
-	} while (got > 0);
-	fclose(f);
-	buf[n] = 0;
-	*len = n;
-	return buf;
-}
-
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(a, b); /* elements are char[256] */
@@ -100,7 +81,7 @@ static void templates_load(void)
 	size_t n = harness_template_files(names, MAX_TEMPLATES - 1);
 	for (size_t i = 0; i < n; i++) {
 		size_t len;
-		char *src = slurp(names[i], &len);
+		char *src = check_read_file(names[i], &len);
 		if (!src)
 			continue;
 		if (template_parse(src, len, &templates.tpl[templates.n], &err) == ING_OK)

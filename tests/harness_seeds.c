@@ -414,28 +414,6 @@ void harness_gguf_seeds(harness_seed_fn emit, void *ctx)
 
 /* ---- tokenizer seeds ------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	char *buf = NULL;
-	size_t cap = 0, n = 0, got;
-	do {
-		if (n == cap) {
-			char *p = realloc(buf, cap = cap ? 2 * cap : 4096);
-			if (!p)
-				break;
-			buf = p;
-		}
-		got = fread(buf + n, 1, cap - n, f);
-		n += got;
-	} while (got > 0);
-	fclose(f);
-	*len = n;
-	return buf;
-}
-
 void harness_tokenizer_seeds(harness_seed_fn emit, void *ctx)
 {
 	static const char sep[] = "\n__ggml_vocab_test__\n";
@@ -443,7 +421,7 @@ void harness_tokenizer_seeds(harness_seed_fn emit, void *ctx)
 	char path[4096];
 	snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf.inp", check_testdata_dir());
 	size_t len;
-	char *inp = slurp(path, &len);
+	char *inp = check_read_file(path, &len);
 	if (!inp)
 		return;
 	uint8_t *buf = malloc(len + 1);

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "check.h"
+
 static const char *const bodies[] = {
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}",
 	"{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\","
@@ -55,36 +57,16 @@ void harness_request_seeds(harness_seed_fn emit, void *ctx)
 		}
 }
 
-static char *slurp_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = 0;
-	*len = buf ? (size_t)n : 0;
-	return buf;
-}
-
 void harness_template_seeds(harness_seed_fn emit, void *ctx)
 {
 	static char names[32][256];
 	size_t n = harness_template_files(names, 32);
 	for (size_t i = 0; i < n; i++) {
 		size_t tlen, clen;
-		char *tpl = slurp_file(names[i], &tlen), cases_path[300];
+		char *tpl = check_read_file(names[i], &tlen), cases_path[300];
 		snprintf(cases_path, sizeof cases_path, "%.*s.cases.json",
 			 (int)(strlen(names[i]) - 6), names[i]);
-		char *cases = slurp_file(cases_path, &clen);
+		char *cases = check_read_file(cases_path, &clen);
 		cJSON *cj = cases ? cJSON_ParseWithLength(cases, clen) : NULL;
 		const cJSON *c, *arr = cJSON_GetObjectItemCaseSensitive(cj, "cases");
 		int k = 0;

@@ -7,6 +7,7 @@
  * tool call + result through the built-in format and the shared Qwen,
  * Llama 3.1, DeepSeek R1 and Functionary templates (arguments sent as
  * text, given to templates as objects or text as each needs). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_int.h"
@@ -214,21 +215,7 @@ static char *slurp(const char *name)
 {
 	char path[512];
 	snprintf(path, sizeof path, "%s/templates/%s", check_testdata_dir(), name);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *p = ing_malloc((size_t)n + 1);
-	if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-		ing_free(p);
-		p = NULL;
-	}
-	if (p)
-		p[n] = 0;
-	fclose(f);
-	return p;
+	return check_read_file(path, NULL);
 }
 
 /* A weather conversation as OpenAI clients send it: arguments as JSON
@@ -255,7 +242,7 @@ static char *tool_render(const char *tpl, const char *content, bool with_tools)
 	ing_err err;
 	if (tpl && (!src || template_parse(src, strlen(src), &A.tpl, &err))) {
 		CHECK(0, "template %s", tpl);
-		ing_free(src);
+		free(src);
 		return NULL;
 	}
 	char body[4096];
@@ -272,7 +259,7 @@ static char *tool_render(const char *tpl, const char *content, bool with_tools)
 		template_free(A.tpl);
 		A.tpl = builtin;
 	}
-	ing_free(src);
+	free(src);
 	return text;
 }
 
@@ -288,7 +275,7 @@ static char *case_expected(const char *file, const char *name)
 			out = ing_strndup(x->valuestring, strlen(x->valuestring));
 	}
 	cJSON_Delete(d);
-	ing_free(src);
+	free(src);
 	return out;
 }
 

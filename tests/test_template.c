@@ -39,27 +39,6 @@ static struct tm fixed_now(void)
 	return tm;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = n >= 0 ? ing_malloc((size_t)n + 1) : NULL;
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		ing_free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = 0;
-		*len = (size_t)n;
-	}
-	return buf;
-}
-
 /* Parses src and renders it with ctx (JSON text) under opts; returns the
  * status, *out (ing_free) on success, the error in *err. */
 static int render_with(const char *src, const char *ctx, const struct template_opts *opts,
@@ -117,16 +96,16 @@ static void run_cases(const char *dir, const char *cases_file)
 	char path[4096];
 	size_t len;
 	snprintf(path, sizeof path, "%.2000s/%.1000s", dir, cases_file);
-	char *text = read_file(path, &len);
+	char *text = check_read_file(path, &len);
 	cJSON *spec = text ? cJSON_Parse(text) : NULL;
-	ing_free(text);
+	free(text);
 	CHECK(spec != NULL, "cannot read %s", path);
 	if (!spec)
 		return;
 	const cJSON *tname = cJSON_GetObjectItemCaseSensitive(spec, "template");
 	snprintf(path, sizeof path, "%.2000s/%.1000s", dir,
 		 cJSON_IsString(tname) ? tname->valuestring : "?");
-	char *src = read_file(path, &len);
+	char *src = check_read_file(path, &len);
 	struct template *t = NULL;
 	ing_err err = { 0 };
 	CHECK(src && template_parse(src, len, &t, &err) == ING_OK, "parse %s: %s", path, err.msg);
@@ -156,7 +135,7 @@ static void run_cases(const char *dir, const char *cases_file)
 	}
 	printf("  %-58s %d/%d\n", tname->valuestring, passed, total);
 	template_free(t);
-	ing_free(src);
+	free(src);
 	cJSON_Delete(spec);
 }
 

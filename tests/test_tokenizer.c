@@ -27,27 +27,6 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = '\0';
-		*len = (size_t)n;
-	}
-	return buf;
-}
-
 static struct tokenizer *open_vocab(const char *path, double *secs)
 {
 	ing_err err = {0};
@@ -143,7 +122,7 @@ static int run_vocab(const char *dir, const char *name)
 	snprintf(inp, sizeof inp, "%s.inp", path);
 	snprintf(out, sizeof out, "%s.out", path);
 	size_t in_len, out_len;
-	char *in_text = read_file(inp, &in_len), *out_text = read_file(out, &out_len);
+	char *in_text = check_read_file(inp, &in_len), *out_text = check_read_file(out, &out_len);
 	double secs = 0;
 	struct tokenizer *tk = open_vocab(path, &secs);
 	CHECK(in_text && out_text, "%s: cannot read .inp/.out", name);

@@ -19,22 +19,6 @@
 #define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
 #define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
 
-static char *read_file(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *p = malloc((size_t)sz + 1);
-	*n = p ? fread(p, 1, (size_t)sz, f) : 0;
-	if (p)
-		p[*n] = 0;
-	fclose(f);
-	return p;
-}
-
 static void test_detect(void)
 {
 	static const struct {
@@ -56,7 +40,7 @@ static void test_detect(void)
 		size_t n = 0;
 		snprintf(path, sizeof path, "%s/templates/%s.jinja", check_testdata_dir(),
 			 cases[i].file);
-		char *src = read_file(path, &n);
+		char *src = check_read_file(path, &n);
 		CHECK(src, "cannot read %s", path);
 		if (!src)
 			continue;
