@@ -2,6 +2,7 @@
 stderr collected in the background, the port read from its "listening on"
 line. Shared by the server tests (and bench/soak.py, for metrics)."""
 import http.client
+import json
 import os
 import re
 import subprocess
@@ -9,6 +10,27 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
+
+
+def request(port, method, path, body=None, key=None, headers=None, timeout=60):
+    """(status, headers, parsed JSON or text) of one plain HTTP request; body
+    as bytes, str, or anything json.dumps takes; key: a Bearer API key."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + key
+    h.update(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    data = r.read().decode("utf-8", "replace")
+    c.close()
+    try:
+        data = json.loads(data)
+    except ValueError:
+        pass
+    return r.status, dict(r.getheaders()), data
 
 
 def metrics(port):

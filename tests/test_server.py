@@ -45,23 +45,7 @@ def client(srv, key=KEY):
 
 
 def raw(srv, method, path, body=None, key=KEY, headers=None):
-    """(status, headers, parsed JSON or text) of one plain HTTP request."""
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    h = {"Content-Type": "application/json"}
-    if key:
-        h["Authorization"] = "Bearer " + key
-    h.update(headers or {})
-    if body is not None and not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    c.request(method, path, body=body, headers=h)
-    r = c.getresponse()
-    data = r.read().decode("utf-8", "replace")
-    c.close()
-    try:
-        data = json.loads(data)
-    except ValueError:
-        pass
-    return r.status, dict(r.getheaders()), data
+    return serve_proc.request(srv.port, method, path, body, key, headers)
 
 
 def metrics(srv):
