@@ -6,7 +6,10 @@
  * median (min, max) over `runs`. Weights are read once per step, so the
  * achieved bandwidth is weight_bytes * steps/s. Prefill: one sequence of
  * `prompt` tokens in chunks of up to 512 rows, median of 3. The streaming
- * bandwidth is measured in the same run with the same threads. */
+ * bandwidth is measured in the same run with the same threads.
+ *
+ * --profile adds where the time goes: the same decode and prefill runs on
+ * the graph runner, whose ops are separate dispatches, timed per op kind. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,7 @@ struct bench_opts {
 	const char *model;
 	int runners[MAX_LIST], n_runners;
 	int batches[MAX_LIST], n_batches;
-	int prompt, gen, runs, threads, json, prefetch;
+	int prompt, gen, runs, threads, json, prefetch, profile;
 };
 
 struct bench_row {
@@ -41,7 +44,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
-		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n");
+		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n"
+		"                   [--profile]\n");
 	return 2;
 }
 
@@ -76,12 +80,12 @@ static int parse_runners(const char *s, int *out)
 
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
-	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH };
+	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE };
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
 		{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
-		{ 0 }
+		{ "profile", 0, 0, O_PROFILE }, { 0 }
 	};
 	*o = (struct bench_opts){ .runners = { RUNNER_MEGA, RUNNER_GRAPH }, .n_runners = 2,
 				  .batches = { 1 }, .n_batches = 1, .prompt = 512, .gen = 32,
@@ -97,6 +101,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_GEN: bad |= (o->gen = atoi(optarg)) < 1 || o->gen > 4096; break;
 		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
 		case O_JSON: o->json = 1; break;
+		case O_PROFILE: o->profile = 1; break;
 		case O_PREFETCH: o->prefetch = !strcmp(optarg, "on"); bad |= strcmp(optarg, "on") && strcmp(optarg, "off"); break;
 		default: return -1;
 		}
@@ -108,6 +113,7 @@ struct bench_ctx {
 	struct model *m;
 	struct pool *pool;
 	int prefetch;
+	double *profile; /* graph runners add their op times here, or NULL */
 	ing_err err;
 };
 
@@ -122,6 +128,7 @@ static int open_runner(struct bench_ctx *c, int kind, const struct fwd_config *c
 		return -1;
 	}
 	runner_mega_set_prefetch(*r, c->prefetch);
+	runner_graph_set_profile(*r, c->profile);
 	return 0;
 }
 
@@ -274,6 +281,44 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c, do
 	printf("]}\n");
 }
 
+/* Decode at each batch size and the prefill again on the graph runner with
+ * every op timed; prints ms per step (decode) or per prompt (prefill) and
+ * the share of each op kind. */
+static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
+{
+	const int n_col = o->n_batches + 1;
+	double sec[MAX_LIST + 1][OP_KIND_COUNT] = { { 0 } }, per[MAX_LIST + 1], total[MAX_LIST + 1];
+	struct bench_row row;
+	double prefill;
+	for (int i = 0; i < n_col; i++) {
+		c->profile = sec[i];
+		int rc = i < o->n_batches ? bench_decode(c, o, RUNNER_GRAPH, o->batches[i], &row) :
+					    bench_prefill(c, o, RUNNER_GRAPH, &prefill);
+		c->profile = NULL;
+		if (rc)
+			return -1;
+		per[i] = i < o->n_batches ? 4 + o->runs * o->gen : 3; /* warm-up + runs; 3 prompts */
+		total[i] = 0;
+		for (int k = 0; k < OP_KIND_COUNT; k++)
+			total[i] += sec[i][k];
+	}
+	printf("\nwhere the time goes (graph runner; ms per decode step, ms per %d-token prefill):\n",
+	       o->prompt);
+	printf("%-11s", "op");
+	for (int i = 0; i < o->n_batches; i++)
+		printf(" %9s=%-3d %4s", "batch", o->batches[i], "");
+	printf(" %14s %4s\n", "prefill", "");
+	for (int k = 0; k <= OP_KIND_COUNT; k++) {
+		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) : "total");
+		for (int i = 0; i < n_col; i++) {
+			double s = k < OP_KIND_COUNT ? sec[i][k] : total[i];
+			printf(" %9.2f ms %3.0f%%", 1e3 * s / per[i], total[i] > 0 ? 100 * s / total[i] : 0);
+		}
+		printf("\n");
+	}
+	return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "serve"))
@@ -320,6 +365,10 @@ int cmd_bench(int argc, char **argv)
 		print_json(&o, &c, bw, wbytes, rows, n);
 	else
 		print_table(&o, &c, bw, wbytes, rows, n);
+	if (!status && o.profile && print_profile(&c, &o)) {
+		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
+		status = 1;
+	}
 	pool_destroy(c.pool);
 	model_close(c.m);
 	return status;

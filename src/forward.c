@@ -49,7 +49,7 @@ struct fwd {
 	float *att;                  /* [max_batch][Datt] */
 	float *hb, *hb2;             /* [max_batch][F] */
 	float *logits;               /* [max_out][V] */
-	float *scratch;              /* [n_threads][n_ctx] */
+	float *scratch;              /* [n_threads][OPS_ATTEND_GROUP_MAX * n_ctx] */
 	const float **rowptr;        /* [n_threads][2][n_ctx] K/V row pointers */
 	const float *rope_freqs;     /* [n_rot/2] or NULL */
 	struct act_buf act[SRC_COUNT];
@@ -57,6 +57,9 @@ struct fwd {
 	int64_t n;
 	int32_t *tokens, *pos, *seq; /* [max_batch] */
 	int64_t *out_rows;           /* [max_out] batch row of each logits row */
+	int32_t *tile_row, *tile_len; /* [max_batch] attention tiles: first row, rows */
+	int64_t n_tiles;
+	int64_t attn_hpu;            /* query heads per attention unit: a KV head's group, or 1 */
 	int64_t *seq_next;           /* [n_seq] scratch for batch validation */
 	int64_t n_out;
 	bool argmax;                 /* fill best[] in the LM head */
@@ -146,7 +149,10 @@ static int alloc_buffers(struct fwd *f)
 	f->hb = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->hb2 = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->logits = ing_malloc_array((size_t)f->max_out, (size_t)hp->n_vocab * sizeof(float));
-	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->cfg.n_ctx * sizeof(float));
+	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads * OPS_ATTEND_GROUP_MAX,
+				      (size_t)f->cfg.n_ctx * sizeof(float));
+	f->tile_row = ing_malloc_array(B, sizeof(int32_t));
+	f->tile_len = ing_malloc_array(B, sizeof(int32_t));
 	f->best = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->max_out * sizeof *f->best);
 	f->rowptr = ing_malloc_array((size_t)f->cfg.n_threads * 2, (size_t)f->cfg.n_ctx * sizeof(float *));
 	f->tokens = ing_malloc_array(B, sizeof(int32_t));
@@ -157,7 +163,8 @@ static int alloc_buffers(struct fwd *f)
 	f->ops = ing_malloc_array((size_t)FWD_MAX_OPS(hp->n_layer), sizeof(struct fwd_op));
 	if (!f->x || !f->tmp || !f->xb || !f->q || !f->kk || !f->vv || !f->att || !f->hb ||
 	    !f->hb2 || !f->logits || !f->best || !f->scratch || !f->rowptr || !f->tokens ||
-	    !f->pos || !f->seq || !f->out_rows || !f->seq_next || !f->ops)
+	    !f->pos || !f->seq || !f->out_rows || !f->tile_row || !f->tile_len || !f->seq_next ||
+	    !f->ops)
 		return ING_ERR_NOMEM;
 	return ING_OK;
 }
@@ -230,7 +237,8 @@ void fwd_destroy(struct fwd *f)
 		return;
 	kv_destroy(f->kv);
 	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
-			 f->logits, f->best, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->seq_next, f->ops };
+			 f->logits, f->best, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->tile_row, f->tile_len,
+			 f->seq_next, f->ops };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
 	for (int s = 0; s < SRC_COUNT; s++) {
@@ -298,6 +306,33 @@ static int check_batch(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 	return reserve_blocks(f, err);
 }
 
+/* Attention units: tiles of up to R adjacent rows of one sequence, each
+ * with all query heads of one KV head, so one pass over the K/V rows
+ * serves R * group queries. When that leaves fewer than two units per
+ * thread (decoding one or two sequences), a unit is one head of a tile
+ * instead, so every thread gets work. Returns the number of units. */
+static int64_t plan_attn(struct fwd *f)
+{
+	const struct model_hparams *hp = f->hp;
+	const int64_t group = hp->n_head / hp->n_head_kv;
+	int64_t hpu = group <= OPS_ATTEND_GROUP_MAX ? group : 1;
+	const int64_t R = OPS_ATTEND_GROUP_MAX / hpu;
+	f->n_tiles = 0;
+	for (int64_t t = 0; t < f->n; t++) {
+		int64_t k = f->n_tiles - 1;
+		if (k >= 0 && f->seq[f->tile_row[k]] == f->seq[t] && f->tile_len[k] < R) {
+			f->tile_len[k]++;
+			continue;
+		}
+		f->tile_row[f->n_tiles] = (int32_t)t;
+		f->tile_len[f->n_tiles++] = 1;
+	}
+	if (f->n_tiles * hp->n_head_kv < 2 * (int64_t)f->cfg.n_threads)
+		hpu = 1;
+	f->attn_hpu = hpu;
+	return f->n_tiles * (hp->n_head / hpu);
+}
+
 static void plan_push(struct fwd *f, enum op_kind kind, int32_t layer, int64_t units)
 {
 	f->ops[f->n_ops++] = (struct fwd_op){ .kind = kind, .layer = layer, .n_units = units };
@@ -323,13 +358,14 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 			for (int64_t o = 0; o < f->n_out; o++)
 				ops_best_init(&f->best[(size_t)th * (size_t)f->max_out + (size_t)o]);
 	const struct model_hparams *hp = f->hp;
+	const int64_t attn_units = plan_attn(f);
 	f->n_ops = 0;
 	plan_push(f, OP_EMBED, 0, T);
 	for (int32_t il = 0; il < hp->n_layer; il++) {
 		plan_push(f, OP_ATTN_IN, il, T);
 		plan_push(f, OP_QKV, il, f->Dq + f->Dk + f->Dv);
 		plan_push(f, OP_ROPE_STORE, il, T);
-		plan_push(f, OP_ATTN, il, T * hp->n_head);
+		plan_push(f, OP_ATTN, il, attn_units);
 		plan_push(f, OP_ATTN_QUANT, il, T);
 		plan_push(f, OP_WO, il, hp->d_model);
 		plan_push(f, OP_FFN_IN, il, T);
@@ -342,6 +378,18 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 		plan_push(f, OP_LM_HEAD, (int32_t)hp->n_layer, hp->n_vocab);
 	}
 	return ING_OK;
+}
+
+const char *fwd_op_kind_name(enum op_kind k)
+{
+	static const char *const names[OP_KIND_COUNT] = {
+		[OP_EMBED] = "embed", [OP_ATTN_IN] = "attn_in", [OP_QKV] = "qkv",
+		[OP_ROPE_STORE] = "rope_store", [OP_ATTN] = "attn", [OP_ATTN_QUANT] = "attn_quant",
+		[OP_WO] = "wo", [OP_FFN_IN] = "ffn_in", [OP_GATE_UP] = "gate_up",
+		[OP_FFN_QUANT] = "ffn_quant", [OP_DOWN] = "down", [OP_OUT_IN] = "out_in",
+		[OP_LM_HEAD] = "lm_head",
+	};
+	return k >= 0 && k < OP_KIND_COUNT ? names[k] : "?";
 }
 
 const struct fwd_op *fwd_ops(const struct fwd *f, int *n)
@@ -441,30 +489,55 @@ static void exec_rope_store(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 	}
 }
 
+/* The first position a row at position p attends to in layer l. */
+static int64_t window_start(const struct fwd *f, const struct model_layer *l, int64_t p)
+{
+	const int64_t w = f->hp->sliding_window;
+	return l->is_swa && p + 1 > w ? p + 1 - w : 0;
+}
+
+/* Units [u0, u1) of the attention: unit u is head slice u % per_tile of
+ * tile u / per_tile (see plan_attn), tiles in zig-zag order (0, last, 1,
+ * last-1, ...) so a contiguous range of units mixes short and long causal
+ * rows and threads get similar work. */
 static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith)
 {
 	const struct model_hparams *hp = f->hp;
 	const struct model_layer *l = &f->m->layers[il];
 	const int64_t group = hp->n_head / hp->n_head_kv, n_ctx = f->cfg.n_ctx;
-	float *scratch = f->scratch + (size_t)ith * (size_t)n_ctx;
+	const int64_t hpu = f->attn_hpu, per_tile = hp->n_head / hpu;
+	float *scratch = f->scratch + (size_t)ith * OPS_ATTEND_GROUP_MAX * (size_t)n_ctx;
 	const float **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
+	struct ops_attn_query qs[OPS_ATTEND_GROUP_MAX];
 	for (int64_t u = u0; u < u1; u++) {
-		/* rows in zig-zag order (0, T-1, 1, T-2, ...): a contiguous range
-		 * of units then mixes short and long causal rows, so threads get
-		 * similar work */
-		const int64_t i = u / hp->n_head, h = u % hp->n_head, kvh = h / group;
-		const int64_t t = i % 2 == 0 ? i / 2 : f->n - 1 - i / 2;
-		const int64_t p = f->pos[t];
-		int64_t j0 = 0;
-		if (l->is_swa && p + 1 > hp->sliding_window)
-			j0 = p + 1 - hp->sliding_window;
-		for (int64_t j = j0; j <= p; j++) {
-			K[j - j0] = kv_k_row(f->kv, il, f->seq[t], j) + kvh * hp->head_dim;
-			V[j - j0] = kv_v_row(f->kv, il, f->seq[t], j) + kvh * hp->head_dim_v;
+		const int64_t i = u / per_tile, h0 = (u % per_tile) * hpu, kvh = h0 / group;
+		const int64_t k = i % 2 == 0 ? i / 2 : f->n_tiles - 1 - i / 2;
+		const int64_t t0 = f->tile_row[k], t1 = t0 + f->tile_len[k];
+		const int32_t s = f->seq[t0];
+		/* the union of the rows' windows: [lo, hi) */
+		int64_t lo = n_ctx, hi = 0;
+		for (int64_t t = t0; t < t1; t++) {
+			const int64_t p = f->pos[t];
+			const int64_t j0 = window_start(f, l, p);
+			lo = j0 < lo ? j0 : lo;
+			hi = p + 1 > hi ? p + 1 : hi;
 		}
-		ops_attend(f->att + t * f->Datt + h * hp->head_dim_v, f->q + t * f->Dq + h * hp->head_dim,
-			   K, V, p + 1 - j0, hp->head_dim, hp->head_dim_v, (float)hp->query_scale,
-			   (float)hp->attn_softcap, scratch);
+		for (int64_t j = lo; j < hi; j++) {
+			K[j - lo] = kv_k_row(f->kv, il, s, j) + kvh * hp->head_dim;
+			V[j - lo] = kv_v_row(f->kv, il, s, j) + kvh * hp->head_dim_v;
+		}
+		int nq = 0;
+		for (int64_t t = t0; t < t1; t++) {
+			const int64_t p = f->pos[t];
+			const int64_t j0 = window_start(f, l, p);
+			for (int64_t h = h0; h < h0 + hpu; h++)
+				qs[nq++] = (struct ops_attn_query){
+					.out = f->att + t * f->Datt + h * hp->head_dim_v,
+					.q = f->q + t * f->Dq + h * hp->head_dim,
+					.lo = j0 - lo, .hi = p + 1 - lo };
+		}
+		ops_attend_group(qs, nq, K, V, hp->head_dim, hp->head_dim_v,
+				 (float)hp->query_scale, (float)hp->attn_softcap, scratch);
 	}
 }
 

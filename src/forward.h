@@ -54,7 +54,7 @@ enum op_kind {
 	OP_ATTN_IN,     /* units T: finish previous layer's FFN, norm, quantize */
 	OP_QKV,         /* units Dq+Dk+Dv: q, k, v projections */
 	OP_ROPE_STORE,  /* units T: biases, QK-norm, rope, append K/V */
-	OP_ATTN,        /* units T*H: attention per (row, head) */
+	OP_ATTN,        /* units: row tiles x head groups (plan_attn in forward.c) */
 	OP_ATTN_QUANT,  /* units T: quantize attention output */
 	OP_WO,          /* units D: output projection */
 	OP_FFN_IN,      /* units T: post-attn norm, residual, FFN norm, quantize */
@@ -83,6 +83,9 @@ void fwd_destroy(struct fwd *f);
  * and builds the op list into f. ING_ERR_INVALID/RANGE with a message when
  * the batch is bad. */
 int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err);
+
+/* "qkv", "attn", ... for op kind k (profiles). */
+const char *fwd_op_kind_name(enum op_kind k);
 
 /* The current plan: *n ops. */
 const struct fwd_op *fwd_ops(const struct fwd *f, int *n);

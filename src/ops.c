@@ -200,22 +200,37 @@ static void axpyf(float *y, float p, const float *x, int64_t n)
 		y[i] += p * x[i];
 }
 
-typedef float (*dot_fn)(const float *, const float *, int64_t);
-typedef void (*axpy_fn)(float *, float, const float *, int64_t);
-
-static void attend(float *out, const float *q, const float *const *K, const float *const *V,
-		   int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch,
-		   dot_fn dot, axpy_fn axpy)
+static void dot2f(const float *a0, const float *a1, const float *b, int64_t n, float *r0,
+		  float *r1)
 {
-	float mx = -INFINITY;
-	for (int64_t j = 0; j < n; j++) {
-		float s = dot(q, K[j], Dh) * scale;
-		if (softcap > 0.0f)
-			s = softcap * tanhf(s / softcap);
-		scratch[j] = s;
-		if (s > mx)
-			mx = s;
-	}
+	*r0 = dotf(a0, b, n);
+	*r1 = dotf(a1, b, n);
+}
+
+static void pvf(float *out, const float *p, const float *const *V, int64_t n, int64_t Dv)
+{
+	memset(out, 0, (size_t)Dv * sizeof *out);
+	for (int64_t j = 0; j < n; j++)
+		axpyf(out, p[j], V[j], Dv);
+}
+
+/* The inner loops of attention, scalar or AVX2. dot2 is two dots and pv a
+ * zeroed sum of axpys, bit for bit, in each set. */
+struct attn_kernels {
+	float (*dot)(const float *, const float *, int64_t);
+	void (*dot2)(const float *, const float *, const float *, int64_t, float *, float *);
+	void (*pv)(float *, const float *, const float *const *, int64_t, int64_t);
+	void (*axpy)(float *, float, const float *, int64_t);
+};
+
+static const struct attn_kernels attn_ref = { dotf, dot2f, pvf, axpyf };
+static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_dot2_avx2, ops_pv_avx2,
+						ops_axpy_avx2 };
+
+/* scratch[0..n) holds the scores; softmax them in place (exp in j order,
+ * the sum in double) and turn them into the weights of the V rows. */
+static void softmax_weights(float *scratch, int64_t n, float mx)
+{
 	double sum = 0.0;
 	for (int64_t j = 0; j < n; j++) {
 		float e = expf(scratch[j] - mx);
@@ -223,15 +238,84 @@ static void attend(float *out, const float *q, const float *const *K, const floa
 		sum += e;
 	}
 	const float inv = (float)(1.0 / sum);
-	memset(out, 0, (size_t)Dv * sizeof *out);
 	for (int64_t j = 0; j < n; j++)
-		axpy(out, scratch[j] * inv, V[j], Dv);
+		scratch[j] *= inv;
+}
+
+static float score(float dot, float scale, float softcap)
+{
+	float s = dot * scale;
+	return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+static void attend(float *out, const float *q, const float *const *K, const float *const *V,
+		   int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch,
+		   const struct attn_kernels *k)
+{
+	float mx = -INFINITY;
+	for (int64_t j = 0; j < n; j++) {
+		float s = score(k->dot(q, K[j], Dh), scale, softcap);
+		scratch[j] = s;
+		if (s > mx)
+			mx = s;
+	}
+	softmax_weights(scratch, n, mx);
+	k->pv(out, scratch, V, n, Dv);
+}
+
+/* attend() for a group of queries: the scores loop turned inside out (for
+ * each K row, every query that reads it, two at a time), then per query
+ * the same softmax and P.V as attend(). Per query every value goes
+ * through the same operations in the same j order as attend(). */
+static void attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
+			 const float *const *V, int64_t Dh, int64_t Dv, float scale,
+			 float softcap, float *scratch, const struct attn_kernels *k)
+{
+	int64_t lo = qs[0].lo, hi = qs[0].hi;
+	for (int i = 1; i < nq; i++) {
+		lo = qs[i].lo < lo ? qs[i].lo : lo;
+		hi = qs[i].hi > hi ? qs[i].hi : hi;
+	}
+	const int64_t span = hi - lo;
+	float mx[OPS_ATTEND_GROUP_MAX];
+	int act[OPS_ATTEND_GROUP_MAX];
+	for (int i = 0; i < nq; i++)
+		mx[i] = -INFINITY;
+	for (int64_t j = lo; j < hi; j++) {
+		int na = 0;
+		for (int i = 0; i < nq; i++)
+			if (j >= qs[i].lo && j < qs[i].hi)
+				act[na++] = i;
+		for (int a = 0; a < na; a += 2) {
+			float d[2];
+			if (a + 1 < na)
+				k->dot2(qs[act[a]].q, qs[act[a + 1]].q, K[j], Dh, &d[0], &d[1]);
+			else
+				d[0] = k->dot(qs[act[a]].q, K[j], Dh);
+			for (int b = 0; b < 2 && a + b < na; b++) {
+				const int i = act[a + b];
+				float s = score(d[b], scale, softcap);
+				scratch[i * span + (j - lo)] = s;
+				if (s > mx[i])
+					mx[i] = s;
+			}
+		}
+	}
+	for (int i = 0; i < nq; i++) {
+		softmax_weights(scratch + i * span + (qs[i].lo - lo), qs[i].hi - qs[i].lo, mx[i]);
+		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
+	}
+	/* each V row once for all its queries, their outputs staying in L1 */
+	for (int64_t j = lo; j < hi; j++)
+		for (int i = 0; i < nq; i++)
+			if (j >= qs[i].lo && j < qs[i].hi)
+				k->axpy(qs[i].out, scratch[i * span + (j - lo)], V[j], Dv);
 }
 
 void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
 		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
 {
-	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, dotf, axpyf);
+	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_ref);
 }
 
 static int use_avx2;
@@ -239,12 +323,25 @@ static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
 static void isa_init(void) { use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2; }
 
+void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
+		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
+		      float *scratch)
+{
+	pthread_once(&isa_once, isa_init);
+	if (nq <= 0)
+		return;
+	if (use_avx2)
+		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, &attn_avx2);
+	else
+		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, &attn_ref);
+}
+
 void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
 		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
 {
 	pthread_once(&isa_once, isa_init);
 	if (use_avx2)
-		attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, ops_dot_avx2, ops_axpy_avx2);
+		attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_avx2);
 	else
 		ops_attend_ref(out, q, K, V, n, Dh, Dv, scale, softcap, scratch);
 }

@@ -69,6 +69,27 @@ void ops_attend(float *out, const float *q, const float *const *K, const float *
 void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
 		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
 
+/* The queries of one attention group: heads that share a KV head, on
+ * rows of one sequence. Query i attends over K/V rows [lo, hi) of the
+ * group's row lists. */
+struct ops_attn_query {
+	float *out;      /* [Dv] */
+	const float *q;  /* [Dh] */
+	int64_t lo, hi;
+};
+
+#define OPS_ATTEND_GROUP_MAX 32 /* queries per ops_attend_group call */
+
+/* nq <= OPS_ATTEND_GROUP_MAX queries over one list of K/V rows. Each
+ * out[i] is bit for bit what ops_attend gives for that query alone over
+ * rows K + lo .. K + hi - 1 (the same dot, exp and axpy sequence per
+ * query); the group only changes the loop order, so every K/V row is read
+ * once for all its queries while it is in cache, not once per query.
+ * scratch holds nq * (max hi - min lo) floats. */
+void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
+		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
+		      float *scratch);
+
 /* Index of the largest x[i] (first one on ties). NaNs are skipped, except
  * that a NaN x[0] makes the answer 0. */
 int64_t ops_argmax(const float *x, int64_t n);

@@ -32,6 +32,72 @@ float ops_dot_avx2(const float *a, const float *b, int64_t n)
 	return r;
 }
 
+void ops_dot2_avx2(const float *a0, const float *a1, const float *b, int64_t n, float *r0,
+		   float *r1)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	__m256 t0 = s0, t1 = s0, t2 = s0, t3 = s0;
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		const __m256 b0 = _mm256_loadu_ps(b + i), b1 = _mm256_loadu_ps(b + i + 8);
+		const __m256 b2 = _mm256_loadu_ps(b + i + 16), b3 = _mm256_loadu_ps(b + i + 24);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), b0, s0);
+		t0 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), b0, t0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8), b1, s1);
+		t1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8), b1, t1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 16), b2, s2);
+		t2 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 16), b2, t2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 24), b3, s3);
+		t3 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 24), b3, t3);
+	}
+	for (; i + 8 <= n; i += 8) {
+		const __m256 bv = _mm256_loadu_ps(b + i);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), bv, s0);
+		t0 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), bv, t0);
+	}
+	float x0 = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+	float x1 = hsum(_mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
+	for (; i < n; i++) {
+		x0 += a0[i] * b[i];
+		x1 += a1[i] * b[i];
+	}
+	*r0 = x0;
+	*r1 = x1;
+}
+
+/* 64 columns (8 accumulators, enough chains to cover the fma latency) at
+ * a time, then 8; each element sees fma(p[j], V[j][c], acc) for j in
+ * order, as ops_axpy_avx2 would apply them. The scalar tail matches the
+ * tail of ops_axpy_avx2 the same way. */
+void ops_pv_avx2(float *out, const float *p, const float *const *V, int64_t n, int64_t Dv)
+{
+	int64_t c = 0;
+	for (; c + 64 <= Dv; c += 64) {
+		__m256 a[8];
+		for (int k = 0; k < 8; k++)
+			a[k] = _mm256_setzero_ps();
+		for (int64_t j = 0; j < n; j++) {
+			const __m256 vp = _mm256_set1_ps(p[j]);
+			const float *v = V[j] + c;
+			for (int k = 0; k < 8; k++)
+				a[k] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * k), a[k]);
+		}
+		for (int k = 0; k < 8; k++)
+			_mm256_storeu_ps(out + c + 8 * k, a[k]);
+	}
+	for (; c + 8 <= Dv; c += 8) {
+		__m256 a = _mm256_setzero_ps();
+		for (int64_t j = 0; j < n; j++)
+			a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V[j] + c), a);
+		_mm256_storeu_ps(out + c, a);
+	}
+	for (; c < Dv; c++) {
+		out[c] = 0.0f;
+		for (int64_t j = 0; j < n; j++)
+			out[c] += p[j] * V[j][c];
+	}
+}
+
 void ops_axpy_avx2(float *y, float p, const float *x, int64_t n)
 {
 	const __m256 vp = _mm256_set1_ps(p);

@@ -35,4 +35,10 @@ const char *runner_kind_name(enum runner_kind kind);
 /* Megakernel only: weight prefetch while waiting on/off (bench). */
 void runner_mega_set_prefetch(struct runner *r, int on);
 
+/* Graph runner only (its ops are separate dispatches, so each one's wall
+ * time is its own): from now on, adds the seconds every op of a step takes
+ * to seconds[op kind]; NULL stops. The caller owns the OP_KIND_COUNT
+ * doubles. For `ingot bench --profile`. */
+void runner_graph_set_profile(struct runner *r, double *seconds);
+
 #endif

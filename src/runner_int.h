@@ -12,6 +12,7 @@ struct runner {
 	struct pool *pool;
 	const struct fwd_op *op; /* graph: op being dispatched */
 	struct mega *mega;       /* megakernel state */
+	double *profile;         /* graph: seconds per op kind, or NULL */
 };
 
 int runner_graph_step(struct runner *r, ing_err *err);

@@ -51,6 +51,56 @@ static void test_attend(void)
 	free(v);
 }
 
+/* Groups of queries with causal and sliding-window ranges: each output
+ * bit for bit what ops_attend gives for the query alone (the forward pass
+ * relies on it: a row's logits must not depend on which rows share its
+ * attention group). */
+static void test_attend_group(void)
+{
+	unsigned seed = 9;
+	enum { N = 200, DH = 256, NQ = OPS_ATTEND_GROUP_MAX };
+	float *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
+	float *qv = malloc(sizeof(float) * NQ * DH), *out = malloc(sizeof(float) * NQ * DH);
+	float *scratch = malloc(sizeof(float) * NQ * N), alone[DH], sa[N];
+	const float *K[N], *V[N];
+	for (int i = 0; i < N * DH; i++) {
+		k[i] = frand(&seed);
+		v[i] = frand(&seed);
+	}
+	for (int i = 0; i < NQ * DH; i++)
+		qv[i] = 3 * frand(&seed);
+	for (int j = 0; j < N; j++) {
+		K[(j * 7) % N] = k + j * DH;
+		V[(j * 7) % N] = v + j * DH;
+	}
+	int bad = 0, cases = 0;
+	static const int dims[] = { 256, 64, 100, 8 }; /* Dh = Dv; 100: scalar tails */
+	for (int trial = 0; trial < 80; trial++) {
+		const int nq = 1 + trial % NQ, dh = dims[trial % 4];
+		const float softcap = trial % 3 == 0 ? 30.0f : 0.0f;
+		struct ops_attn_query qs[NQ];
+		for (int i = 0; i < nq; i++) {
+			/* rows at increasing positions, 4 heads each; a window
+			 * of 50 on odd trials */
+			int64_t p = 60 + (trial * 13) % 100 + i / 4;
+			int64_t lo = trial % 2 && p + 1 > 50 ? p + 1 - 50 : 0;
+			qs[i] = (struct ops_attn_query){ out + i * DH, qv + i * DH, lo, p + 1 };
+		}
+		ops_attend_group(qs, nq, K, V, dh, dh, 0.125f, softcap, scratch);
+		for (int i = 0; i < nq; i++, cases++) {
+			ops_attend(alone, qs[i].q, K + qs[i].lo, V + qs[i].lo, qs[i].hi - qs[i].lo, dh,
+				   dh, 0.125f, softcap, sa);
+			bad += memcmp(alone, qs[i].out, (size_t)dh * sizeof *alone) != 0;
+		}
+	}
+	CHECK(bad == 0, "grouped attention equals per-query attention: %d of %d differ", bad, cases);
+	free(k);
+	free(v);
+	free(qv);
+	free(out);
+	free(scratch);
+}
+
 static void test_rmsnorm(void)
 {
 	float x[640], y[640], w[640];
@@ -148,6 +198,7 @@ static void test_best_split(void)
 int main(void)
 {
 	test_best_split();
+	test_attend_group();
 	test_attend();
 	test_rmsnorm();
 	test_rope();
