@@ -1,5 +1,7 @@
 """Black-box tests of the ingot CLI on the default model: pull (idempotent),
-info, run (greedy determinism, seeded sampling, chat, errors), exit codes."""
+info, run (greedy determinism, seeded sampling, chat, errors), bench (JSON
+shape, the op profile; figures are not judged), exit codes."""
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +98,34 @@ def main():
     r2 = ingot("tokenize", "-p", "Hello world")
     check("stdin keeps its final newline", r.returncode == 0 and r.stdout != r2.stdout,
           r.stdout + r2.stdout)
+
+    # bench: a tiny run, only its shape (speed is never a test)
+    r = ingot("bench", "--batch", "1,2", "--runner", "mega,graph", "--runs", "1", "--gen", "2",
+              "--prompt", "16", "-t", "2", "--json")
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        j = {}
+    res = j.get("results", [])
+    check("bench --json: one result per runner and batch, positive figures",
+          r.returncode == 0 and j.get("stream_bw_gbs", 0) > 0 and
+          j.get("weight_bytes_per_token", 0) > 0 and
+          sorted((x["runner"], x["batch"]) for x in res) ==
+          [("graph", 1), ("graph", 2), ("mega", 1), ("mega", 2)] and
+          all(x["decode_tok_s"] > 0 and x["prefill_tok_s"] > 0 and x["bw_pct"] > 0 for x in res),
+          r.stdout + r.stderr)
+    r = ingot("bench", "--batch", "2", "--runner", "mega", "--runs", "1", "--gen", "2",
+              "--prompt", "16", "-t", "2", "--profile")
+    prof = r.stdout.split("where the time goes", 1)[-1].splitlines()
+    rows = {ln.split()[0]: ln.split() for ln in prof if ln.strip() and not ln.startswith(" ")}
+    check("bench --profile: every op kind timed, shares adding up to the total",
+          r.returncode == 0 and {"qkv", "attn", "gate_up", "down", "lm_head"} <= set(rows) and
+          rows.get("total", [""] * 3)[-1] == "100%" and
+          95 <= sum(float(v[-1].rstrip("%")) for k, v in rows.items()
+                    if k not in ("op", "total")) <= 105, r.stdout + r.stderr)
+    r = ingot("bench", "--batch", "0")
+    check("bench: a bad batch size is a usage error", r.returncode == 2 and
+          "usage" in r.stderr, r.stderr)
 
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
