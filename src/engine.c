@@ -10,7 +10,8 @@
  * n_computed of them are in the KV cache. Each step feeds the rest: one row
  * for a decoding request, a chunk for one still prefilling. Preemption
  * simply frees a request's KV and resets n_computed to 0: it is recomputed
- * later from tokens[], prompt and generated alike.
+ * later from tokens[], prompt and generated alike, but for what the prefix
+ * cache still holds of it then.
  *
  * Samplers belong to KV slots, like the KV itself: made once at start
  * (sharing one set of candidate buffers, since only this thread samples),
@@ -530,7 +531,9 @@ static int64_t build_batch(struct engine *e, bool allow_admit)
 }
 
 /* Frees the KV of the most recently admitted running request and puts it
- * back at the head of the queue. False when nothing can be preempted. */
+ * back at the head of the queue. False when nothing can be preempted. Its
+ * computed rows stay in the prefix cache (evictable like any cached block)
+ * for its readmission to attach: the failed step wrote no row. */
 static bool preempt_newest(struct engine *e)
 {
 	if (e->n_running <= 1)
@@ -541,6 +544,7 @@ static bool preempt_newest(struct engine *e)
 			victim = i;
 	struct req *q = e->running[victim];
 	running_remove(e, victim);
+	kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);
 	kv_seq_truncate(fwd_kv(e->f), q->slot, 0);
 	e->free_slots[e->n_free_slots++] = q->slot;
 	q->slot = -1;

@@ -8,11 +8,15 @@
  *
  * Prefix cache: a full block whose contents are final is *published* under
  * a chained hash of (parent block's hash, its KV_BLOCK token ids); the token
- * ids are stored too and compared on lookup, so a hit is exact. Published
- * blocks that no sequence references stay cached in LRU order and are
- * evicted only when the pool has no free block. A block about to be written
- * while shared is copied first (copy-on-write); one written while cached
- * but unshared is simply unpublished.
+ * ids are stored too and compared on lookup, so a hit is exact. Reuse is
+ * token-granular: where the chain of full blocks stops matching, the cached
+ * block after it (full, or the partial last block a sequence left) that
+ * shares the most leading tokens with the request gives those rows, copied
+ * into a block of the request's own. Blocks holding reusable rows that no
+ * sequence references stay cached in LRU order and are evicted only when
+ * the pool has no free block. A block about to be written while shared is
+ * copied first (copy-on-write); one whose reusable rows are about to be
+ * overwritten while unshared is simply taken out of the index.
  *
  * Sizes are fixed at creation; nothing here allocates afterwards. Not
  * thread-safe: the engine thread owns the cache (compute workers only read
@@ -50,9 +54,16 @@ struct kv_cache {
 	int32_t *lru_prev, *lru_next;/* [n_blocks] cached unreferenced blocks */
 	int32_t lru_head, lru_tail;  /* head = least recently used */
 	int64_t n_cached;            /* blocks in the LRU */
-	int32_t *slots;              /* open-addressing table of block ids */
-	int64_t n_slots;             /* power of two */
+	int32_t *slots;              /* [n_slots] published blocks by hash */
+	int64_t n_slots;             /* power of two, both tables */
 	int64_t n_tombs;             /* deleted slots awaiting a rebuild */
+	/* token-granular reuse: blocks with reusable rows, by parent */
+	uint8_t *fill;               /* [n_blocks] leading rows indexed for reuse
+					(0: none; KV_BLOCK: full) */
+	int32_t *sib_prev, *sib_next;/* [n_blocks] same parent's indexed blocks,
+					most recently indexed first */
+	int32_t *kids;               /* [n_slots] head of each parent's list */
+	int64_t n_kid_tombs;
 	/* counters for metrics */
 	uint64_t prefix_queries, prefix_hits; /* in tokens */
 };
@@ -91,12 +102,17 @@ void kv_seq_set_len(struct kv_cache *kv, int64_t seq, int64_t len);
 void kv_seq_truncate(struct kv_cache *kv, int64_t seq, int64_t len);
 
 /* For an empty seq: attaches the longest run of cached full blocks that
- * matches tokens[0, n) from the start and sets seq_len to the positions
- * reused (a multiple of KV_BLOCK, at most n). Returns that count. */
+ * matches tokens[0, n) from the start, then copies the rows of the cached
+ * block after them that shares the most leading tokens with the rest (if
+ * a block can be had for the copy), and sets seq_len to the positions
+ * reused (at most n). Returns that count; counts it as prefix hits out of
+ * n queried. */
 int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n);
 
-/* Publishes the full blocks of seq covered by tokens[0, n) (the token ids
- * at positions 0..n-1, n <= seq_len) so later sequences can reuse them. */
+/* Makes the rows of seq for tokens[0, n) (the token ids at positions
+ * 0..n-1, n <= seq_len) reusable by later sequences: publishes the full
+ * blocks and indexes the partial last one. Cheap enough for every step
+ * (amortized O(1) per new block; no allocation). */
 void kv_seq_publish(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n);
 
 /* Blocks referenced by some sequence (not free, not merely cached). */

@@ -3,8 +3,9 @@
  * preemption under a tiny KV pool changes nothing either, for seeded
  * sampling with penalties too (a request resumes on another slot's
  * sampler with its random state and penalty window), nor does
- * speculative decoding (with and without preemption); prefix caching,
- * cancellation, and submit errors. */
+ * speculative decoding (with and without preemption); prefix caching
+ * (token-granular reuse gives the tokens of a cold engine), cancellation,
+ * and submit errors. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,8 +228,8 @@ static void test_prefix_cancel_errors(void)
 	wait_all(&a, 1);
 	engine_submit(e, &p, on_event, &b, &id, &err);
 	wait_all(&b, 1);
-	CHECK(a.cached == 0 && b.cached == 64, "second run reuses 64 cached prompt tokens (%lld)",
-	      (long long)b.cached);
+	CHECK(a.cached == 0 && b.cached == 79, "second run reuses 79 cached prompt tokens (%lld): "
+	      "all but the last, 64 in shared blocks, 15 copied", (long long)b.cached);
 	CHECK(a.n == b.n && memcmp(a.toks, b.toks, sizeof(int32_t) * a.n) == 0,
 	      "cached prefix gives the same tokens");
 	p.max_tokens = 40;
@@ -250,6 +251,68 @@ static void test_prefix_cancel_errors(void)
 	CHECK(st.prefix_hits >= 64 && st.running == 0, "prefix hits counted (%llu)",
 	      (unsigned long long)st.prefix_hits);
 	engine_destroy(e, false);
+}
+
+/* One greedy request of prompt p[0, n) for GEN tokens on e; false if it
+ * could not be submitted. */
+static bool run_greedy(struct engine *e, const int32_t *p, int64_t n, int64_t max_tokens,
+		       struct result *r)
+{
+	struct engine_params ep = { .prompt = p, .n_prompt = n, .max_tokens = max_tokens,
+				    .top_logprobs = -1, .sample = sample_params_default() };
+	ep.sample.temperature = 0;
+	uint64_t id;
+	ing_err err = { 0 };
+	int rc = engine_submit(e, &ep, on_event, r, &id, &err);
+	CHECK(rc == ING_OK, "submit: %s", err.msg);
+	if (rc == ING_OK)
+		wait_all(r, 1);
+	return rc == ING_OK;
+}
+
+/* Tokens of p[0, n) on a fresh engine: no prefix cache to hit. */
+static void run_cold(const int32_t *p, int64_t n, struct result *r)
+{
+	struct engine *e = start(1, 0, 1);
+	if (e && run_greedy(e, p, n, GEN, r))
+		CHECK(r->cached == 0, "a cold engine hits nothing");
+	engine_destroy(e, true);
+}
+
+/* The agentic pattern: each turn's prompt is the previous turn's plus new
+ * tokens, so the previous turn's last prompt block, filled up with tokens
+ * it generated, matches only in part. The cache supplies every prompt
+ * position an earlier turn computed (full blocks shared, the rest copied)
+ * and every turn gets exactly the greedy tokens of a cold engine. */
+static void test_partial_prefix(void)
+{
+	enum { N1 = 45, N2 = 51, N3 = 61 };
+	int32_t p[N3];
+	for (int j = 0; j < N3; j++)
+		p[j] = j ? 4000 + 7 * j : 2;
+	struct result t1 = { 0 }, t2 = { 0 }, t3 = { 0 }, c2 = { 0 }, c3 = { 0 };
+	struct engine *e = start(2, 0, 2);
+	if (!e || !run_greedy(e, p, N1, 3, &t1)) {
+		engine_destroy(e, true);
+		return;
+	}
+	/* the new tokens differ from what turn 1 generated there, as a
+	 * client's own message would */
+	p[N1] += p[N1] == t1.toks[0];
+	if (run_greedy(e, p, N2, GEN, &t2)) {
+		p[N2] += p[N2] == t2.toks[0];
+		run_greedy(e, p, N3, GEN, &t3);
+	}
+	engine_destroy(e, true);
+	CHECK(t1.cached == 0 && t2.cached == N1 && t3.cached == N2,
+	      "each turn reuses the previous turn's whole prompt: %lld of %d, %lld of %d",
+	      (long long)t2.cached, N1, (long long)t3.cached, N2);
+	run_cold(p, N2, &c2);
+	run_cold(p, N3, &c3);
+	CHECK(t2.n == c2.n && memcmp(t2.toks, c2.toks, sizeof(int32_t) * (size_t)c2.n) == 0,
+	      "turn 2 after a partial-block hit differs from a cold run");
+	CHECK(t3.n == c3.n && memcmp(t3.toks, c3.toks, sizeof(int32_t) * (size_t)c3.n) == 0,
+	      "turn 3 after a partial-block hit differs from a cold run");
 }
 
 /* Requests under a JSON schema (greedy and sampled, batched together)
@@ -328,6 +391,7 @@ int main(void)
 	SCENARIO(test_preemption_sampled());
 	SCENARIO(test_speculation(solo));
 	SCENARIO(test_prefix_cancel_errors());
+	SCENARIO(test_partial_prefix());
 	SCENARIO(test_grammar_requests());
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
