@@ -30,10 +30,10 @@ static const enum qtype fmt_qtype[FMT_COUNT] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q
 struct act_buf {
 	int64_t n;                   /* elements per row */
 	unsigned need;               /* bitmask of enum act_fmt */
-	bool gemm;                   /* a consumer has a gemm kernel: pack the Q8_0 rows */
+	unsigned gemm;               /* formats a consumer with a gemm kernel reads: packed too */
 	uint8_t *q[FMT_COUNT];       /* [max_rows][row_bytes[f]] */
 	size_t row_bytes[FMT_COUNT];
-	void *packed;                /* the Q8_0 rows regrouped for gemm kernels, or NULL */
+	void *packed[FMT_COUNT];     /* rows of format f regrouped for gemm kernels, or NULL */
 };
 
 struct fwd {
@@ -80,8 +80,10 @@ static enum act_fmt fmt_of(enum qtype act)
 
 static void act_need(const struct fwd *f, struct act_buf *a, const struct gguf_tensor *W)
 {
-	a->need |= 1u << fmt_of(qtype_traits(W->type)->act_type);
-	a->gemm |= f->k->gemm[W->type] != NULL;
+	unsigned fm = 1u << fmt_of(qtype_traits(W->type)->act_type);
+	a->need |= fm;
+	if (f->k->gemm[W->type])
+		a->gemm |= fm;
 }
 
 static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
@@ -97,14 +99,16 @@ static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
 		if (!a->q[f])
 			return ING_ERR_NOMEM;
 	}
-	if (a->gemm && rows >= QUANT_GEMM_PACK_MIN) {
-		size_t bytes = quant_gemm_pack_bytes(n, rows);
+	for (int f = 0; f < FMT_COUNT && rows >= QUANT_GEMM_PACK_MIN; f++) {
+		if (!(a->gemm & (1u << f)))
+			continue;
+		size_t bytes = quant_gemm_pack_bytes(fmt_qtype[f], n, rows);
 		if (bytes == 0)
 			return ING_ERR_UNSUPPORTED;
-		a->packed = ing_malloc(bytes);
-		if (!a->packed)
+		a->packed[f] = ing_malloc(bytes);
+		if (!a->packed[f])
 			return ING_ERR_NOMEM;
-		memset(a->packed, 0, bytes); /* lanes past a partial group are read, never stale garbage */
+		memset(a->packed[f], 0, bytes); /* lanes past a partial group are read, never stale garbage */
 	}
 	return ING_OK;
 }
@@ -115,13 +119,14 @@ static int act_alloc(struct act_buf *a, int64_t n, int64_t rows)
 static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, int64_t T,
 		      const float *x)
 {
-	for (int fm = 0; fm < FMT_COUNT; fm++)
-		if (a->need & (1u << fm))
-			ops_quantize_act(f->k, fmt_qtype[fm], x, a->q[fm] + (size_t)row * a->row_bytes[fm],
-					 a->n);
-	if (a->packed && T >= QUANT_GEMM_PACK_MIN)
-		quant_gemm_pack_row(a->q[FMT_Q8_0] + (size_t)row * a->row_bytes[FMT_Q8_0], a->n, row,
-				    a->packed);
+	for (int fm = 0; fm < FMT_COUNT; fm++) {
+		if (!(a->need & (1u << fm)))
+			continue;
+		uint8_t *q = a->q[fm] + (size_t)row * a->row_bytes[fm];
+		ops_quantize_act(f->k, fmt_qtype[fm], x, q, a->n);
+		if (a->packed[fm] && T >= QUANT_GEMM_PACK_MIN)
+			quant_gemm_pack_row(fmt_qtype[fm], q, a->n, row, a->packed[fm]);
+	}
 }
 
 static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
@@ -129,8 +134,7 @@ static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_sr
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	const void *packed = fm == FMT_Q8_0 ? a->packed : NULL;
-	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], packed, T, y, y_stride, r0, r1);
+	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y, y_stride, r0, r1);
 }
 
 /* ---- create / destroy ---- */
@@ -242,9 +246,10 @@ void fwd_destroy(struct fwd *f)
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
 	for (int s = 0; s < SRC_COUNT; s++) {
-		for (int fm = 0; fm < FMT_COUNT; fm++)
+		for (int fm = 0; fm < FMT_COUNT; fm++) {
 			ing_free(f->act[s].q[fm]);
-		ing_free(f->act[s].packed);
+			ing_free(f->act[s].packed[fm]);
+		}
 	}
 	ing_free(f);
 }

@@ -54,11 +54,11 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 /* What a gemm kernel touches besides the plain rows, for TSan (the
  * kernels are not instrumented there): the packed groups it reads and the
  * results it writes. */
-static void matmul_gemm_declare(int64_t n, const void *packed, int64_t T, float *y,
-				int64_t y_stride, int64_t r0, int64_t r1)
+static void matmul_gemm_declare(enum qtype act, int64_t n, const void *packed, int64_t T,
+				float *y, int64_t y_stride, int64_t r0, int64_t r1)
 {
 	if (T >= QUANT_GEMM_PACK_MIN)
-		SAN_READ(packed, quant_gemm_pack_bytes(n, T));
+		SAN_READ(packed, quant_gemm_pack_bytes(act, n, T));
 	for (int64_t t = 0; t < T; t++)
 		SAN_WRITE(y + t * y_stride + r0, (size_t)(r1 - r0) * sizeof(float));
 }
@@ -72,7 +72,7 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 	const uint8_t *w = (const uint8_t *)W->data;
 	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
 	if (k->gemm[W->type]) {
-		matmul_gemm_declare(n, packed, T, y, y_stride, r0, r1);
+		matmul_gemm_declare(qtype_traits(W->type)->act_type, n, packed, T, y, y_stride, r0, r1);
 		k->gemm[W->type](n, w, row_bytes, r0, r1, xq, xq_stride,
 				 T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
 		return;

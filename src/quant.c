@@ -181,6 +181,7 @@ static void tables_build(void)
 		if (i >= QUANT_ISA_AVX2) {
 			quant_avx2_register(k);
 			quant_gemm_avx2_register(k);
+			quant_gemm_k_avx2_register(k);
 		}
 		if (i >= QUANT_ISA_AVX512)
 			quant_avx512_register(k);
@@ -210,31 +211,62 @@ int64_t quant_gemm_rows_trim(int64_t T)
 	return T > QUANT_GEMM_GROUP && left < QUANT_GEMM_PACK_MIN ? T - left : T;
 }
 
-size_t quant_gemm_pack_bytes(int64_t n, int64_t rows)
+size_t quant_gemm_pack_bytes(enum qtype act, int64_t n, int64_t rows)
 {
-	if (n <= 0 || rows < 0 || n % QK != 0)
+	size_t block;
+	uint64_t elems;
+	switch (act) {
+	case QTYPE_Q8_0: block = sizeof(struct quant_gemm_block), elems = QK; break;
+	case QTYPE_Q8_K: block = sizeof(struct quant_gemm_kblock), elems = QK_K; break;
+	default: return 0;
+	}
+	if (n <= 0 || rows < 0 || (uint64_t)n % elems != 0)
 		return 0;
 	uint64_t groups = ((uint64_t)rows + QUANT_GEMM_GROUP - 1) / QUANT_GEMM_GROUP;
-	uint64_t blocks = (uint64_t)n / QK;
-	if (groups != 0 && blocks > SIZE_MAX / sizeof(struct quant_gemm_block) / groups)
+	uint64_t blocks = (uint64_t)n / elems;
+	if (groups != 0 && blocks > SIZE_MAX / block / groups)
 		return 0;
-	return (size_t)(groups * blocks * sizeof(struct quant_gemm_block));
+	return (size_t)(groups * blocks * block);
 }
 
-void quant_gemm_pack_row(const void *row, int64_t n, int64_t t, void *packed)
+/* Two int8 (or int16) values as the int16 pair of one int32, low first. */
+static int32_t pair16(int lo, int hi)
 {
-	const struct block_q8_0 *a = row;
+	return (int32_t)((uint32_t)(uint16_t)(int16_t)lo | (uint32_t)(uint16_t)(int16_t)hi << 16);
+}
+
+static void pack_row_q8_0(const struct block_q8_0 *a, int64_t n, int64_t t, void *packed)
+{
 	const int64_t nb = n / QK;
 	struct quant_gemm_block *g = (struct quant_gemm_block *)packed + (t / QUANT_GEMM_GROUP) * nb;
 	const int l = (int)(t % QUANT_GEMM_GROUP);
 	for (int64_t b = 0; b < nb; b++) {
-		for (int k = 0; k < QK / 2; k++) {
-			uint32_t lo = (uint16_t)(int16_t)a[b].qs[2 * k];
-			uint32_t hi = (uint16_t)(int16_t)a[b].qs[2 * k + 1];
-			g[b].pairs[k][l] = (int32_t)(lo | hi << 16);
-		}
+		for (int k = 0; k < QK / 2; k++)
+			g[b].pairs[k][l] = pair16(a[b].qs[2 * k], a[b].qs[2 * k + 1]);
 		g[b].d[l] = fp16_to_f32(a[b].d);
 	}
+}
+
+static void pack_row_q8_K(const struct block_q8_K *a, int64_t n, int64_t t, void *packed)
+{
+	const int64_t nb = n / QK_K;
+	struct quant_gemm_kblock *g = (struct quant_gemm_kblock *)packed + (t / QUANT_GEMM_GROUP) * nb;
+	const int l = (int)(t % QUANT_GEMM_GROUP);
+	for (int64_t b = 0; b < nb; b++) {
+		for (int k = 0; k < QK_K / 4; k++)
+			memcpy(&g[b].quads[k][l], a[b].qs + 4 * k, 4);
+		for (int j = 0; j < QK_K / 32; j++)
+			g[b].bsum_pairs[j][l] = pair16(a[b].bsums[2 * j], a[b].bsums[2 * j + 1]);
+		g[b].d[l] = a[b].d;
+	}
+}
+
+void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, void *packed)
+{
+	if (act == QTYPE_Q8_K)
+		pack_row_q8_K(row, n, t, packed);
+	else
+		pack_row_q8_0(row, n, t, packed);
 }
 
 /* ---- multi-row dot ---- */

@@ -133,7 +133,8 @@ typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const v
  * last group of QUANT_GEMM_PACK_MIN or more tokens is computed as a group
  * (its other lanes hold whatever the buffer held and are computed and
  * dropped); fewer leftover tokens go one by one through a kernel that
- * reads the plain rows. Only Q8_0 activation rows are packed today. */
+ * reads the plain rows. The activation rows are packed in the weight
+ * type's act_type: Q8_0 (Q4_0, Q5_0, Q8_0 weights) or Q8_K (Q4_K, Q6_K). */
 #define QUANT_GEMM_GROUP 8
 #define QUANT_GEMM_PACK_MIN 4
 
@@ -149,14 +150,15 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t
  * worth; from QUANT_GEMM_PACK_MIN on they run as one more group. */
 int64_t quant_gemm_rows_trim(int64_t T);
 
-/* Bytes of a packed buffer for `rows` Q8_0 activation rows of n elements
- * (n a multiple of 32); 0 on overflow. */
-size_t quant_gemm_pack_bytes(int64_t n, int64_t rows);
+/* Bytes of a packed buffer for `rows` activation rows of format act
+ * (QTYPE_Q8_0 or QTYPE_Q8_K, the formats gemm kernels read) of n elements
+ * (a multiple of act's block size); 0 for another format or on overflow. */
+size_t quant_gemm_pack_bytes(enum qtype act, int64_t n, int64_t rows);
 
-/* Writes Q8_0 activation row t (n elements at row) into its place in
- * packed. Rows of one group may be written by different threads: each
+/* Writes activation row t (format act, n elements at row) into its place
+ * in packed. Rows of one group may be written by different threads: each
  * writes only its own words. */
-void quant_gemm_pack_row(const void *row, int64_t n, int64_t t, void *packed);
+void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, void *packed);
 
 /* One kernel table per ISA. A NULL dot entry means "use the reference"; a
  * NULL dot_multi entry means "call dot once per row" (quant_dot_multi does

@@ -60,17 +60,6 @@ static inline __m256i dot_u8_i8(__m256i x, __m256i y)
 	return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
-/* ---- multi-row kernels ----
- *
- * The kernels with a dot_multi twin (Q4_K, Q6_K) are one
- * always-inlined body over nc activation rows each (see "multi-row kernels"
- * in quant_int.h): dot is its nc = 1 instance. */
-
-/* Ends GCC's freedom to reassociate the integer sum v: left alone, it sums
- * each super-block's products of all the rows as a tree, computing them all
- * first, which spills them (8% slower for Q4_K, 4 rows). */
-#define SUM_BARRIER(v) __asm__("" : "+x"(v))
-
 /* ---- legacy 32-element blocks ----
  *
  * Q4_0, Q5_0 and Q8_0 are in quant_gemm_avx2.c (a dot and a matrix kernel
@@ -110,92 +99,11 @@ static void dot_q5_1(int64_t n, float *out, const void *vw, const void *va)
 	*out = hsum_ps(acc) + summ;
 }
 
-/* ---- K-quants ---- */
-
-/* Q4_K/Q5_K scales and mins as 16 int16: lanes 0..7 the scales, 8..15 the
- * mins. Same bit layout as quant_k4_scales_unpack, four bytes at a time. */
-static inline __m256i k4_scales_mins(const uint8_t p[12])
-{
-	uint32_t u[3];
-	memcpy(u, p, 12);
-	uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-	uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
-	uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-	uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
-	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo));
-}
-
-/* int16 element k of each 128-bit lane broadcast across that lane. */
-#define BCAST16(k) _mm256_set1_epi16((short)((2 * (k) + 1) << 8 | 2 * (k)))
-
-/* Sum over sub-blocks of min * (activation sum of the sub-block), as 4
- * int32 lanes; mins: 8 int16, bsums: the Q8_K block's 16 sums of 16. */
-static inline __m128i k4_min_sums(__m256i scales_mins, const int16_t *bsums)
-{
-	__m256i b = load256(bsums);
-	__m128i sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
-	return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sums32);
-}
-
-/* One 64-element chunk of a Q4_K/Q5_K block: q_lo (sub-block 2j) and q_hi
- * (2j+1) are unsigned quants, a the 64 activations, scales the 8 scales
- * broadcast to both lanes. */
-static inline __m256i k4_chunk(__m256i q_lo, __m256i q_hi, const int8_t *a, __m256i s_lo,
-			       __m256i s_hi)
-{
-	__m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, load256(a)), s_lo);
-	__m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, load256(a + 32)), s_hi);
-	return _mm256_add_epi32(p_lo, p_hi);
-}
-
-/* Q4_K against Q8_K rows. Per super-block and row: the scale part as 8 int32
- * lanes (FMA'd with d_w * d_a into acc), the min part as 4 (FMA'd with
- * dmin_w * d_a into accm); the result is their difference. The unpacked
- * scales and nibbles of each 64-element chunk are shared by the rows. */
-ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
-				 size_t a_stride, int nc)
-{
-	const struct block_q4_K *w = vw;
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
-	__m256 acc[QUANT_MULTI_MAX];
-	__m128 accm[QUANT_MULTI_MAX];
-	FOR_COLS(c, nc) {
-		acc[c] = _mm256_setzero_ps();
-		accm[c] = _mm_setzero_ps();
-	}
-	for (int64_t i = 0; i < n / QK_K; i++) {
-		float dw = half_load(w[i].d), dminw = half_load(w[i].dmin);
-		__m256i sm = k4_scales_mins(w[i].scales);
-		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-		__m256i sumi[QUANT_MULTI_MAX];
-		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			__m128 mins = _mm_cvtepi32_ps(k4_min_sums(sm, ac->bsums));
-			accm[c] = _mm_fmadd_ps(_mm_set1_ps(dminw * ac->d), mins, accm[c]);
-			sumi[c] = _mm256_setzero_si256();
-		}
-		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-			__m256i q = load256(w[i].qs + 32 * j);
-			__m256i lo = _mm256_and_si256(q, m4);
-			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-			__m256i s_lo = _mm256_shuffle_epi8(sc, BCAST16(2 * j));
-			__m256i s_hi = _mm256_shuffle_epi8(sc, BCAST16(2 * j + 1));
-			FOR_COLS(c, nc) {
-				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-				sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
-				SUM_BARRIER(sumi[c]);
-			}
-		}
-		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ac->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-		}
-	}
-	FOR_COLS(c, nc)
-		out[c] = hsum_ps(acc[c]) - hsum_ps128(accm[c]);
-}
-
-DOT_AND_MULTI(q4_K, q4_K_dot_rows)
+/* ---- K-quants ----
+ *
+ * Q4_K and Q6_K are in quant_gemm_k_avx2.c (a dot and a matrix kernel
+ * sharing one arithmetic); the helpers they share with Q5_K, Q2_K and Q3_K
+ * are in quant_avx2_int.h. */
 
 static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
 {
@@ -235,7 +143,7 @@ static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
 	*out = hsum_ps(acc) - hsum_ps128(accm);
 }
 
-/* ---- K-quants with 16-element sub-blocks (Q2_K, Q3_K, Q6_K) ----
+/* ---- K-quants with 16-element sub-blocks (Q2_K, Q3_K) ----
  *
  * These decode 32 elements at a time into unsigned quants u (q plus a fixed
  * offset). A 32-element quarter spans two sub-blocks: after maddubs the low
@@ -244,23 +152,6 @@ static void dot_q5_K(int64_t n, float *out, const void *vw, const void *va)
  * taken back once per super-block from the activation bsums:
  * sum_s sc[s] * (sum u*a - off * bsum[s]). */
 
-/* Control for _mm256_shuffle_epi8 that puts int16 element 2k of the lane in
- * every slot of the low lane and element 2k+1 in every slot of the high one
- * (both lanes holding the same 8 scales). */
-static inline __m256i bcast_pair16(int k)
-{
-	__m128i lo = _mm_set1_epi16((short)((4 * k + 1) << 8 | 4 * k));
-	__m128i hi = _mm_set1_epi16((short)((4 * k + 3) << 8 | (4 * k + 2)));
-	return _mm256_set_m128i(hi, lo);
-}
-
-/* The 8 int16 scales of half h (sub-blocks 8h .. 8h+7) in both lanes. */
-static inline __m256i scales_half(__m256i sc16, int h)
-{
-	return h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
-		 : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-}
-
 /* Scaled int32 partial sums of quarter k of a half: u the 32 unsigned
  * quants, q8 its 32 activations, sc from scales_half(). */
 static inline __m256i quarter_dot(__m256i u, const int8_t *q8, __m256i sc, int k)
@@ -268,74 +159,6 @@ static inline __m256i quarter_dot(__m256i u, const int8_t *q8, __m256i sc, int k
 	__m256i p = _mm256_maddubs_epi16(u, load256(q8));
 	return _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, bcast_pair16(k)));
 }
-
-/* -off * sum_s sc[s] * bsum[s] as 8 int32: the start of a super-block's
- * integer sum (off a power of two, 1 << off_log2). */
-static inline __m256i offset_correction(__m256i sc16, const int16_t *bsums, int off_log2)
-{
-	__m256i corr = _mm256_madd_epi16(sc16, load256(bsums));
-	return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, off_log2));
-}
-
-/* Q6_K: u = q + 32 (6 bits: 4 from ql, 2 from qh). Quarter k (elements
- * 32k .. 32k+32) of half h: the low (k < 2) or high (k >= 2) nibbles of l,
- * the ql bytes 64h + 32(k & 1) .. +32, below bits 2k, 2k+1 of qh, the qh
- * bytes 32h .. 32h+32. */
-static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
-{
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m2_4 = _mm256_set1_epi8(0x30);
-	__m256i lo = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-	/* bits 2k, 2k+1 of each qh byte to bits 4, 5 (16-bit shifts: what
-	 * crosses from the neighbouring byte lands outside the mask) */
-	__m256i hb = k == 2 ? qh
-		   : k < 2  ? _mm256_slli_epi16(qh, 4 - 2 * k)
-			    : _mm256_srli_epi16(qh, 2 * k - 4);
-	return _mm256_or_si256(lo, _mm256_and_si256(hb, m2_4));
-}
-
-/* Q6_K against Q8_K rows: per super-block and row, the offset correction
- * plus the scaled sums of the 16 sub-blocks as 8 int32 lanes, FMA'd with
- * d_w * d_a. Each quarter's quants and scales are shared by the rows. */
-ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
-				 size_t a_stride, int nc)
-{
-	const struct block_q6_K *w = vw;
-	__m256 acc[QUANT_MULTI_MAX];
-	FOR_COLS(c, nc)
-		acc[c] = _mm256_setzero_ps();
-	for (int64_t i = 0; i < n / QK_K; i++) {
-		float dw = half_load(w[i].d);
-		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-		__m256i sumi[QUANT_MULTI_MAX];
-		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			sumi[c] = offset_correction(sc16, ac->bsums, 5);
-		}
-		for (int h = 0; h < 2; h++) {
-			__m256i sc = scales_half(sc16, h);
-			__m256i qh = load256(w[i].qh + 32 * h);
-			__m256i l0 = load256(w[i].ql + 64 * h), l1 = load256(w[i].ql + 64 * h + 32);
-			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-				__m256i u = q6k_quarter(k & 1 ? l1 : l0, qh, k);
-				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
-				FOR_COLS(c, nc) {
-					const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-					__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
-					sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
-					SUM_BARRIER(sumi[c]);
-				}
-			}
-		}
-		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ac->d), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
-		}
-	}
-	FOR_COLS(c, nc)
-		out[c] = hsum_ps(acc[c]);
-}
-
-DOT_AND_MULTI(q6_K, q6_K_dot_rows)
 
 /* Q2_K: u = q (2 bits at 2j of qs[32n + l]), no offset; the mins are a
  * separate term: value = d*sc*q - dmin*m. */
@@ -583,11 +406,7 @@ void quant_avx2_register(struct quant_kernels *k)
 	k->dot[QTYPE_Q5_1] = dot_q5_1;
 	k->dot[QTYPE_Q2_K] = dot_q2_K;
 	k->dot[QTYPE_Q3_K] = dot_q3_K;
-	k->dot[QTYPE_Q4_K] = dot_q4_K;
 	k->dot[QTYPE_Q5_K] = dot_q5_K;
-	k->dot[QTYPE_Q6_K] = dot_q6_K;
-	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
-	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
 	k->quantize_act[QTYPE_Q8_0] = quantize_q8_0;
 	k->quantize_act[QTYPE_Q8_1] = quantize_q8_1;
 	k->quantize_act[QTYPE_Q8_K] = quantize_q8_K;

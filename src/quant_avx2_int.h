@@ -91,4 +91,117 @@ ALWAYS_INLINE __m256i legacy_quants(enum qtype t, const void *w, int64_t i)
 	}
 }
 
+/* Row r of a weight matrix of `stride`-byte rows. */
+#define WROW(w, stride, r) ((const uint8_t *)(w) + (size_t)(r) * (stride))
+
+/* Keeps GCC from reassociating an integer accumulator into a tree of
+ * spilled partial sums. */
+#define KEEP(v) __asm__("" : "+x"(v))
+
+static inline int hsum128_epi32(__m128i s)
+{
+	s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+	return _mm_cvtsi128_si32(s);
+}
+
+/* Software prefetch distance of the matrix kernels in rows (two tiles of 8
+ * ahead): eight interleaved row streams defeat the hardware prefetcher. */
+#define ROWS8_PREFETCH 16
+
+/* While block i of nb of a pass over a tile computes, the slice i of the
+ * 8-row tile at pf (NULL: none) is prefetched: a few lines per block, so
+ * the requests spread over the pass instead of filling the miss buffers in
+ * one burst. */
+ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, int64_t i)
+{
+	if (!pf)
+		return;
+	const size_t tile_bytes = 8 * w_stride;
+	const size_t step = (tile_bytes / 64 + (size_t)nb) / (size_t)nb * 64; /* lines per block, rounded up */
+	for (size_t o = (size_t)i * step; o < (size_t)(i + 1) * step && o < tile_bytes; o += 64)
+		_mm_prefetch(pf + o, _MM_HINT_T0);
+}
+
+/* ---- K-quants with 32-element sub-blocks (Q4_K, Q5_K) ---- */
+
+/* Q4_K/Q5_K scales and mins as 16 int16: lanes 0..7 the scales, 8..15 the
+ * mins. Same bit layout as quant_k4_scales_unpack, four bytes at a time. */
+static inline __m256i k4_scales_mins(const uint8_t p[12])
+{
+	uint32_t u[3];
+	memcpy(u, p, 12);
+	uint32_t sc_lo = u[0] & 0x3f3f3f3f;
+	uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
+	uint32_t mn_lo = u[1] & 0x3f3f3f3f;
+	uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
+	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo));
+}
+
+/* int16 element k of each 128-bit lane broadcast across that lane. */
+#define BCAST16(k) _mm256_set1_epi16((short)((2 * (k) + 1) << 8 | 2 * (k)))
+
+/* Sum over sub-blocks of min * (activation sum of the sub-block), as 4
+ * int32 lanes; mins: 8 int16, bsums: the Q8_K block's 16 sums of 16. */
+static inline __m128i k4_min_sums(__m256i scales_mins, const int16_t *bsums)
+{
+	__m256i b = load256(bsums);
+	__m128i sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+	return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), sums32);
+}
+
+/* One 64-element chunk of a Q4_K/Q5_K block: q_lo (sub-block 2j) and q_hi
+ * (2j+1) are unsigned quants, a the 64 activations, scales the 8 scales
+ * broadcast to both lanes. */
+static inline __m256i k4_chunk(__m256i q_lo, __m256i q_hi, const int8_t *a, __m256i s_lo,
+			       __m256i s_hi)
+{
+	__m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, load256(a)), s_lo);
+	__m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, load256(a + 32)), s_hi);
+	return _mm256_add_epi32(p_lo, p_hi);
+}
+
+/* ---- K-quants with 16-element sub-blocks (Q2_K, Q3_K, Q6_K) ---- */
+
+/* Control for _mm256_shuffle_epi8 that puts int16 element 2k of the lane in
+ * every slot of the low lane and element 2k+1 in every slot of the high one
+ * (both lanes holding the same 8 scales). */
+static inline __m256i bcast_pair16(int k)
+{
+	__m128i lo = _mm_set1_epi16((short)((4 * k + 1) << 8 | 4 * k));
+	__m128i hi = _mm_set1_epi16((short)((4 * k + 3) << 8 | (4 * k + 2)));
+	return _mm256_set_m128i(hi, lo);
+}
+
+/* The 8 int16 scales of half h (sub-blocks 8h .. 8h+7) in both lanes. */
+static inline __m256i scales_half(__m256i sc16, int h)
+{
+	return h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
+		 : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+}
+
+/* -off * sum_s sc[s] * bsum[s] as 8 int32: the start of a super-block's
+ * integer sum (off a power of two, 1 << off_log2). */
+static inline __m256i offset_correction(__m256i sc16, const int16_t *bsums, int off_log2)
+{
+	__m256i corr = _mm256_madd_epi16(sc16, load256(bsums));
+	return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, off_log2));
+}
+
+/* Q6_K: u = q + 32 (6 bits: 4 from ql, 2 from qh). Quarter k (elements
+ * 32k .. 32k+32) of half h: the low (k < 2) or high (k >= 2) nibbles of l,
+ * the ql bytes 64h + 32(k & 1) .. +32, below bits 2k, 2k+1 of qh, the qh
+ * bytes 32h .. 32h+32. */
+static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2_4 = _mm256_set1_epi8(0x30);
+	__m256i lo = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+	/* bits 2k, 2k+1 of each qh byte to bits 4, 5 (16-bit shifts: what
+	 * crosses from the neighbouring byte lands outside the mask) */
+	__m256i hb = k == 2 ? qh
+		   : k < 2  ? _mm256_slli_epi16(qh, 4 - 2 * k)
+			    : _mm256_srli_epi16(qh, 2 * k - 4);
+	return _mm256_or_si256(lo, _mm256_and_si256(hb, m2_4));
+}
+
 #endif

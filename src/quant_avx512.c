@@ -374,4 +374,6 @@ void quant_avx512_register(struct quant_kernels *k)
 	/* the AVX2 matrix kernels follow the AVX2 dot, not these */
 	k->gemm[QTYPE_Q8_0] = NULL;
 	k->gemm[QTYPE_Q5_0] = NULL;
+	k->gemm[QTYPE_Q4_K] = NULL;
+	k->gemm[QTYPE_Q6_K] = NULL;
 }

@@ -43,13 +43,6 @@
 
 #include "quant_avx2_int.h"
 
-/* Row r of a weight matrix of `stride`-byte rows. */
-#define WROW(w, stride, r) ((const uint8_t *)(w) + (size_t)(r) * (stride))
-
-/* Keeps GCC from reassociating an integer accumulator into a tree of
- * spilled partial sums. */
-#define KEEP(v) __asm__("" : "+x"(v))
-
 /* Bytes of one block of weight type t. */
 ALWAYS_INLINE size_t block_bytes(enum qtype t)
 {
@@ -110,23 +103,6 @@ ALWAYS_INLINE float dot_one(enum qtype t, int64_t n, const void *w, const void *
 }
 
 /* ---- rows8: 8 weight rows, one token ---- */
-
-/* Software prefetch distance in rows (two tiles of 8 ahead). */
-#define ROWS8_PREFETCH 16
-
-/* While block i of a pass over a tile computes, the slice i of the
- * 8-row tile at pf (NULL: none) is prefetched: a few lines per block, so
- * the requests spread over the pass instead of filling the miss buffers in
- * one burst. */
-ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, int64_t i)
-{
-	if (!pf)
-		return;
-	const size_t tile_bytes = 8 * w_stride;
-	const size_t step = (tile_bytes / 64 + (size_t)nb) / (size_t)nb * 64; /* lines per block, rounded up */
-	for (size_t o = (size_t)i * step; o < (size_t)(i + 1) * step && o < tile_bytes; o += 64)
-		_mm_prefetch(pf + o, _MM_HINT_T0);
-}
 
 /* nt (1 or 2, a constant at each instance) tokens at a, a_stride bytes
  * apart, into y + r, y + y_stride + r: each weight block is unpacked once

@@ -101,7 +101,7 @@ void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
 
 /* ---- packed activation groups (quant_gemm_pack_row) ----
  *
- * Group g (tokens 8g .. 8g+7) is QUANT_GEMM_BLOCK_BYTES per 32-element
+ * Group g (tokens 8g .. 8g+7) of Q8_0 rows is a quant_gemm_block per 32-element
  * block b, in block order: 16 x 8 int32 (pair k of token l at [k][l]: its
  * elements 2k and 2k+1 as int16, low half first), then the 8 tokens' block
  * scales as float. So a vpmaddwd of one broadcast weight pair against row k
@@ -111,6 +111,20 @@ struct quant_gemm_block {
 	float d[QUANT_GEMM_GROUP];
 };
 static_assert(sizeof(struct quant_gemm_block) == 544, "packed block layout");
+
+/* Group g of Q8_K rows: a quant_gemm_kblock per 256-element super-block,
+ * in order: 64 x 8 quads of activations (elements 4k .. 4k+3 of token l as
+ * the 4 bytes of quads[k][l]: a vpmaddubsw of 4 broadcast unsigned weight
+ * bytes against row k gives the 8 tokens' products, two per int16), the
+ * pairs of 16-sums (bsums 2j and 2j+1 of token l as the int16 pair
+ * bsum_pairs[j][l], low first: a vpmaddwd of a broadcast pair of weight
+ * scales or mins weighs them), then the 8 scales. */
+struct quant_gemm_kblock {
+	int32_t quads[QK_K / 4][QUANT_GEMM_GROUP];
+	int32_t bsum_pairs[QK_K / 32][QUANT_GEMM_GROUP];
+	float d[QUANT_GEMM_GROUP];
+};
+static_assert(sizeof(struct quant_gemm_kblock) == 2336, "packed super-block layout");
 
 /* ---- multi-row kernels (the ISA files' dot_multi entries) ----
  *
@@ -158,6 +172,7 @@ static_assert(sizeof(struct quant_gemm_block) == 544, "packed block layout");
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
 void quant_gemm_avx2_register(struct quant_kernels *k);
+void quant_gemm_k_avx2_register(struct quant_kernels *k);
 void quant_avx512_register(struct quant_kernels *k);
 
 #endif

@@ -747,23 +747,26 @@ static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, c
  * and end off the 8-row tiles. */
 static void test_gemm(const struct quant_kernels *k)
 {
-	static const int64_t blocks[] = { 1, 3, 20 };
+	static const int64_t blocks[] = { 1, 3, 20 }; /* 32-element blocks (K-quants: 1, 2, 5 super-blocks) */
 	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 8, 16 }, { 5, 9 }, { 2, 2 } };
-	const int64_t nmax = 20 * QK;
+	const int64_t nmax = 5 * QK_K; /* >= 20 * QK */
 	float *x = malloc(nmax * sizeof *x);
-	size_t w_stride = row_bytes(QTYPE_Q8_0, nmax) + 6, a_stride = row_bytes(QTYPE_Q8_0, nmax) + 4;
+	size_t w_stride = row_bytes(QTYPE_Q8_0, nmax) + 6, a_stride = row_bytes(QTYPE_Q8_K, nmax) + 4;
 	uint8_t *w = malloc(GEMM_ROWS * w_stride), *a = malloc(GEMM_TOKENS * a_stride);
-	void *packed = malloc(quant_gemm_pack_bytes(nmax, GEMM_TOKENS));
+	size_t pb0 = quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS);
+	size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
+	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
 	int kernels = 0;
 	for (size_t ti = 0; ti < N_TYPES; ti++) {
 		enum qtype t = all_types[ti];
 		if (!k->gemm[t])
 			continue;
 		kernels++;
-		CHECK(qtype_traits(t)->act_type == QTYPE_Q8_0, "%s gemm: activations not Q8_0",
+		enum qtype at = qtype_traits(t)->act_type;
+		CHECK(at == QTYPE_Q8_0 || at == QTYPE_Q8_K, "%s gemm: activations neither Q8_0 nor Q8_K",
 		      qtype_traits(t)->name);
 		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-			int64_t n = blocks[bi] * QK;
+			int64_t n = at == QTYPE_Q8_K ? (blocks[bi] + 3) / 4 * QK_K : blocks[bi] * QK;
 			for (int rb = 0; rb < 2; rb++) {
 				for (int r = 0; r < GEMM_ROWS; r++) {
 					fill_data(x, n);
@@ -773,14 +776,14 @@ static void test_gemm(const struct quant_kernels *k)
 					fill_data(x, n);
 					if (tk == 9)
 						memset(x, 0, (size_t)n * sizeof *x);
-					quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
+					quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 				}
 				const char *what = rb ? "random bits" : "quantized";
 				for (int64_t T = 0; T <= GEMM_TOKENS; T += T < 20 ? 1 : 3) {
 					/* rows past T in a partial group: stale bytes */
-					memset(packed, 0xcd, quant_gemm_pack_bytes(n, GEMM_TOKENS));
+					memset(packed, 0xcd, quant_gemm_pack_bytes(at, n, GEMM_TOKENS));
 					for (int64_t tk = 0; tk < T; tk++)
-						quant_gemm_pack_row(a + (size_t)tk * a_stride, n, tk, packed);
+						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 					for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
 						gemm_check(k, t, n, w, w_stride, a, a_stride, packed, T,
 							   ranges[ri][0], ranges[ri][1], what);

@@ -1,0 +1,385 @@
+/* quant_gemm_k_avx2.c — Q4_K and Q6_K weights against Q8_K activations:
+ * the dot and dot_multi entries and a matrix kernel (many weight rows x a
+ * batch of tokens) with one arithmetic (AVX2 + FMA + F16C, registered by
+ * quant.c after cpuid).
+ *
+ * The contract that makes a token's result independent of its batch:
+ * every output, whichever kernel computes it, is
+ *
+ *     acc = 0;  for each super-block b in order:
+ *         Q4_K:  acc = fma(dw_b * da_b, (float)S_b, acc);
+ *                acc = fma(-(dminw_b * da_b), (float)M_b, acc)
+ *         Q6_K:  acc = fma(dw_b * da_b, (float)S_b, acc)
+ *
+ * with S_b the exact int32 sum over the 16 (Q6_K) or 8 (Q4_K) sub-blocks
+ * of scale * (dot of the sub-block's quants with the activations), and for
+ * Q4_K M_b the exact sum of min * (the activations' sub-block sum, from
+ * the Q8_K bsums). |S_b| <= 256 * 32 * 128 * 127 < 2^31 (Q6_K: |q| <= 32,
+ * |scale| <= 128; Q4_K: 256 * 15 * 63 * 127), so int32 holds them; the
+ * conversion to float rounds above 2^24 but is one and the same operation
+ * in every kernel. (The lane-wise dot these replace FMA'd 8 int32 lanes
+ * per super-block into 8 float lanes and reduced them at the end of the
+ * row, an order a kernel with tokens in the lanes cannot reproduce.)
+ *
+ *  - dot / dot_multi (one weight row, 1 .. 4 tokens): decode, and the
+ *    tokens and rows the matrix kernel leaves over. The sub-block products
+ *    are formed as before (vpmaddubsw with the unsigned quants, vpmaddwd
+ *    with the scales), then summed across the lanes per super-block.
+ *  - tok8 (8 tokens in the lanes, 4 weight rows): batches. Each weight row's
+ *    super-block is unpacked to int16 scale * q (|.| <= 945 for Q4_K, <=
+ *    4096 for Q6_K with q - 32), stored as int16 pairs; each pair is
+ *    broadcast against the tokens' activation pairs (quant_gemm_pack_row,
+ *    Q8_K layout) with vpmaddwd, so the int32 lanes add up to S_b directly;
+ *    Q4_K's M_b is 8 more vpmaddwd against the packed bsum pairs.
+ *
+ * The results differ from the lane-wise kernels (and from llama.cpp's) in
+ * float rounding only: the integer sums are the same. */
+#include <math.h>
+
+#include "quant_avx2_int.h"
+
+/* ---- the float step of a super-block, scalar and 8 lanes ---- */
+
+ALWAYS_INLINE float q4k_step(float dw, float dminw, float da, int s, int m, float acc)
+{
+	acc = fmaf(dw * da, (float)s, acc);
+	return fmaf(-(dminw * da), (float)m, acc);
+}
+
+ALWAYS_INLINE __m256 q4k_step8(float dw, float dminw, __m256 da, __m256i s, __m256i m, __m256 acc)
+{
+	acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), da), _mm256_cvtepi32_ps(s), acc);
+	return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dminw), da), _mm256_cvtepi32_ps(m), acc);
+}
+
+ALWAYS_INLINE float q6k_step(float dw, float da, int s, float acc)
+{
+	return fmaf(dw * da, (float)s, acc);
+}
+
+ALWAYS_INLINE __m256 q6k_step8(float dw, __m256 da, __m256i s, __m256 acc)
+{
+	return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), da), _mm256_cvtepi32_ps(s), acc);
+}
+
+/* ---- one weight row, 1 .. 4 tokens ---- */
+
+/* Q4_K: per super-block and token, S in 8 int32 lanes from the 4
+ * 64-element chunks (nibbles and scales unpacked once for the tokens), M
+ * in 4 from the bsums, both summed across the lanes for the float step. */
+ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
+{
+	const struct block_q4_K *w = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	float acc[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc)
+		acc[c] = 0.0f;
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		__m256i sm = k4_scales_mins(w[i].scales);
+		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+		__m256i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc)
+			sumi[c] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+			__m256i q = load256(w[i].qs + 32 * j);
+			__m256i lo = _mm256_and_si256(q, m4);
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+			__m256i s_lo = _mm256_shuffle_epi8(sc, BCAST16(2 * j));
+			__m256i s_hi = _mm256_shuffle_epi8(sc, BCAST16(2 * j + 1));
+			FOR_COLS(c, nc) {
+				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+				sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
+				KEEP(sumi[c]);
+			}
+		}
+		float dw = half_load(w[i].d), dminw = half_load(w[i].dmin);
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			int m = hsum128_epi32(k4_min_sums(sm, ac->bsums));
+			acc[c] = q4k_step(dw, dminw, ac->d, hsum_epi32(sumi[c]), m, acc[c]);
+		}
+	}
+	FOR_COLS(c, nc)
+		out[c] = acc[c];
+}
+
+/* Q6_K: per super-block and token, the offset correction plus the scaled
+ * sums of the 16 sub-blocks in 8 int32 lanes (each quarter's quants and
+ * scales unpacked once for the tokens), summed across the lanes. */
+ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
+				 size_t a_stride, int nc)
+{
+	const struct block_q6_K *w = vw;
+	float acc[QUANT_MULTI_MAX];
+	FOR_COLS(c, nc)
+		acc[c] = 0.0f;
+	for (int64_t i = 0; i < n / QK_K; i++) {
+		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
+		__m256i sumi[QUANT_MULTI_MAX];
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			sumi[c] = offset_correction(sc16, ac->bsums, 5);
+		}
+		for (int h = 0; h < 2; h++) {
+			__m256i sc = scales_half(sc16, h);
+			__m256i qh = load256(w[i].qh + 32 * h);
+			__m256i l0 = load256(w[i].ql + 64 * h), l1 = load256(w[i].ql + 64 * h + 32);
+			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+				__m256i u = q6k_quarter(k & 1 ? l1 : l0, qh, k);
+				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
+				FOR_COLS(c, nc) {
+					const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+					__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
+					sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
+					KEEP(sumi[c]);
+				}
+			}
+		}
+		float dw = half_load(w[i].d);
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			acc[c] = q6k_step(dw, ac->d, hsum_epi32(sumi[c]), acc[c]);
+		}
+	}
+	FOR_COLS(c, nc)
+		out[c] = acc[c];
+}
+
+DOT_AND_MULTI(q4_K, q4_K_dot_rows)
+DOT_AND_MULTI(q6_K, q6_K_dot_rows)
+
+/* ---- tok8: 4 weight rows, 8 tokens ---- */
+
+/* Over the 4 rows of a pass, unrolled so their sums stay in registers. */
+#define FOR_ROWS(r) _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+
+/* One super-block of a weight row as tok8 reads it: the 256 unsigned
+ * quants as bytes (read 4 at a time), the sub-block scales as int16 pairs
+ * (s, s), and the pairs the bsums are weighed with: Q4_K's mins (m, m) of
+ * its 8 sub-blocks of 32, Q6_K's scales of sub-blocks 2j, 2j + 1. */
+struct kunpacked {
+	int32_t u[QK_K / 4];
+	int32_t sc[QK_K / 16]; /* Q4_K: 8 used */
+	int32_t bw[QK_K / 32];
+	float d, dmin;
+} __attribute__((aligned(32)));
+
+/* Q4_K: u = the nibbles, elements 64j .. 64j + 31 the low ones of bytes
+ * 32j .. 32j + 31, the next 32 the high ones. */
+static inline void q4k_unpack(const struct block_q4_K *b, struct kunpacked *o)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	FOR_ROWS(j) {
+		__m256i q = load256(b->qs + 32 * j);
+		_mm256_store_si256((__m256i *)(o->u + 16 * j), _mm256_and_si256(q, m4));
+		_mm256_store_si256((__m256i *)(o->u + 16 * j + 8),
+				   _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+	}
+	__m256i sm = k4_scales_mins(b->scales);     /* 8 scales | 8 mins as int16 */
+	__m256i lo = _mm256_unpacklo_epi16(sm, sm); /* pairs of scales 0-3 | mins 0-3 */
+	__m256i hi = _mm256_unpackhi_epi16(sm, sm); /* pairs of scales 4-7 | mins 4-7 */
+	_mm256_store_si256((__m256i *)o->sc, _mm256_permute2x128_si256(lo, hi, 0x20));
+	_mm256_store_si256((__m256i *)o->bw, _mm256_permute2x128_si256(lo, hi, 0x31));
+	o->d = half_load(b->d);
+	o->dmin = half_load(b->dmin);
+}
+
+/* Q6_K: u = q + 32, elements in order (quarter k of half h: 128h + 32k). */
+static inline void q6k_unpack(const struct block_q6_K *b, struct kunpacked *o)
+{
+	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+		__m256i qh = load256(b->qh + 32 * h);
+		__m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
+		_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+			_mm256_store_si256((__m256i *)(o->u + 32 * h + 8 * k),
+					   q6k_quarter(k & 1 ? l1 : l0, qh, k));
+	}
+	__m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
+	_mm256_store_si256((__m256i *)o->bw, sc16);
+	sc16 = _mm256_permute4x64_epi64(sc16, 0xd8); /* 128-bit lanes: scales 0-3 8-11, 4-7 12-15 */
+	_mm256_store_si256((__m256i *)o->sc, _mm256_unpacklo_epi16(sc16, sc16));
+	_mm256_store_si256((__m256i *)o->sc + 1, _mm256_unpackhi_epi16(sc16, sc16));
+	o->d = half_load(b->d);
+}
+
+/* vpmaddubsw of quad k of the 4 rows (unsigned, broadcast) against the 8
+ * tokens' quad x, added to the int16 sums p. */
+#define QUAD_STEP(p, o, k, x)                                                                 \
+	do {                                                                                  \
+		FOR_ROWS(r_) {                                                                \
+			__m256i m_ = _mm256_maddubs_epi16(_mm256_set1_epi32((o)[r_].u[k]), x);    \
+			p[r_] = _mm256_add_epi16(p[r_], m_);                                   \
+			KEEP(p[r_]);                                                           \
+		}                                                                             \
+	} while (0)
+
+/* The exact S of the 4 rows for the 8 tokens: sub-block sums of the
+ * products kept in int16 while they fit (Q4_K: 8 quads, <= 8 * 2 * 15 *
+ * 127 = 30480; Q6_K: 2 quads, <= 2 * 2 * 63 * 127 = 32004), then weighed
+ * with the scale pair into int32 by vpmaddwd. Q6_K's offset correction
+ * (32 * sum sc * bsum) is subtracted by the caller. */
+ALWAYS_INLINE void tok8_sums(enum qtype t, const struct kunpacked *o,
+			     const struct quant_gemm_kblock *g, __m256i *acc)
+{
+	const int quads = t == QTYPE_Q4_K ? 8 : 2; /* per int16 run */
+	const int per_scale = t == QTYPE_Q4_K ? 8 : 4;
+	/* 8 quads per pass (one unrolled body; more spills the sums) */
+	_Pragma("GCC unroll 1") for (int k8 = 0; k8 < QK_K / 4; k8 += 8) {
+		_Pragma("GCC unroll 4") for (int k0 = k8; k0 < k8 + 8; k0 += quads) {
+			__m256i p[4];
+			FOR_ROWS(r)
+				p[r] = _mm256_setzero_si256();
+			_Pragma("GCC unroll 8") for (int k = k0; k < k0 + quads; k++) {
+				__m256i x = load256(g->quads[k]);
+				QUAD_STEP(p, o, k, x);
+			}
+			FOR_ROWS(r) {
+				__m256i sc = _mm256_set1_epi32(o[r].sc[k0 / per_scale]);
+				acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p[r], sc));
+				KEEP(acc[r]);
+			}
+		}
+	}
+}
+
+/* sum_j bw_j * bsum pair j for the 4 rows (Q4_K: M; Q6_K: the offset sum). */
+static inline void tok8_bsums(const struct kunpacked *o, const struct quant_gemm_kblock *g,
+			      __m256i *m)
+{
+	FOR_ROWS(r)
+		m[r] = _mm256_setzero_si256();
+	_Pragma("GCC unroll 8") for (int j = 0; j < QK_K / 32; j++) {
+		__m256i x = load256(g->bsum_pairs[j]);
+		FOR_ROWS(r)
+			m[r] = _mm256_add_epi32(m[r], _mm256_madd_epi16(_mm256_set1_epi32(o[r].bw[j]), x));
+	}
+}
+
+/* lanes: how many of the group's tokens are real (the rest are dropped). */
+ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			const struct quant_gemm_kblock *g, int lanes, float *y, int64_t y_stride,
+			const char *pf)
+{
+	const uint8_t *w0 = WROW(w, w_stride, r);
+	const int64_t nb = n / QK_K;
+	struct kunpacked o[4]; /* the current super-block of the 4 rows */
+	__m256 f[4];
+	FOR_ROWS(j)
+		f[j] = _mm256_setzero_ps();
+	for (int64_t i = 0; i < nb; i++) {
+		prefetch_slice(pf, w_stride, nb, i);
+		FOR_ROWS(j) {
+			if (t == QTYPE_Q4_K)
+				q4k_unpack((const struct block_q4_K *)(w0 + j * w_stride) + i, &o[j]);
+			else
+				q6k_unpack((const struct block_q6_K *)(w0 + j * w_stride) + i, &o[j]);
+		}
+		/* the broadcasts below must read o from memory (one load each),
+		 * not be rebuilt from the registers by shuffles */
+		__asm__ volatile("" ::: "memory");
+		__m256i s[4], m[4];
+		FOR_ROWS(j)
+			s[j] = _mm256_setzero_si256();
+		tok8_sums(t, o, &g[i], s);
+		tok8_bsums(o, &g[i], m);
+		__m256 da = _mm256_loadu_ps(g[i].d);
+		FOR_ROWS(j) {
+			if (t == QTYPE_Q4_K)
+				f[j] = q4k_step8(o[j].d, o[j].dmin, da, s[j], m[j], f[j]);
+			else
+				f[j] = q6k_step8(o[j].d, da, _mm256_sub_epi32(s[j], _mm256_slli_epi32(m[j], 5)), f[j]);
+		}
+	}
+	float out[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
+	FOR_ROWS(j)
+		_mm256_store_ps(out[j], f[j]);
+	for (int l = 0; l < lanes; l++)
+		FOR_ROWS(j)
+			y[l * y_stride + r + j] = out[j][l];
+}
+
+/* ---- the matrix kernel ---- */
+
+/* Token groups per pass over the rows: 4 groups of packed activations are
+ * 140 KB for a 2048-wide row, which stay in L2 while the weights stream. */
+#define GEMM_TILE_GROUPS 4
+
+/* Weight row r against tokens t0 .. t1-1 through dot_multi (dm), 4 at a
+ * time. */
+static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, const void *a,
+			size_t a_stride, int64_t t0, int64_t t1, float *y, int64_t y_stride, int64_t r)
+{
+	float o[QUANT_MULTI_MAX];
+	for (int64_t tk = t0; tk < t1; tk += QUANT_MULTI_MAX) {
+		int nc = (int)(t1 - tk < QUANT_MULTI_MAX ? t1 - tk : QUANT_MULTI_MAX);
+		dm(n, o, wr, (const uint8_t *)a + (size_t)tk * a_stride, a_stride, nc);
+		for (int c = 0; c < nc; c++)
+			y[(tk + c) * y_stride + r] = o[c];
+	}
+}
+
+/* Rows in tiles of 8 (two tok8 passes per group of tokens), the tile two
+ * ahead prefetched during the first pass; tokens past the groups, and rows
+ * past the last full tile, go through dot_multi. */
+ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, const void *w,
+			     size_t w_stride, int64_t r0, int64_t r1, const void *a, size_t a_stride,
+			     const void *packed, int64_t T, float *y, int64_t y_stride)
+{
+	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
+	const int64_t groups = !packed ? 0
+			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
+									     : T / QUANT_GEMM_GROUP;
+	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
+	const int64_t nb = n / QK_K;
+	const int64_t r_end = r1 - (r1 - r0) % 8;
+	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
+		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
+		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
+		for (int64_t r = r0; r < r_end; r += 8) {
+			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
+						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
+						 : NULL;
+			for (int64_t gi = g0; gi < g1; gi++) {
+				const struct quant_gemm_kblock *g = (const struct quant_gemm_kblock *)packed + gi * nb;
+				float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
+				int lanes = (int)(T - gi * QUANT_GEMM_GROUP < QUANT_GEMM_GROUP
+							  ? T - gi * QUANT_GEMM_GROUP : QUANT_GEMM_GROUP);
+				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
+				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
+			}
+			for (int64_t j = 0; j < 8 && t_left < T; j++)
+				rows_by_dot(dm, n, WROW(w, w_stride, r + j), a, a_stride, t_left, T, y,
+					    y_stride, r + j);
+		}
+	}
+	for (int64_t r = r_end; r < r1; r++)
+		rows_by_dot(dm, n, WROW(w, w_stride, r), a, a_stride, 0, T, y, y_stride, r);
+}
+
+static void gemm_q4_K(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+		      const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+		      int64_t y_stride)
+{
+	gemm_rows(QTYPE_Q4_K, dot_multi_q4_K, n, w, w_stride, r0, r1, a, a_stride, packed, T, y,
+		  y_stride);
+}
+
+static void gemm_q6_K(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+		      const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+		      int64_t y_stride)
+{
+	gemm_rows(QTYPE_Q6_K, dot_multi_q6_K, n, w, w_stride, r0, r1, a, a_stride, packed, T, y,
+		  y_stride);
+}
+
+/* The dot, dot_multi and gemm entries of both types, one arithmetic. */
+void quant_gemm_k_avx2_register(struct quant_kernels *k)
+{
+	k->dot[QTYPE_Q4_K] = dot_q4_K;
+	k->dot[QTYPE_Q6_K] = dot_q6_K;
+	k->dot_multi[QTYPE_Q4_K] = dot_multi_q4_K;
+	k->dot_multi[QTYPE_Q6_K] = dot_multi_q6_K;
+	k->gemm[QTYPE_Q4_K] = gemm_q4_K;
+	k->gemm[QTYPE_Q6_K] = gemm_q6_K;
+}
