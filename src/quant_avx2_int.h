@@ -105,6 +105,24 @@ static inline int hsum128_epi32(__m128i s)
 	return _mm_cvtsi128_si32(s);
 }
 
+/* Lane-wise sums of adjacent partial results, the three levels of the
+ * unpack tree that turns 8 vectors of 8 lanes into 8 sums. */
+static inline __m256i sum_pairs32(__m256i a, __m256i b)
+{
+	return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+static inline __m256i sum_pairs64(__m256i a, __m256i b)
+{
+	return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+static inline __m256i sum_halves(__m256i a, __m256i b)
+{
+	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+				_mm256_permute2x128_si256(a, b, 0x31));
+}
+
 /* Software prefetch distance of the matrix kernels in rows (two tiles of 8
  * ahead): eight interleaved row streams defeat the hardware prefetcher. */
 #define ROWS8_PREFETCH 16

@@ -70,24 +70,6 @@ static inline __m256i block_lanes(__m256i q, __m256i x)
 	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* Lane-wise sums of adjacent partial results, the three levels of the
- * unpack tree that turns 8 vectors of 8 lanes into 8 sums. */
-static inline __m256i sum_pairs32(__m256i a, __m256i b)
-{
-	return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-}
-
-static inline __m256i sum_pairs64(__m256i a, __m256i b)
-{
-	return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
-}
-
-static inline __m256i sum_halves(__m256i a, __m256i b)
-{
-	return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-				_mm256_permute2x128_si256(a, b, 0x31));
-}
-
 /* ---- one row, one token ---- */
 
 ALWAYS_INLINE float dot_one(enum qtype t, int64_t n, const void *w, const void *va)

@@ -35,6 +35,7 @@
  * The results differ from the lane-wise kernels (and from llama.cpp's) in
  * float rounding only: the integer sums are the same. */
 #include <math.h>
+#include <stddef.h>
 
 #include "quant_avx2_int.h"
 
@@ -46,10 +47,10 @@ ALWAYS_INLINE float q4k_step(float dw, float dminw, float da, int s, int m, floa
 	return fmaf(-(dminw * da), (float)m, acc);
 }
 
-ALWAYS_INLINE __m256 q4k_step8(float dw, float dminw, __m256 da, __m256i s, __m256i m, __m256 acc)
+ALWAYS_INLINE __m256 q4k_step8(__m256 dw, __m256 dminw, __m256 da, __m256i s, __m256i m, __m256 acc)
 {
-	acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), da), _mm256_cvtepi32_ps(s), acc);
-	return _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dminw), da), _mm256_cvtepi32_ps(m), acc);
+	acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(s), acc);
+	return _mm256_fnmadd_ps(_mm256_mul_ps(dminw, da), _mm256_cvtepi32_ps(m), acc);
 }
 
 ALWAYS_INLINE float q6k_step(float dw, float da, int s, float acc)
@@ -57,56 +58,89 @@ ALWAYS_INLINE float q6k_step(float dw, float da, int s, float acc)
 	return fmaf(dw * da, (float)s, acc);
 }
 
-ALWAYS_INLINE __m256 q6k_step8(float dw, __m256 da, __m256i s, __m256 acc)
+ALWAYS_INLINE __m256 q6k_step8(__m256 dw, __m256 da, __m256i s, __m256 acc)
 {
-	return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw), da), _mm256_cvtepi32_ps(s), acc);
+	return _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(s), acc);
 }
 
-/* ---- one weight row, 1 .. 4 tokens ---- */
+/* ---- one super-block of one weight row in lanes, 1 .. 4 tokens ---- */
 
-/* Q4_K: per super-block and token, S in 8 int32 lanes from the 4
- * 64-element chunks (nibbles and scales unpacked once for the tokens), M
- * in 4 from the bsums, both summed across the lanes for the float step. */
+/* Q4_K: S of token c in the 8 int32 lanes of s[c], M in the 4 of m[c];
+ * the nibbles and scales of each 64-element chunk unpacked once for the
+ * tokens. b is super-block i of the row, a the first token's row. */
+ALWAYS_INLINE void q4k_lanes(const struct block_q4_K *b, const void *a, size_t a_stride, int64_t i,
+			     int nc, __m256i *s, __m128i *m)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256i sm = k4_scales_mins(b->scales);
+	__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+	FOR_COLS(c, nc) {
+		s[c] = _mm256_setzero_si256();
+		m[c] = k4_min_sums(sm, (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->bsums);
+	}
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+		__m256i q = load256(b->qs + 32 * j);
+		__m256i lo = _mm256_and_si256(q, m4);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+		__m256i s_lo = _mm256_shuffle_epi8(sc, BCAST16(2 * j));
+		__m256i s_hi = _mm256_shuffle_epi8(sc, BCAST16(2 * j + 1));
+		FOR_COLS(c, nc) {
+			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+			s[c] = _mm256_add_epi32(s[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
+			KEEP(s[c]);
+		}
+	}
+}
+
+/* Q6_K: S of token c in the 8 int32 lanes of s[c]: the offset correction
+ * plus the scaled sums of the 16 sub-blocks, each quarter's quants and
+ * scales unpacked once for the tokens. */
+ALWAYS_INLINE void q6k_lanes(const struct block_q6_K *b, const void *a, size_t a_stride, int64_t i,
+			     int nc, __m256i *s)
+{
+	__m256i sc16 = _mm256_cvtepi8_epi16(load128(b->scales));
+	FOR_COLS(c, nc)
+		s[c] = offset_correction(sc16, (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->bsums, 5);
+	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+		__m256i sc = scales_half(sc16, h);
+		__m256i qh = load256(b->qh + 32 * h);
+		__m256i l0 = load256(b->ql + 64 * h), l1 = load256(b->ql + 64 * h + 32);
+		_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+			__m256i u = q6k_quarter(k & 1 ? l1 : l0, qh, k);
+			__m256i sk = _mm256_shuffle_epi8(sc, bcast_pair16(k));
+			FOR_COLS(c, nc) {
+				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
+				__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
+				s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(p, sk));
+				KEEP(s[c]);
+			}
+		}
+	}
+}
+
+/* ---- one weight row, 1 .. 4 tokens: the lanes summed per super-block ---- */
+
 ALWAYS_INLINE void q4_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
 				 size_t a_stride, int nc)
 {
 	const struct block_q4_K *w = vw;
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	float acc[QUANT_MULTI_MAX];
 	FOR_COLS(c, nc)
 		acc[c] = 0.0f;
 	for (int64_t i = 0; i < n / QK_K; i++) {
-		__m256i sm = k4_scales_mins(w[i].scales);
-		__m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-		__m256i sumi[QUANT_MULTI_MAX];
-		FOR_COLS(c, nc)
-			sumi[c] = _mm256_setzero_si256();
-		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-			__m256i q = load256(w[i].qs + 32 * j);
-			__m256i lo = _mm256_and_si256(q, m4);
-			__m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-			__m256i s_lo = _mm256_shuffle_epi8(sc, BCAST16(2 * j));
-			__m256i s_hi = _mm256_shuffle_epi8(sc, BCAST16(2 * j + 1));
-			FOR_COLS(c, nc) {
-				const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-				sumi[c] = _mm256_add_epi32(sumi[c], k4_chunk(lo, hi, ac->qs + 64 * j, s_lo, s_hi));
-				KEEP(sumi[c]);
-			}
-		}
+		__m256i s[QUANT_MULTI_MAX];
+		__m128i m[QUANT_MULTI_MAX];
+		q4k_lanes(&w[i], a, a_stride, i, nc, s, m);
 		float dw = half_load(w[i].d), dminw = half_load(w[i].dmin);
 		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			int m = hsum128_epi32(k4_min_sums(sm, ac->bsums));
-			acc[c] = q4k_step(dw, dminw, ac->d, hsum_epi32(sumi[c]), m, acc[c]);
+			float da = (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->d;
+			acc[c] = q4k_step(dw, dminw, da, hsum_epi32(s[c]), hsum128_epi32(m[c]), acc[c]);
 		}
 	}
 	FOR_COLS(c, nc)
 		out[c] = acc[c];
 }
 
-/* Q6_K: per super-block and token, the offset correction plus the scaled
- * sums of the 16 sub-blocks in 8 int32 lanes (each quarter's quants and
- * scales unpacked once for the tokens), summed across the lanes. */
 ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const void *a,
 				 size_t a_stride, int nc)
 {
@@ -115,31 +149,12 @@ ALWAYS_INLINE void q6_K_dot_rows(int64_t n, float *out, const void *vw, const vo
 	FOR_COLS(c, nc)
 		acc[c] = 0.0f;
 	for (int64_t i = 0; i < n / QK_K; i++) {
-		__m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
-		__m256i sumi[QUANT_MULTI_MAX];
-		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			sumi[c] = offset_correction(sc16, ac->bsums, 5);
-		}
-		for (int h = 0; h < 2; h++) {
-			__m256i sc = scales_half(sc16, h);
-			__m256i qh = load256(w[i].qh + 32 * h);
-			__m256i l0 = load256(w[i].ql + 64 * h), l1 = load256(w[i].ql + 64 * h + 32);
-			_Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-				__m256i u = q6k_quarter(k & 1 ? l1 : l0, qh, k);
-				__m256i s = _mm256_shuffle_epi8(sc, bcast_pair16(k));
-				FOR_COLS(c, nc) {
-					const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-					__m256i p = _mm256_maddubs_epi16(u, load256(ac->qs + 128 * h + 32 * k));
-					sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s));
-					KEEP(sumi[c]);
-				}
-			}
-		}
+		__m256i s[QUANT_MULTI_MAX];
+		q6k_lanes(&w[i], a, a_stride, i, nc, s);
 		float dw = half_load(w[i].d);
 		FOR_COLS(c, nc) {
-			const struct block_q8_K *ac = ACT_ROW(struct block_q8_K, a, a_stride, c) + i;
-			acc[c] = q6k_step(dw, ac->d, hsum_epi32(sumi[c]), acc[c]);
+			float da = (ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->d;
+			acc[c] = q6k_step(dw, da, hsum_epi32(s[c]), acc[c]);
 		}
 	}
 	FOR_COLS(c, nc)
@@ -286,9 +301,11 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 		__m256 da = _mm256_loadu_ps(g[i].d);
 		FOR_ROWS(j) {
 			if (t == QTYPE_Q4_K)
-				f[j] = q4k_step8(o[j].d, o[j].dmin, da, s[j], m[j], f[j]);
+				f[j] = q4k_step8(_mm256_set1_ps(o[j].d), _mm256_set1_ps(o[j].dmin), da, s[j],
+						 m[j], f[j]);
 			else
-				f[j] = q6k_step8(o[j].d, da, _mm256_sub_epi32(s[j], _mm256_slli_epi32(m[j], 5)), f[j]);
+				f[j] = q6k_step8(_mm256_set1_ps(o[j].d), da,
+						 _mm256_sub_epi32(s[j], _mm256_slli_epi32(m[j], 5)), f[j]);
 		}
 	}
 	float out[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
@@ -297,6 +314,106 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 	for (int l = 0; l < lanes; l++)
 		FOR_ROWS(j)
 			y[l * y_stride + r + j] = out[j][l];
+}
+
+/* ---- rows8: 8 weight rows, 1 or 2 tokens ---- */
+
+#define ROWS8_MAX_TOKENS 2
+
+/* The 4 int32 lanes of a and b summed pairwise ([a0+a2, b0+b2, a1+a3,
+ * b1+b3]) and then to [a, b, c, d]: sum_pairs32/64 on 128 bits. */
+static inline __m128i sum_pairs32_128(__m128i a, __m128i b)
+{
+	return _mm_add_epi32(_mm_unpacklo_epi32(a, b), _mm_unpackhi_epi32(a, b));
+}
+
+static inline __m128i sum_pairs64_128(__m128i a, __m128i b)
+{
+	return _mm_add_epi32(_mm_unpacklo_epi64(a, b), _mm_unpackhi_epi64(a, b));
+}
+
+/* The fp16 at byte offset off of the 8 rows from w0, as 8 floats. */
+ALWAYS_INLINE __m256 halves8(const uint8_t *w0, size_t w_stride, size_t off)
+{
+	uint64_t h0 = 0, h1 = 0;
+	for (int j = 0; j < 4; j++) {
+		uint16_t a, b;
+		memcpy(&a, w0 + j * w_stride + off, 2);
+		memcpy(&b, w0 + (j + 4) * w_stride + off, 2);
+		uint64_t d0 = a, d1 = b;
+		__asm__("" : "+r"(d0), "+r"(d1)); /* or GCC vectorizes the packing */
+		h0 |= d0 << 16 * j;
+		h1 |= d1 << 16 * j;
+	}
+	return _mm256_cvtph_ps(_mm_set_epi64x((long long)h1, (long long)h0));
+}
+
+/* Super-block i of rows j0 .. j0+3 for nt tokens: S of the 4 rows in
+ * the lanes of each 128-bit half of s4[c] (to be summed by sum_halves),
+ * Q4_K's M of the 4 rows in m4[c]. */
+ALWAYS_INLINE void rows4_sums(enum qtype t, const uint8_t *w0, size_t w_stride, int64_t i,
+			      const void *a, size_t a_stride, int nt, __m256i *s4, __m128i *m4)
+{
+	__m256i s[4][ROWS8_MAX_TOKENS], s01[ROWS8_MAX_TOKENS];
+	__m128i m[4][ROWS8_MAX_TOKENS], m01[ROWS8_MAX_TOKENS];
+	for (int j = 0; j < 4; j++) {
+		const uint8_t *row = w0 + j * w_stride;
+		if (t == QTYPE_Q4_K)
+			q4k_lanes((const struct block_q4_K *)row + i, a, a_stride, i, nt, s[j], m[j]);
+		else
+			q6k_lanes((const struct block_q6_K *)row + i, a, a_stride, i, nt, s[j]);
+		if (j == 1)
+			FOR_COLS(c, nt) {
+				s01[c] = sum_pairs32(s[0][c], s[1][c]);
+				if (t == QTYPE_Q4_K)
+					m01[c] = sum_pairs32_128(m[0][c], m[1][c]);
+			}
+	}
+	FOR_COLS(c, nt) {
+		s4[c] = sum_pairs64(s01[c], sum_pairs32(s[2][c], s[3][c]));
+		if (t == QTYPE_Q4_K)
+			m4[c] = sum_pairs64_128(m01[c], sum_pairs32_128(m[2][c], m[3][c]));
+	}
+}
+
+/* nt (1 or 2, a constant at each instance) tokens at a, a_stride bytes
+ * apart, into y + r, y + y_stride + r: each row's super-block is unpacked
+ * once for both, the 8 rows' sums meet in the lanes of one vector (the
+ * unpack tree of quant_gemm_avx2.c), and the float step runs on 8 rows. */
+ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			 const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
+			 const char *pf)
+{
+	const uint8_t *w0 = WROW(w, w_stride, r);
+	const int64_t nb = n / QK_K;
+	const size_t bb = t == QTYPE_Q4_K ? sizeof(struct block_q4_K) : sizeof(struct block_q6_K);
+	__m256 acc[ROWS8_MAX_TOKENS];
+	FOR_COLS(c, nt)
+		acc[c] = _mm256_setzero_ps();
+	for (int64_t i = 0; i < nb; i++) {
+		prefetch_slice(pf, w_stride, nb, i);
+		__m256i s03[ROWS8_MAX_TOKENS], s47[ROWS8_MAX_TOKENS];
+		__m128i m03[ROWS8_MAX_TOKENS], m47[ROWS8_MAX_TOKENS];
+		rows4_sums(t, w0, w_stride, i, a, a_stride, nt, s03, m03);
+		rows4_sums(t, w0 + 4 * w_stride, w_stride, i, a, a_stride, nt, s47, m47);
+		if (t == QTYPE_Q4_K) {
+			__m256 dw = halves8(w0, w_stride, (size_t)i * bb + offsetof(struct block_q4_K, d));
+			__m256 dminw = halves8(w0, w_stride, (size_t)i * bb + offsetof(struct block_q4_K, dmin));
+			FOR_COLS(c, nt) {
+				__m256 da = _mm256_set1_ps((ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->d);
+				acc[c] = q4k_step8(dw, dminw, da, sum_halves(s03[c], s47[c]),
+						   _mm256_set_m128i(m47[c], m03[c]), acc[c]);
+			}
+		} else {
+			__m256 dw = halves8(w0, w_stride, (size_t)i * bb + offsetof(struct block_q6_K, d));
+			FOR_COLS(c, nt) {
+				__m256 da = _mm256_set1_ps((ACT_ROW(struct block_q8_K, a, a_stride, c) + i)->d);
+				acc[c] = q6k_step8(dw, da, sum_halves(s03[c], s47[c]), acc[c]);
+			}
+		}
+	}
+	FOR_COLS(c, nt)
+		_mm256_storeu_ps(y + c * y_stride + r, acc[c]);
 }
 
 /* ---- the matrix kernel ---- */
@@ -319,9 +436,9 @@ static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, con
 	}
 }
 
-/* Rows in tiles of 8 (two tok8 passes per group of tokens), the tile two
- * ahead prefetched during the first pass; tokens past the groups, and rows
- * past the last full tile, go through dot_multi. */
+/* Rows in tiles of 8 (two tok8 passes per group of tokens, then rows8
+ * for the tokens past the groups), the tile two ahead prefetched during
+ * the first pass; rows past the last full tile go through dot_multi. */
 ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, const void *w,
 			     size_t w_stride, int64_t r0, int64_t r1, const void *a, size_t a_stride,
 			     const void *packed, int64_t T, float *y, int64_t y_stride)
@@ -348,9 +465,16 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, con
 				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
 				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
 			}
-			for (int64_t j = 0; j < 8 && t_left < T; j++)
-				rows_by_dot(dm, n, WROW(w, w_stride, r + j), a, a_stride, t_left, T, y,
-					    y_stride, r + j);
+			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
+				const void *at = (const uint8_t *)a + tk * a_stride;
+				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
+				if (T - tk >= 2)
+					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride,
+					      y_stride, p);
+				else
+					rows8(t, n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride,
+					      y_stride, p);
+			}
 		}
 	}
 	for (int64_t r = r_end; r < r1; r++)
