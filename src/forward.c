@@ -519,27 +519,26 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 		const int64_t k = i % 2 == 0 ? i / 2 : f->n_tiles - 1 - i / 2;
 		const int64_t t0 = f->tile_row[k], t1 = t0 + f->tile_len[k];
 		const int32_t s = f->seq[t0];
-		/* the union of the rows' windows: [lo, hi) */
+		/* the queries with their windows in positions, then the K/V row
+		 * list over the union [lo, hi) of the windows */
 		int64_t lo = n_ctx, hi = 0;
+		int nq = 0;
 		for (int64_t t = t0; t < t1; t++) {
-			const int64_t p = f->pos[t];
-			const int64_t j0 = window_start(f, l, p);
+			const int64_t p = f->pos[t], j0 = window_start(f, l, p);
 			lo = j0 < lo ? j0 : lo;
 			hi = p + 1 > hi ? p + 1 : hi;
+			for (int64_t h = h0; h < h0 + hpu; h++)
+				qs[nq++] = (struct ops_attn_query){
+					.out = f->att + t * f->Datt + h * hp->head_dim_v,
+					.q = f->q + t * f->Dq + h * hp->head_dim, .lo = j0, .hi = p + 1 };
+		}
+		for (int qi = 0; qi < nq; qi++) {
+			qs[qi].lo -= lo;
+			qs[qi].hi -= lo;
 		}
 		for (int64_t j = lo; j < hi; j++) {
 			K[j - lo] = kv_k_row(f->kv, il, s, j) + kvh * hp->head_dim;
 			V[j - lo] = kv_v_row(f->kv, il, s, j) + kvh * hp->head_dim_v;
-		}
-		int nq = 0;
-		for (int64_t t = t0; t < t1; t++) {
-			const int64_t p = f->pos[t];
-			const int64_t j0 = window_start(f, l, p);
-			for (int64_t h = h0; h < h0 + hpu; h++)
-				qs[nq++] = (struct ops_attn_query){
-					.out = f->att + t * f->Datt + h * hp->head_dim_v,
-					.q = f->q + t * f->Dq + h * hp->head_dim,
-					.lo = j0 - lo, .hi = p + 1 - lo };
 		}
 		ops_attend_group(qs, nq, K, V, hp->head_dim, hp->head_dim_v,
 				 (float)hp->query_scale, (float)hp->attn_softcap, scratch);
