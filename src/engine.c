@@ -604,9 +604,10 @@ static bool req_takes_argmax(const struct req *q)
  * on. The token is appended to q->tokens (and told to q's drafter). For a
  * row whose next token was drafted (draft_i >= 0), *same tells whether the
  * draft stands. */
-static int emit_token(struct engine *e, struct req *q, float *logits, int64_t o, int draft_i,
-		      bool *same)
+static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, bool *same)
 {
+	int64_t n_out;
+	float *logits = fwd_logits(e->f, &n_out) + (size_t)o * (size_t)e->m->hp.n_vocab;
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
@@ -675,15 +676,12 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
  * logits, then o+1, ...): one for a decode row, then one more for each
  * draft token the model confirmed. Returns the finish reason or -1; *gen
  * counts the tokens emitted. */
-static int verify_rows(struct engine *e, struct req *q, const float *logits, int64_t o,
-		       uint64_t *gen)
+static int verify_rows(struct engine *e, struct req *q, int64_t o, uint64_t *gen)
 {
-	const int64_t V = e->m->hp.n_vocab;
 	int why = -1, acc = 0;
 	for (int j = 0; j <= q->n_draft; j++) {
 		bool same;
-		why = emit_token(e, q, (float *)logits + (size_t)j * V, o + j, j < q->n_draft ? j : -1,
-				 &same);
+		why = emit_token(e, q, o + j, j < q->n_draft ? j : -1, &same);
 		(*gen)++;
 		if (why >= 0 || !same)
 			break;
@@ -709,9 +707,7 @@ static int verify_rows(struct engine *e, struct req *q, const float *logits, int
 
 static void after_step(struct engine *e, int64_t n)
 {
-	int64_t n_out, o = 0;
-	float *logits = fwd_logits(e->f, &n_out);
-	const int64_t V = e->m->hp.n_vocab;
+	int64_t o = 0;
 	uint64_t gen = 0;
 	for (int64_t i = 0; i < n;) {
 		struct req *q = e->b_req[i];
@@ -722,7 +718,7 @@ static void after_step(struct engine *e, int64_t n)
 		q->n_computed += cnt - q->n_draft; /* draft rows count once confirmed */
 		if (!e->b_want[i - 1])
 			continue; /* a prefill chunk that does not reach the end yet */
-		int why = verify_rows(e, q, logits + (size_t)o * V, o, &gen);
+		int why = verify_rows(e, q, o, &gen);
 		o += 1 + q->n_draft;
 		q->n_draft = 0;
 		kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);

@@ -138,7 +138,7 @@ void spec_seq_free(struct spec_seq *s)
 void spec_seq_reset(struct spec_seq *s)
 {
 	s->n = 0;
-	s->k_cap = s->k_max < SPEC_CAP_START ? s->k_max : SPEC_CAP_START;
+	s->k_cap = spec_cap_first(s->k_max);
 	if (s->method == SPEC_SUFFIX)
 		strie_clear(&s->t);
 }
@@ -153,6 +153,10 @@ void spec_seq_append(struct spec_seq *s, const int32_t *tokens, int64_t n)
 			strie_append(&s->t, tokens[i]); /* full: stop learning, keep drafting */
 	}
 }
+
+#define SPEC_CAP_START 4
+
+int spec_cap_first(int k_max) { return k_max < SPEC_CAP_START ? k_max : SPEC_CAP_START; }
 
 int spec_cap_next(int cap, int k_max, int n_draft, int accepted)
 {

@@ -72,10 +72,10 @@ int spec_seq_draft(struct spec_seq *s, int k, int32_t *draft);
  * prefix the model confirmed) to adapt the draft length. */
 void spec_seq_feedback(struct spec_seq *s, int n_draft, int accepted);
 
-/* The adaptive draft cap every drafter follows: SPEC_CAP_START to begin
- * with; after a draft of n_draft tokens of which `accepted` were
+/* The adaptive draft cap every drafter follows: spec_cap_first(k_max) to
+ * begin with; after a draft of n_draft tokens of which `accepted` were
  * confirmed, doubled (up to k_max) when all were, else accepted + 1. */
-#define SPEC_CAP_START 4
+int spec_cap_first(int k_max);
 int spec_cap_next(int cap, int k_max, int n_draft, int accepted);
 
 /* Tokens appended so far (bounded by max_len). */

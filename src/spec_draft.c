@@ -149,7 +149,7 @@ int spec_draft_start(struct spec_draft *d, int slot, const struct sample_params 
 	s->sampling = sp->temperature > 0;
 	s->n = s->n_done = 0;
 	s->n_kv_draft = 0;
-	s->k_cap = d->k_max < SPEC_CAP_START ? d->k_max : SPEC_CAP_START;
+	s->k_cap = spec_cap_first(d->k_max);
 	kv_seq_truncate(fwd_kv(d->f), slot, 0);
 	return ING_OK;
 }
