@@ -207,25 +207,16 @@ static void dot2f(const float *a0, const float *a1, const float *b, int64_t n, f
 	*r1 = dotf(a1, b, n);
 }
 
-static void pvf(float *out, const float *p, const float *const *V, int64_t n, int64_t Dv)
-{
-	memset(out, 0, (size_t)Dv * sizeof *out);
-	for (int64_t j = 0; j < n; j++)
-		axpyf(out, p[j], V[j], Dv);
-}
-
-/* The inner loops of attention, scalar or AVX2. dot2 is two dots and pv a
- * zeroed sum of axpys, bit for bit, in each set. */
+/* The inner loops of attention, scalar or AVX2; dot2 is two dots, bit for
+ * bit, in each set. */
 struct attn_kernels {
 	float (*dot)(const float *, const float *, int64_t);
 	void (*dot2)(const float *, const float *, const float *, int64_t, float *, float *);
-	void (*pv)(float *, const float *, const float *const *, int64_t, int64_t);
 	void (*axpy)(float *, float, const float *, int64_t);
 };
 
-static const struct attn_kernels attn_ref = { dotf, dot2f, pvf, axpyf };
-static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_dot2_avx2, ops_pv_avx2,
-						ops_axpy_avx2 };
+static const struct attn_kernels attn_ref = { dotf, dot2f, axpyf };
+static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_dot2_avx2, ops_axpy_avx2 };
 
 /* scratch[0..n) holds the scores; softmax them in place (exp in j order,
  * the sum in double) and turn them into the weights of the V rows. */
@@ -260,7 +251,9 @@ static void attend(float *out, const float *q, const float *const *K, const floa
 			mx = s;
 	}
 	softmax_weights(scratch, n, mx);
-	k->pv(out, scratch, V, n, Dv);
+	memset(out, 0, (size_t)Dv * sizeof *out);
+	for (int64_t j = 0; j < n; j++)
+		k->axpy(out, scratch[j], V[j], Dv);
 }
 
 /* attend() for a group of queries: the scores loop turned inside out (for

@@ -65,39 +65,6 @@ void ops_dot2_avx2(const float *a0, const float *a1, const float *b, int64_t n, 
 	*r1 = x1;
 }
 
-/* 64 columns (8 accumulators, enough chains to cover the fma latency) at
- * a time, then 8; each element sees fma(p[j], V[j][c], acc) for j in
- * order, as ops_axpy_avx2 would apply them. The scalar tail matches the
- * tail of ops_axpy_avx2 the same way. */
-void ops_pv_avx2(float *out, const float *p, const float *const *V, int64_t n, int64_t Dv)
-{
-	int64_t c = 0;
-	for (; c + 64 <= Dv; c += 64) {
-		__m256 a[8];
-		for (int k = 0; k < 8; k++)
-			a[k] = _mm256_setzero_ps();
-		for (int64_t j = 0; j < n; j++) {
-			const __m256 vp = _mm256_set1_ps(p[j]);
-			const float *v = V[j] + c;
-			for (int k = 0; k < 8; k++)
-				a[k] = _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + 8 * k), a[k]);
-		}
-		for (int k = 0; k < 8; k++)
-			_mm256_storeu_ps(out + c + 8 * k, a[k]);
-	}
-	for (; c + 8 <= Dv; c += 8) {
-		__m256 a = _mm256_setzero_ps();
-		for (int64_t j = 0; j < n; j++)
-			a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(V[j] + c), a);
-		_mm256_storeu_ps(out + c, a);
-	}
-	for (; c < Dv; c++) {
-		out[c] = 0.0f;
-		for (int64_t j = 0; j < n; j++)
-			out[c] += p[j] * V[j][c];
-	}
-}
-
 void ops_axpy_avx2(float *y, float p, const float *x, int64_t n)
 {
 	const __m256 vp = _mm256_set1_ps(p);
