@@ -28,6 +28,7 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 		   int64_t chunk, bool argmax, ing_err *err)
 {
 	int32_t pos[512], seq[512] = { 0 };
+	static const bool no_logits[512]; /* a chunk before the last: its LM head is waste */
 	if (chunk > 512)
 		chunk = 512;
 	for (int64_t i0 = 0; i0 < n; i0 += chunk) {
@@ -35,6 +36,7 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 		for (int64_t i = 0; i < cnt; i++)
 			pos[i] = (int32_t)(i0 + i);
 		struct fwd_batch b = { .n = cnt, .tokens = prompt + i0, .pos = pos, .seq = seq,
+				       .want_logits = i0 + cnt < n ? no_logits : NULL,
 				       .argmax = argmax };
 		int rc = runner_step(r, &b, err);
 		if (rc)

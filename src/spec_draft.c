@@ -179,6 +179,7 @@ const float *spec_draft_q(const struct spec_draft *d, int slot, int i)
 static int feed(struct spec_draft *d, int slot, int64_t from, int64_t to, ing_err *err)
 {
 	int32_t pos[DRAFT_CHUNK], seq[DRAFT_CHUNK];
+	static const bool no_logits[DRAFT_CHUNK]; /* chunks before the last need none */
 	const int32_t *tokens = d->slots[slot].tokens;
 	for (int64_t i0 = from; i0 < to; i0 += DRAFT_CHUNK) {
 		int64_t cnt = to - i0 < DRAFT_CHUNK ? to - i0 : DRAFT_CHUNK;
@@ -187,6 +188,7 @@ static int feed(struct spec_draft *d, int slot, int64_t from, int64_t to, ing_er
 			seq[i] = slot;
 		}
 		struct fwd_batch b = { .n = cnt, .tokens = tokens + i0, .pos = pos, .seq = seq,
+				       .want_logits = i0 + cnt < to ? no_logits : NULL,
 				       .argmax = !d->slots[slot].sampling };
 		int rc = runner_step(d->r, &b, err);
 		if (rc)
