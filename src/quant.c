@@ -241,8 +241,12 @@ static void pack_row_q8_0(const struct block_q8_0 *a, int64_t n, int64_t t, void
 	struct quant_gemm_block *g = (struct quant_gemm_block *)packed + (t / QUANT_GEMM_GROUP) * nb;
 	const int l = (int)(t % QUANT_GEMM_GROUP);
 	for (int64_t b = 0; b < nb; b++) {
-		for (int k = 0; k < QK / 2; k++)
-			g[b].pairs[k][l] = pair16(a[b].qs[2 * k], a[b].qs[2 * k + 1]);
+		int32_t sum = 0;
+		for (int k = 0; k < QK / 4; k++)
+			memcpy(&g[b].quads[k][l], a[b].qs + 4 * k, 4);
+		for (int e = 0; e < QK; e++)
+			sum += a[b].qs[e];
+		g[b].sums[l] = sum;
 		g[b].d[l] = fp16_to_f32(a[b].d);
 	}
 }

@@ -21,12 +21,17 @@
  *    and the 8 rows' lanes are summed by an unpack tree into one vector of
  *    8 isum_b (vphaddd would do it in fewer instructions but runs at 0.4
  *    per cycle on Zen 3, which made the kernel 2x slower).
- *  - tok8 (8 tokens in the lanes, 4 weight rows): batches. The tokens'
- *    activations are packed as int16 pairs (quant_gemm_pack_row), each
- *    weight pair is broadcast and multiplied with vpmaddwd, and the 16
- *    pairs of a block add up in int32 lanes that already are isum_b: no
- *    horizontal work at all, and the float scaling is one FMA per block per
- *    8 tokens instead of one per token.
+ *  - tok (8 tokens in the lanes, 4 weight rows, up to GEMM_TILE_GROUPS
+ *    groups of 8 per pass): batches. The tokens' activations are packed
+ *    as quads (4 bytes of a token per int32 lane, quant_gemm_pack_row), a
+ *    broadcast quad of weight bytes against a row of quads (vpmaddubsw)
+ *    gives 32 products, and the lanes are already the tokens: no
+ *    horizontal work, and the float scaling is one FMA per block per 8
+ *    tokens. vpmaddubsw needs one unsigned operand: Q4_0/Q5_0 quants are
+ *    offset to unsigned (q + 8, q + 16; the packed block sums take the
+ *    offset back out exactly), unpacked once per block for every group,
+ *    and their products add up in int16 over 4 quads; Q8_0 uses the sign
+ *    trick and runs two groups per pass, each broadcast quad serving both.
  *  - dot: one row, one token (the dot entry; rows past the last group of 8
  *    rows).
  *
@@ -36,6 +41,10 @@
  * 12-13 GMAC/s (rows8 prefetches the row tile after next: eight
  * interleaved row streams defeat the hardware prefetcher). End to end
  * (`ingot bench -t 2`): batch 8 decode 167 -> 211 tok/s, prefill 276 -> 435.
+ * The quad kernels against the int16-pair kernel before them (one thread,
+ * thread CPU time, best of several calls, a shared machine): Q5_0 640 x
+ * 4096, T = 32..128: 38-40 -> 54-58 GMAC/s; Q8_0 640 x 16384, T = 32: 40 ->
+ * 52-54.
  *
  * The results differ from the lane-wise kernels (and from llama.cpp's) in
  * float rounding only: the integer sums are the same. */
@@ -132,63 +141,193 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 		_mm256_storeu_ps(y + c * y_stride + r, acc[c]);
 }
 
-/* ---- tok8: 4 weight rows, 8 tokens ---- */
+/* ---- tok: 4 weight rows, groups of 8 tokens ---- */
 
-/* lanes: how many of the group's tokens are real (the rest are dropped). */
-ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			const struct quant_gemm_block *g, int lanes, float *y, int64_t y_stride,
-			const char *pf)
+/* Token groups per pass over the rows: 4 groups of packed activations are
+ * 26 KB for a 640-wide row, which stay in L2 while the weights stream. */
+#define GEMM_TILE_GROUPS 4
+
+/* The quants of a Q4_0 / Q5_0 block plus the offset that makes them
+ * unsigned (8: the nibble; 16: nibble | bit << 4), for vpmaddubsw. */
+ALWAYS_INLINE __m256i legacy_uquants(enum qtype t, const void *w, int64_t i)
 {
-	const uint8_t *w0 = WROW(w, w_stride, r);
-	/* the current block of the 4 rows as int16, read back as pairs */
-	int32_t wp[4][QK / 2] __attribute__((aligned(32)));
-	__m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
+	if (t == QTYPE_Q4_0)
+		return nibbles_expand(((const struct block_q4_0 *)w)[i].qs);
+	const struct block_q5_0 *b = (const struct block_q5_0 *)w + i;
+	__m256i hi = _mm256_and_si256(bits_expand(b->qh), _mm256_set1_epi8(0x10));
+	return _mm256_or_si256(nibbles_expand(b->qs), hi);
+}
+
+/* log2 of that offset */
+ALWAYS_INLINE int legacy_offset_log2(enum qtype t)
+{
+	return t == QTYPE_Q4_0 ? 3 : 4;
+}
+
+/* The float step of block i for 4 rows and one group of tokens (block
+ * scales da): acc[j] = fma(dw_j * da, isum_j, acc[j]). */
+ALWAYS_INLINE void tok_step(enum qtype t, const uint8_t *w0, size_t w_stride, int64_t i, __m256 da,
+			    const __m256i isum[4], __m256 acc[4])
+{
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+		__m256 dw = _mm256_set1_ps(half_load(block_d16(t, w0 + j * w_stride, i)));
+		acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[j]), acc[j]);
+	}
+}
+
+/* Q4_0 / Q5_0: 4 rows x ng groups (at g, nb blocks apart). Each block of
+ * the 4 rows is unpacked once, as unsigned quants u = q + o, for all the
+ * groups; a broadcast quad of u against a row of packed quads
+ * (vpmaddubsw) gives 32 products in 16 int16, and 4 quads' worth add up
+ * in int16 (|sum| <= 4 * 2 * 31 * 128 < 2^15) before vpmaddwd widens
+ * them; then isum = sum u * a - o * sum a, exact. */
+ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size_t w_stride,
+				const struct quant_gemm_block *g, int64_t nb, int ng,
+				__m256 acc[][4], const char *pf)
+{
+	int32_t wq[4][QK / 4] __attribute__((aligned(32)));
+	const __m256i ones = _mm256_set1_epi16(1);
 	for (int64_t i = 0; i < n / QK; i++) {
-		prefetch_slice(pf, w_stride, n / QK, i);
-		for (int j = 0; j < 4; j++) {
-			__m256i q = legacy_quants(t, w0 + j * w_stride, i);
-			_mm256_store_si256((__m256i *)wp[j], _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
-			_mm256_store_si256((__m256i *)wp[j] + 1,
-					   _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
-		}
-		/* the broadcasts below must read wp from memory (one load each),
+		prefetch_slice(pf, w_stride, nb, i);
+		for (int j = 0; j < 4; j++)
+			_mm256_store_si256((__m256i *)wq[j], legacy_uquants(t, w0 + j * w_stride, i));
+		/* the broadcasts below must read wq from memory (one load each),
 		 * not be rebuilt from the registers by shuffles */
 		__asm__ volatile("" ::: "memory");
-		__m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
-		_Pragma("GCC unroll 16") for (int k = 0; k < QK / 2; k++) {
-			__m256i x = load256(g[i].pairs[k]);
-			i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_set1_epi32(wp[0][k]), x));
-			i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_set1_epi32(wp[1][k]), x));
-			i2 = _mm256_add_epi32(i2, _mm256_madd_epi16(_mm256_set1_epi32(wp[2][k]), x));
-			i3 = _mm256_add_epi32(i3, _mm256_madd_epi16(_mm256_set1_epi32(wp[3][k]), x));
-			KEEP(i0);
-			KEEP(i1);
-			KEEP(i2);
-			KEEP(i3);
+		for (int gi = 0; gi < ng; gi++) {
+			const struct quant_gemm_block *b = g + gi * nb + i;
+			__m256i is[4];
+			for (int h = 0; h < 2; h++) {
+				__m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
+				_Pragma("GCC unroll 4") for (int k = 4 * h; k < 4 * h + 4; k++) {
+					__m256i x = load256(b->quads[k]);
+#define QUAD(j, p) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[j][k]), x))
+					QUAD(0, p0);
+					QUAD(1, p1);
+					QUAD(2, p2);
+					QUAD(3, p3);
+#undef QUAD
+					KEEP(p0);
+					KEEP(p1);
+					KEEP(p2);
+					KEEP(p3);
+				}
+				__m256i w0_ = _mm256_madd_epi16(p0, ones), w1_ = _mm256_madd_epi16(p1, ones);
+				__m256i w2_ = _mm256_madd_epi16(p2, ones), w3_ = _mm256_madd_epi16(p3, ones);
+				is[0] = h ? _mm256_add_epi32(is[0], w0_) : w0_;
+				is[1] = h ? _mm256_add_epi32(is[1], w1_) : w1_;
+				is[2] = h ? _mm256_add_epi32(is[2], w2_) : w2_;
+				is[3] = h ? _mm256_add_epi32(is[3], w3_) : w3_;
+			}
+			const __m256i off = _mm256_slli_epi32(load256(b->sums), legacy_offset_log2(t));
+			for (int j = 0; j < 4; j++)
+				is[j] = _mm256_sub_epi32(is[j], off);
+			tok_step(t, w0, w_stride, i, _mm256_loadu_ps(b->d), is, acc[gi]);
 		}
-		__m256 da = _mm256_loadu_ps(g[i].d);
-#define SCALE(j) _mm256_mul_ps(_mm256_set1_ps(half_load(block_d16(t, w0 + (j) * w_stride, i))), da)
-		f0 = _mm256_fmadd_ps(SCALE(0), _mm256_cvtepi32_ps(i0), f0);
-		f1 = _mm256_fmadd_ps(SCALE(1), _mm256_cvtepi32_ps(i1), f1);
-		f2 = _mm256_fmadd_ps(SCALE(2), _mm256_cvtepi32_ps(i2), f2);
-		f3 = _mm256_fmadd_ps(SCALE(3), _mm256_cvtepi32_ps(i3), f3);
-#undef SCALE
 	}
-	float o[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
-	_mm256_store_ps(o[0], f0);
-	_mm256_store_ps(o[1], f1);
-	_mm256_store_ps(o[2], f2);
-	_mm256_store_ps(o[3], f3);
-	for (int l = 0; l < lanes; l++)
+}
+
+/* Q8_0: 4 rows x nt (1 or 2, a constant at each instance) groups at ga,
+ * gb. The quants are signed bytes, so the sign trick (|q| against
+ * sign(a, q), vpmaddubsw) forms the products, widened at once (a pair
+ * can reach 2 * 127 * 127); each broadcast weight quad serves both
+ * groups. */
+ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
+			      const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
+			      int nt, __m256 acc[][4], const char *pf)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const int64_t nb = n / QK;
+	__m256 fa[4], fb[4];
+	for (int j = 0; j < 4; j++)
+		fa[j] = fb[j] = _mm256_setzero_ps();
+	for (int64_t i = 0; i < nb; i++) {
+		prefetch_slice(pf, w_stride, nb, i);
+		const struct block_q8_0 *wb[4];
 		for (int j = 0; j < 4; j++)
-			y[l * y_stride + r + j] = o[j][l];
+			wb[j] = (const struct block_q8_0 *)(w0 + j * w_stride) + i;
+		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+		__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+		_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
+			const __m256i xa = load256(ga[i].quads[k]);
+			const __m256i xb = nt == 2 ? load256(gb[i].quads[k]) : xa;
+#define QUAD(j, A, B)                                                                           \
+	do {                                                                                    \
+		int32_t wv;                                                                     \
+		memcpy(&wv, wb[j]->qs + 4 * k, sizeof wv);                                      \
+		const __m256i q = _mm256_set1_epi32(wv), aq = _mm256_sign_epi8(q, q);          \
+		A = _mm256_add_epi32(A, _mm256_madd_epi16(                                     \
+			_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xa, q)), ones));             \
+		if (nt == 2)                                                                    \
+			B = _mm256_add_epi32(B, _mm256_madd_epi16(                             \
+				_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xb, q)), ones));     \
+	} while (0)
+			QUAD(0, a0, b0);
+			QUAD(1, a1, b1);
+			QUAD(2, a2, b2);
+			QUAD(3, a3, b3);
+#undef QUAD
+			KEEP(a0);
+			KEEP(a1);
+			KEEP(a2);
+			KEEP(a3);
+			if (nt == 2) {
+				KEEP(b0);
+				KEEP(b1);
+				KEEP(b2);
+				KEEP(b3);
+			}
+		}
+		const __m256i ia[4] = { a0, a1, a2, a3 };
+		tok_step(QTYPE_Q8_0, w0, w_stride, i, _mm256_loadu_ps(ga[i].d), ia, fa);
+		if (nt == 2) {
+			const __m256i ib[4] = { b0, b1, b2, b3 };
+			tok_step(QTYPE_Q8_0, w0, w_stride, i, _mm256_loadu_ps(gb[i].d), ib, fb);
+		}
+	}
+	for (int j = 0; j < 4; j++) {
+		acc[0][j] = fa[j];
+		if (nt == 2)
+			acc[1][j] = fb[j];
+	}
+}
+
+/* Rows r .. r+3 for the ng groups of tokens at g (the first is token t0):
+ * into y, the lanes of tokens t0 .. T-1 only (a partial last group's other
+ * lanes are computed and dropped). */
+ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			     const struct quant_gemm_block *g, int ng, int64_t t0, int64_t T, float *y,
+			     int64_t y_stride, const char *pf)
+{
+	const uint8_t *w0 = WROW(w, w_stride, r);
+	const int64_t nb = n / QK;
+	__m256 acc[GEMM_TILE_GROUPS][4];
+	if (t == QTYPE_Q8_0) {
+		int gi = 0;
+		for (; gi + 2 <= ng; gi += 2)
+			tok_signed(n, w0, w_stride, g + gi * nb, g + (gi + 1) * nb, 2, acc + gi,
+				   gi == 0 ? pf : NULL);
+		if (gi < ng)
+			tok_signed(n, w0, w_stride, g + gi * nb, NULL, 1, acc + gi, gi == 0 ? pf : NULL);
+	} else {
+		for (int gi = 0; gi < ng; gi++)
+			for (int j = 0; j < 4; j++)
+				acc[gi][j] = _mm256_setzero_ps();
+		tok_unsigned(t, n, w0, w_stride, g, nb, ng, acc, pf);
+	}
+	for (int gi = 0; gi < ng; gi++) {
+		float o[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
+		for (int j = 0; j < 4; j++)
+			_mm256_store_ps(o[j], acc[gi][j]);
+		const int64_t tg = t0 + gi * QUANT_GEMM_GROUP;
+		const int lanes = (int)(T - tg < QUANT_GEMM_GROUP ? T - tg : QUANT_GEMM_GROUP);
+		for (int l = 0; l < lanes; l++)
+			for (int j = 0; j < 4; j++)
+				y[(tg + l) * y_stride + r + j] = o[j][l];
+	}
 }
 
 /* ---- the matrix kernel ---- */
-
-/* Token groups per pass over the rows: 4 groups of packed activations are
- * 43 KB for a 640-wide row, which stay in L2 while the weights stream. */
-#define GEMM_TILE_GROUPS 4
 
 /* Rows in tiles of 8: each tile (8 x 680 bytes for the default model's LM
  * head) stays in L1 while every group of tokens of the current token tile,
@@ -214,13 +353,12 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
 						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
 						 : NULL;
-			for (int64_t gi = g0; gi < g1; gi++) {
-				const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + gi * nb;
-				float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
-				int lanes = (int)(T - gi * QUANT_GEMM_GROUP < QUANT_GEMM_GROUP
-							  ? T - gi * QUANT_GEMM_GROUP : QUANT_GEMM_GROUP);
-				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
-				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
+			if (g1 > g0) {
+				const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + g0 * nb;
+				const int ng = (int)(g1 - g0);
+				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
+				tok_rows4(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+				tok_rows4(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
 			}
 			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
 				const void *at = (const uint8_t *)a + tk * a_stride;

@@ -102,15 +102,18 @@ void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
 /* ---- packed activation groups (quant_gemm_pack_row) ----
  *
  * Group g (tokens 8g .. 8g+7) of Q8_0 rows is a quant_gemm_block per 32-element
- * block b, in block order: 16 x 8 int32 (pair k of token l at [k][l]: its
- * elements 2k and 2k+1 as int16, low half first), then the 8 tokens' block
- * scales as float. So a vpmaddwd of one broadcast weight pair against row k
- * gives the 8 tokens' products of two elements. */
+ * block b, in block order: 8 x 8 quads (elements 4k .. 4k+3 of token l as
+ * the 4 bytes of quads[k][l]: a vpmaddubsw of 4 broadcast weight bytes
+ * against row k gives the 8 tokens' products, two per int16), the 8
+ * tokens' sums of their 32 quants (what an unsigned weight offset costs:
+ * sum (q + o) * a = sum q * a + o * sum a), then their block scales as
+ * float. */
 struct quant_gemm_block {
-	int32_t pairs[QK / 2][QUANT_GEMM_GROUP];
+	int32_t quads[QK / 4][QUANT_GEMM_GROUP];
+	int32_t sums[QUANT_GEMM_GROUP];
 	float d[QUANT_GEMM_GROUP];
 };
-static_assert(sizeof(struct quant_gemm_block) == 544, "packed block layout");
+static_assert(sizeof(struct quant_gemm_block) == 320, "packed block layout");
 
 /* Group g of Q8_K rows: a quant_gemm_kblock per 256-element super-block,
  * in order: 64 x 8 quads of activations (elements 4k .. 4k+3 of token l as
