@@ -14,8 +14,8 @@
  *
  *  - rows8 (8 weight rows in the lanes, one or two tokens per pass):
  *    decode, and up to 3 tokens after the last full group of 8 (from 4
- *    on, the partial group goes through tok8 with its missing lanes
- *    dropped: a rows8 pass cost about half a decode step, a tok8 pass over
+ *    on, the partial group goes through tok with its missing lanes
+ *    dropped: a rows8 pass cost about half a decode step, a tok pass over
  *    a group 1.8 steps). Each row's block dot is formed by the
  *    sign trick (|q| * sign(a, q), vpmaddubsw, vpmaddwd) in 8 int32 lanes,
  *    and the 8 rows' lanes are summed by an unpack tree into one vector of
