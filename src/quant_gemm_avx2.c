@@ -175,18 +175,47 @@ ALWAYS_INLINE void tok_step(enum qtype t, const uint8_t *w0, size_t w_stride, in
 	}
 }
 
+/* Quads k0 .. k0+3 of 4 rows of unsigned quants (wq) against one packed
+ * group block: the products add up in int16 (|sum| <= 4 * 2 * 31 * 128 <
+ * 2^15), then widen to the 8 tokens' int32 partial sums of each row. */
+ALWAYS_INLINE void quads4_unsigned(const int32_t wq[4][QK / 4], const struct quant_gemm_block *b,
+				   int k0, __m256i out[4])
+{
+	__m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
+#define QUAD(k)                                                                                 \
+	do {                                                                                    \
+		const __m256i x = load256(b->quads[k]);                                         \
+		p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[0][k]), x)); \
+		p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[1][k]), x)); \
+		p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[2][k]), x)); \
+		p3 = _mm256_add_epi16(p3, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[3][k]), x)); \
+		KEEP(p0);                                                                       \
+		KEEP(p1);                                                                       \
+		KEEP(p2);                                                                       \
+		KEEP(p3);                                                                       \
+	} while (0)
+	QUAD(k0);
+	QUAD(k0 + 1);
+	QUAD(k0 + 2);
+	QUAD(k0 + 3);
+#undef QUAD
+	const __m256i ones = _mm256_set1_epi16(1);
+	out[0] = _mm256_madd_epi16(p0, ones);
+	out[1] = _mm256_madd_epi16(p1, ones);
+	out[2] = _mm256_madd_epi16(p2, ones);
+	out[3] = _mm256_madd_epi16(p3, ones);
+}
+
 /* Q4_0 / Q5_0: 4 rows x ng groups (at g, nb blocks apart). Each block of
  * the 4 rows is unpacked once, as unsigned quants u = q + o, for all the
  * groups; a broadcast quad of u against a row of packed quads
- * (vpmaddubsw) gives 32 products in 16 int16, and 4 quads' worth add up
- * in int16 (|sum| <= 4 * 2 * 31 * 128 < 2^15) before vpmaddwd widens
- * them; then isum = sum u * a - o * sum a, exact. */
+ * (vpmaddubsw) gives 32 products in 16 int16, 4 quads' worth at a time
+ * (quads4_unsigned); then isum = sum u * a - o * sum a, exact. */
 ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size_t w_stride,
 				const struct quant_gemm_block *g, int64_t nb, int ng,
 				__m256 acc[][4], const char *pf)
 {
 	int32_t wq[4][QK / 4] __attribute__((aligned(32)));
-	const __m256i ones = _mm256_set1_epi16(1);
 	for (int64_t i = 0; i < n / QK; i++) {
 		prefetch_slice(pf, w_stride, nb, i);
 		for (int j = 0; j < 4; j++)
@@ -196,32 +225,16 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 		__asm__ volatile("" ::: "memory");
 		for (int gi = 0; gi < ng; gi++) {
 			const struct quant_gemm_block *b = g + gi * nb + i;
-			__m256i is[4];
-			for (int h = 0; h < 2; h++) {
-				__m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
-				_Pragma("GCC unroll 4") for (int k = 4 * h; k < 4 * h + 4; k++) {
-					__m256i x = load256(b->quads[k]);
-#define QUAD(j, p) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[j][k]), x))
-					QUAD(0, p0);
-					QUAD(1, p1);
-					QUAD(2, p2);
-					QUAD(3, p3);
-#undef QUAD
-					KEEP(p0);
-					KEEP(p1);
-					KEEP(p2);
-					KEEP(p3);
-				}
-				__m256i w0_ = _mm256_madd_epi16(p0, ones), w1_ = _mm256_madd_epi16(p1, ones);
-				__m256i w2_ = _mm256_madd_epi16(p2, ones), w3_ = _mm256_madd_epi16(p3, ones);
-				is[0] = h ? _mm256_add_epi32(is[0], w0_) : w0_;
-				is[1] = h ? _mm256_add_epi32(is[1], w1_) : w1_;
-				is[2] = h ? _mm256_add_epi32(is[2], w2_) : w2_;
-				is[3] = h ? _mm256_add_epi32(is[3], w3_) : w3_;
-			}
+			/* broadcast wq anew for each group: hoisted out of this
+			 * loop, the 32 broadcasts spill to the stack */
+			const int32_t(*wqg)[QK / 4] = wq;
+			__asm__("" : "+r"(wqg));
+			__m256i is[4], hi[4];
+			quads4_unsigned(wqg, b, 0, is);
+			quads4_unsigned(wqg, b, 4, hi);
 			const __m256i off = _mm256_slli_epi32(load256(b->sums), legacy_offset_log2(t));
-			for (int j = 0; j < 4; j++)
-				is[j] = _mm256_sub_epi32(is[j], off);
+			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+				is[j] = _mm256_sub_epi32(_mm256_add_epi32(is[j], hi[j]), off);
 			tok_step(t, w0, w_stride, i, _mm256_loadu_ps(b->d), is, acc[gi]);
 		}
 	}
