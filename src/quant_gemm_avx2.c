@@ -42,9 +42,13 @@
  * interleaved row streams defeat the hardware prefetcher). End to end
  * (`ingot bench -t 2`): batch 8 decode 167 -> 211 tok/s, prefill 276 -> 435.
  * The quad kernels against the int16-pair kernel before them (one thread,
- * thread CPU time, best of several calls, a shared machine): Q5_0 640 x
- * 4096, T = 32..128: 38-40 -> 54-58 GMAC/s; Q8_0 640 x 16384, T = 32: 40 ->
- * 52-54.
+ * thread CPU time, best of several calls, a shared machine): Q4_0/Q5_0 640
+ * x 256..4096, T = 32..128: 38-40 -> 78-84 GMAC/s; Q8_0 640 x 16384: T = 32
+ * 41 -> 53, T = 8 (one group) 40 -> 41. Q8_0 stays below the others: the
+ * sign trick and the immediate widening cost 4.5 vector operations per 32
+ * products against 2.5. End to end (`ingot bench --batch 32 --prompt 512
+ * --profile -t 1`, the other core busy): prefill gate_up 894 -> 580 ms,
+ * qkv 251 -> 131 ms; batch 32 decode 132 -> 174-184 tok/s.
  *
  * The results differ from the lane-wise kernels (and from llama.cpp's) in
  * float rounding only: the integer sums are the same. */
