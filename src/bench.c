@@ -1,4 +1,5 @@
-/* bench.c — streaming-bandwidth probe (see bench.h).
+/* bench.c — the streaming-bandwidth and int8 multiply-add probes (see
+ * bench.h).
  *
  * Each thread sums 64-bit words of its contiguous slice with eight
  * independent accumulators (the compiler vectorizes it), which is enough to
@@ -15,6 +16,7 @@
 
 #include "generate.h"
 #include "mem.h"
+#include "quant.h"
 
 struct stream_job {
 	const uint64_t *buf;
@@ -82,4 +84,42 @@ double bench_stream_bw(struct pool *pool, size_t bytes, int runs)
 	ing_free(buf);
 	ing_free(j);
 	return bench_median(gbs, runs);
+}
+
+/* ---- int8 multiply-add peak ---- */
+
+#define PEAK_ITERS (1L << 21) /* per thread and pass: 0.8 G multiply-adds, ~10 ms */
+
+struct peak_job {
+	uint64_t macs[64];
+	int32_t sink[64][16]; /* one cache line per thread */
+};
+
+static void peak_thread(void *ctx, int ith, int nth)
+{
+	(void)nth;
+	struct peak_job *j = ctx;
+	j->macs[ith % 64] = bench_int8_macs_avx2(PEAK_ITERS, &j->sink[ith % 64][0]);
+}
+
+double bench_int8_peak(struct pool *pool, int runs)
+{
+	if (quant_isa_detect() < QUANT_ISA_AVX2 || runs < 1 || runs > 64)
+		return 0;
+	struct peak_job *j = ing_calloc(1, sizeof *j);
+	if (!j)
+		return 0;
+	double gmacs[64];
+	pool_run(pool, peak_thread, j); /* warm-up (clocks up, code in cache) */
+	for (int r = 0; r < runs; r++) {
+		double t0 = gen_now();
+		pool_run(pool, peak_thread, j);
+		double dt = gen_now() - t0;
+		uint64_t macs = 0;
+		for (int t = 0; t < pool_threads(pool) && t < 64; t++)
+			macs += j->macs[t];
+		gmacs[r] = (double)macs / dt / 1e9;
+	}
+	ing_free(j);
+	return bench_median(gmacs, runs);
 }

@@ -9,10 +9,22 @@
 #define INGOT_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "pool.h"
 
 double bench_stream_bw(struct pool *pool, size_t bytes, int runs);
+
+/* The machine's int8 multiply-add peak in G/s: n_threads threads issuing
+ * the int8 product instruction of the matrix kernels (vpmaddubsw) back to
+ * back on registers; the median of `runs` passes. The ceiling a
+ * compute-bound step (batched decode, prefill) cannot pass, however good
+ * its kernels. 0 when the CPU has no such kernels (below AVX2). */
+double bench_int8_peak(struct pool *pool, int runs);
+
+/* The AVX2 probe's loop (bench_avx2.c): iters rounds, returns the
+ * multiply-adds done; sink keeps the result observable. */
+uint64_t bench_int8_macs_avx2(long iters, int32_t *sink);
 
 /* Median of n doubles (sorts v in place). */
 double bench_median(double *v, int n);

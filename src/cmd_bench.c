@@ -8,6 +8,12 @@
  * `prompt` tokens in chunks of up to 512 rows, median of 3. The streaming
  * bandwidth is measured in the same run with the same threads.
  *
+ * So is the int8 multiply-add peak (bench_int8_peak): batched decode and
+ * prefill do many multiply-adds per weight byte and are bound by it, not
+ * by the bandwidth. Their "% mac" is the weight multiply-adds done per
+ * second (model_weight_macs per token; decode counts the LM head, prefill
+ * does not) against that peak.
+ *
  * --profile adds where the time goes: the same decode and prefill runs on
  * the graph runner, whose ops are separate dispatches, timed per op kind. */
 #include <getopt.h>
@@ -38,6 +44,16 @@ struct bench_opts {
 struct bench_row {
 	int runner, batch;
 	double tok_s, tok_min, tok_max, ms_step, bw_gbs, bw_pct, prefill_tok_s;
+	double mac_pct, prefill_mac_pct; /* of the int8 multiply-add peak */
+};
+
+/* What the bench measured of the machine and the model. */
+struct bench_machine {
+	double bw;           /* streaming read GB/s */
+	double peak;         /* int8 multiply-add G/s; 0: not measured */
+	uint64_t wbytes;     /* weight bytes per decode token */
+	uint64_t macs_token; /* weight multiply-adds per decode token */
+	uint64_t macs_prompt; /* per prompt token (no LM head) */
 };
 
 static int usage(void)
@@ -244,40 +260,51 @@ static int bench_prefill(struct bench_ctx *c, const struct bench_opts *o, int ki
 	return rc ? -1 : 0;
 }
 
-static void print_table(const struct bench_opts *o, const struct bench_ctx *c, double bw,
-			uint64_t wbytes, const struct bench_row *rows, int n)
+static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
+			const struct bench_machine *mc, const struct bench_row *rows, int n)
 {
+	const double bw = mc->bw;
+	const uint64_t wbytes = mc->wbytes;
 	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels\n",
 	       c->m->path, c->m->arch->name, wbytes / 1e6, pool_threads(c->pool),
 	       quant_isa_name(quant_kernels_best()->isa));
 	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB)\n", bw,
 	       pool_threads(c->pool), wbytes / 1e6);
-	printf("%-6s %5s %14s %17s %8s %7s %6s %14s\n", "runner", "batch", "decode tok/s",
-	       "(min .. max)", "ms/step", "GB/s", "% bw", "prefill tok/s");
+	if (mc->peak > 0)
+		printf("int8 multiply-add peak: %.1f G/s (%d threads, vpmaddubsw on registers); "
+		       "%.1f M weight multiply-adds per decode token, %.1f M per prompt token\n",
+		       mc->peak, pool_threads(c->pool), mc->macs_token / 1e6, mc->macs_prompt / 1e6);
+	printf("%-6s %5s %14s %17s %8s %7s %6s %6s %14s %6s\n", "runner", "batch", "decode tok/s",
+	       "(min .. max)", "ms/step", "GB/s", "% bw", "% mac", "prefill tok/s", "% mac");
 	for (int i = 0; i < n; i++)
-		printf("%-6s %5d %14.1f %7.1f .. %7.1f %8.2f %7.1f %5.0f%% %14.1f\n",
+		printf("%-6s %5d %14.1f %7.1f .. %7.1f %8.2f %7.1f %5.0f%% %5.0f%% %14.1f %5.0f%%\n",
 		       runner_kind_name((enum runner_kind)rows[i].runner), rows[i].batch,
 		       rows[i].tok_s, rows[i].tok_min, rows[i].tok_max, rows[i].ms_step,
-		       rows[i].bw_gbs, rows[i].bw_pct, rows[i].prefill_tok_s);
+		       rows[i].bw_gbs, rows[i].bw_pct, rows[i].mac_pct, rows[i].prefill_tok_s,
+		       rows[i].prefill_mac_pct);
 	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median; prefetch %s)\n",
 	       o->prompt, o->gen, o->runs, o->prefetch ? "on" : "off");
 }
 
-static void print_json(const struct bench_opts *o, const struct bench_ctx *c, double bw,
-		       uint64_t wbytes, const struct bench_row *rows, int n)
+static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
+		       const struct bench_machine *mc, const struct bench_row *rows, int n)
 {
 	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"prefetch\": %s, "
-	       "\"stream_bw_gbs\": %.3f, \"weight_bytes_per_token\": %llu, \"prompt\": %d, "
-	       "\"results\": [", c->m->path, pool_threads(c->pool),
-	       quant_isa_name(quant_kernels_best()->isa), o->prefetch ? "true" : "false", bw,
-	       (unsigned long long)wbytes, o->prompt);
+	       "\"stream_bw_gbs\": %.3f, \"weight_bytes_per_token\": %llu, "
+	       "\"int8_peak_gmacs\": %.3f, \"weight_macs_per_token\": %llu, "
+	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"results\": [",
+	       c->m->path, pool_threads(c->pool), quant_isa_name(quant_kernels_best()->isa),
+	       o->prefetch ? "true" : "false", mc->bw, (unsigned long long)mc->wbytes, mc->peak,
+	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt);
 	for (int i = 0; i < n; i++)
 		printf("%s{\"runner\": \"%s\", \"batch\": %d, \"decode_tok_s\": %.3f, "
 		       "\"decode_tok_s_min\": %.3f, \"decode_tok_s_max\": %.3f, \"ms_per_step\": %.4f, "
-		       "\"bw_gbs\": %.3f, \"bw_pct\": %.2f, \"prefill_tok_s\": %.3f}",
+		       "\"bw_gbs\": %.3f, \"bw_pct\": %.2f, \"mac_pct\": %.2f, \"prefill_tok_s\": %.3f, "
+		       "\"prefill_mac_pct\": %.2f}",
 		       i ? ", " : "", runner_kind_name((enum runner_kind)rows[i].runner),
 		       rows[i].batch, rows[i].tok_s, rows[i].tok_min, rows[i].tok_max,
-		       rows[i].ms_step, rows[i].bw_gbs, rows[i].bw_pct, rows[i].prefill_tok_s);
+		       rows[i].ms_step, rows[i].bw_gbs, rows[i].bw_pct, rows[i].mac_pct,
+		       rows[i].prefill_tok_s, rows[i].prefill_mac_pct);
 	printf("]}\n");
 }
 
@@ -338,8 +365,11 @@ int cmd_bench(int argc, char **argv)
 		model_close(c.m);
 		return 1;
 	}
-	const uint64_t wbytes = model_weight_bytes(c.m);
-	double bw = bench_stream_bw(c.pool, (size_t)wbytes, 5);
+	struct bench_machine mc = { .wbytes = model_weight_bytes(c.m),
+				    .macs_token = model_weight_macs(c.m, true),
+				    .macs_prompt = model_weight_macs(c.m, false) };
+	mc.bw = bench_stream_bw(c.pool, (size_t)mc.wbytes, 5);
+	mc.peak = bench_int8_peak(c.pool, 5);
 	struct bench_row rows[MAX_LIST * MAX_LIST];
 	int n = 0, status = 0;
 	for (int ri = 0; ri < o.n_runners && !status; ri++) {
@@ -354,17 +384,22 @@ int cmd_bench(int argc, char **argv)
 				status = 1;
 				break;
 			}
-			row->bw_gbs = (double)wbytes * row->tok_s / row->batch / 1e9;
-			row->bw_pct = bw > 0 ? 100.0 * row->bw_gbs / bw : 0;
+			row->bw_gbs = (double)mc.wbytes * row->tok_s / row->batch / 1e9;
+			row->bw_pct = mc.bw > 0 ? 100.0 * row->bw_gbs / mc.bw : 0;
+			if (mc.peak > 0) {
+				row->mac_pct = 100.0 * (double)mc.macs_token * row->tok_s / 1e9 / mc.peak;
+				row->prefill_mac_pct =
+					100.0 * (double)mc.macs_prompt * prefill / 1e9 / mc.peak;
+			}
 			n++;
 		}
 	}
 	if (status)
 		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
 	else if (o.json)
-		print_json(&o, &c, bw, wbytes, rows, n);
+		print_json(&o, &c, &mc, rows, n);
 	else
-		print_table(&o, &c, bw, wbytes, rows, n);
+		print_table(&o, &c, &mc, rows, n);
 	if (!status && o.profile && print_profile(&c, &o)) {
 		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
 		status = 1;

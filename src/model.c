@@ -305,3 +305,14 @@ uint64_t model_weight_bytes(const struct model *m)
 	}
 	return b;
 }
+
+uint64_t model_weight_macs(const struct model *m, bool lm_head)
+{
+	uint64_t n = lm_head ? m->output->nelems : 0;
+	for (int64_t il = 0; il < m->hp.n_layer; il++) {
+		const struct model_layer *l = &m->layers[il];
+		n += l->wq->nelems + l->wk->nelems + l->wv->nelems + l->wo->nelems;
+		n += l->w_gate->nelems + l->w_up->nelems + l->w_down->nelems;
+	}
+	return n;
+}

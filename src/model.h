@@ -95,4 +95,10 @@ void model_close(struct model *m);
 /* Bytes of weights one decode step reads (all matrices + embedding row). */
 uint64_t model_weight_bytes(const struct model *m);
 
+/* Multiply-adds per token in the layers' weight matrices (one per weight
+ * element), plus the LM head's when lm_head (a decode token computes it,
+ * a prompt token before the last does not). Attention's own products,
+ * which grow with the context, are not counted. */
+uint64_t model_weight_macs(const struct model *m, bool lm_head);
+
 #endif

@@ -114,6 +114,14 @@ def main():
           [("graph", 1), ("graph", 2), ("mega", 1), ("mega", 2)] and
           all(x["decode_tok_s"] > 0 and x["prefill_tok_s"] > 0 and x["bw_pct"] > 0 for x in res),
           r.stdout + r.stderr)
+    # the compute roofline: an int8 peak wherever there are int8 kernels (AVX2 and up),
+    # multiply-add counts with the LM head (decode) above those without (prompt)
+    simd = j.get("isa") not in (None, "scalar")
+    check("bench --json: int8 peak and multiply-add counts, % of the peak per result",
+          (j.get("int8_peak_gmacs", 0) > 0 if simd else j.get("int8_peak_gmacs") == 0) and
+          j.get("weight_macs_per_token", 0) > j.get("weight_macs_per_prompt_token", 0) > 0 and
+          all((x.get("mac_pct", 0) > 0 and x.get("prefill_mac_pct", 0) > 0) == simd
+              for x in res), r.stdout + r.stderr)
     r = ingot("bench", "--batch", "2", "--runner", "mega", "--runs", "1", "--gen", "2",
               "--prompt", "16", "-t", "2", "--profile")
     prof = r.stdout.split("where the time goes", 1)[-1].splitlines()
