@@ -1,0 +1,132 @@
+/* attn_bench.c — single-thread time of grouped prefill attention
+ * (ops_attend_group) on the default model's shapes, in thread CPU time so
+ * other processes on the machine change the figures little.
+ *
+ *   attn_bench [--quick]
+ *
+ * Shape: Gemma 3 270M, head_dim 256 (Dh = Dv), 4 query heads per KV head,
+ * a unit of R = 8 adjacent rows x 4 heads = 32 queries (what exec_attn in
+ * forward.c hands ops_attend_group), causal: row r of the tile at position
+ * p + r attends over keys [0, p + r + 1). K/V rows are scattered 256-float
+ * rows, as in the paged KV cache. For each n (keys of the last row) the
+ * median over repeats of the time per call is printed, with ns per
+ * (query, key) pair, and "alone": the same 32 queries through ops_attend
+ * one at a time (the pre-group baseline; it must give the same bits, or
+ * the line says NOT IDENTICAL). Deterministic data. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops.h"
+
+enum { DH = 256, HEADS = 4, ROWS = 8, NQ = ROWS * HEADS, NMAX = 1024 };
+
+static double thread_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static unsigned seed = 1;
+
+static float frand(void)
+{
+	seed = seed * 1103515245u + 12345u;
+	return ((float)(seed >> 8) / (float)(1u << 24)) * 2.0f - 1.0f;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+struct bench {
+	const float *K[NMAX], *V[NMAX];
+	float *q, *out, *alone, *scratch;
+	struct ops_attn_query qs[NQ];
+};
+
+/* The tile whose last row sees n keys: row r sees n - ROWS + 1 + r. */
+static void tile_set(struct bench *b, int64_t n)
+{
+	for (int i = 0; i < NQ; i++) {
+		const int64_t r = i / HEADS;
+		b->qs[i] = (struct ops_attn_query){ b->out + i * DH, b->q + i * DH, 0,
+						    n - ROWS + 1 + r };
+	}
+}
+
+static void run_group(struct bench *b)
+{
+	ops_attend_group(b->qs, NQ, b->K, b->V, DH, DH, 0.0625f, 0.0f, b->scratch);
+}
+
+static void run_alone(struct bench *b)
+{
+	for (int i = 0; i < NQ; i++)
+		ops_attend(b->alone + i * DH, b->qs[i].q, b->K, b->V, b->qs[i].hi, DH, DH, 0.0625f,
+			   0.0f, b->scratch);
+}
+
+/* Median seconds per call of f over reps calls, timed in batches. */
+static double time_median(void (*f)(struct bench *), struct bench *b, int reps)
+{
+	double t[15];
+	const int nt = 15;
+	for (int k = 0; k < nt; k++) {
+		double t0 = thread_s();
+		for (int r = 0; r < reps; r++)
+			f(b);
+		t[k] = (thread_s() - t0) / reps;
+	}
+	qsort(t, nt, sizeof *t, cmp_double);
+	return t[nt / 2];
+}
+
+int main(int argc, char **argv)
+{
+	const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+	struct bench *b = calloc(1, sizeof *b);
+	float *kv = malloc(sizeof(float) * 2 * NMAX * DH);
+	b->q = malloc(sizeof(float) * NQ * DH);
+	b->out = malloc(sizeof(float) * NQ * DH);
+	b->alone = malloc(sizeof(float) * NQ * DH);
+	b->scratch = malloc(sizeof(float) * NQ * NMAX);
+	if (!b || !kv || !b->q || !b->out || !b->alone || !b->scratch)
+		return 1;
+	for (int64_t i = 0; i < 2 * NMAX * DH; i++)
+		kv[i] = frand();
+	for (int i = 0; i < NQ * DH; i++)
+		b->q[i] = 3 * frand();
+	for (int j = 0; j < NMAX; j++) { /* scattered rows, like KV blocks */
+		b->K[(j * 7) % NMAX] = kv + (int64_t)j * 2 * DH;
+		b->V[(j * 7) % NMAX] = kv + (int64_t)j * 2 * DH + DH;
+	}
+	printf("attn_bench: %d queries (%d rows x %d heads), Dh = Dv = %d, thread CPU time\n", NQ,
+	       ROWS, HEADS, DH);
+	printf("%6s %12s %10s %12s %8s\n", "keys", "group us", "ns/pair", "alone us", "gain");
+	static const int64_t ns[] = { 64, 128, 256, 512, 1024 };
+	for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+		const int64_t n = ns[c];
+		tile_set(b, n);
+		double pairs = 0;
+		for (int i = 0; i < NQ; i++)
+			pairs += (double)b->qs[i].hi;
+		const int reps = (int)(4e6 / pairs / (quick ? 4 : 1)) + 1;
+		const double tg = time_median(run_group, b, reps);
+		const double ta = time_median(run_alone, b, reps);
+		const int same = memcmp(b->out, b->alone, sizeof(float) * NQ * DH) == 0;
+		printf("%6lld %12.1f %10.3f %12.1f %7.2fx%s\n", (long long)n, tg * 1e6,
+		       tg * 1e9 / pairs, ta * 1e6, ta / tg, same ? "" : "  NOT IDENTICAL");
+	}
+	free(kv);
+	free(b->q);
+	free(b->out);
+	free(b->alone);
+	free(b->scratch);
+	free(b);
+	return 0;
+}
