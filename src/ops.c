@@ -2,7 +2,10 @@
  *
  * Plain C: the heavy lifting (quantized dot products) is in the quant
  * kernels; what is here is O(T*D) elementwise work and attention, written
- * so the compiler vectorizes the inner loops. */
+ * so the compiler vectorizes the inner loops. Attention's inner loops come
+ * in a scalar set and an AVX2 set (ops_avx2.c); attend() is the definition
+ * for one query, attend_group() the same arithmetic reordered into tiles
+ * of K/V rows and blocks of queries, bit for bit per query. */
 #include "ops.h"
 #include "ops_int.h"
 #include "sanitize.h"
@@ -200,23 +203,37 @@ static void axpyf(float *y, float p, const float *x, int64_t n)
 		y[i] += p * x[i];
 }
 
-static void dot2f(const float *a0, const float *a1, const float *b, int64_t n, float *r0,
-		  float *r1)
+static void qkf(const float *const *q, int nq, const float *const *K, int64_t nk, int64_t n,
+		float *s, int64_t ld)
 {
-	*r0 = dotf(a0, b, n);
-	*r1 = dotf(a1, b, n);
+	for (int a = 0; a < nq; a++)
+		for (int64_t j = 0; j < nk; j++)
+			s[a * ld + j] = dotf(q[a], K[j], n);
 }
 
-/* The inner loops of attention, scalar or AVX2; dot2 is two dots, bit for
- * bit, in each set. */
+static void pvf(float *const *out, const float *const *p, int nq, const float *const *V,
+		int64_t nk, int64_t Dv)
+{
+	for (int a = 0; a < nq; a++)
+		for (int64_t j = 0; j < nk; j++)
+			axpyf(out[a], p[a][j], V[j], Dv);
+}
+
+/* The inner loops of attention, scalar or AVX2: dot and axpy for one
+ * query, qk and pv the same arithmetic for a block of up to
+ * ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set. */
 struct attn_kernels {
 	float (*dot)(const float *, const float *, int64_t);
-	void (*dot2)(const float *, const float *, const float *, int64_t, float *, float *);
 	void (*axpy)(float *, float, const float *, int64_t);
+	void (*qk)(const float *const *, int, const float *const *, int64_t, int64_t, float *,
+		   int64_t);
+	void (*pv)(float *const *, const float *const *, int, const float *const *, int64_t,
+		   int64_t);
 };
 
-static const struct attn_kernels attn_ref = { dotf, dot2f, axpyf };
-static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_dot2_avx2, ops_axpy_avx2 };
+static const struct attn_kernels attn_ref = { dotf, axpyf, qkf, pvf };
+static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2,
+					       ops_pv_avx2 };
 
 /* scratch[0..n) holds the scores; softmax them in place (exp in j order,
  * the sum in double) and turn them into the weights of the V rows. */
@@ -239,6 +256,8 @@ static float score(float dot, float scale, float softcap)
 	return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
 }
 
+/* The definition of attention for one query, and the test reference: the
+ * grouped version below must give each query exactly this. */
 static void attend(float *out, const float *q, const float *const *K, const float *const *V,
 		   int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch,
 		   const struct attn_kernels *k)
@@ -256,53 +275,128 @@ static void attend(float *out, const float *q, const float *const *K, const floa
 		k->axpy(out, scratch[j], V[j], Dv);
 }
 
-/* attend() for a group of queries: the scores loop turned inside out (for
- * each K row, every query that reads it, two at a time), then per query
- * the same softmax and P.V as attend(). Per query every value goes
- * through the same operations in the same j order as attend(). */
+/* Grouped attention works on tiles of ATTN_TILE K/V rows (64 KB of K or
+ * V at head dim 256: L2-resident while every block of queries reads it;
+ * measured with tests/tools/attn_bench on Zen 3, 64 beat 8, 16 and 32,
+ * whose shorter P.V runs reload the outputs more often, and 128 and up,
+ * which spill L2) and blocks of ATTN_BLOCK queries (consecutive in qs:
+ * the heads of one row in exec_attn, so usually one range). */
+#define ATTN_TILE 64
+#define ATTN_BLOCK 4
+
+/* A group's geometry: rows [lo, hi) of K/V, each query's scores at
+ * scratch + i * span + (j - lo). */
+struct attn_span {
+	int64_t lo, hi, span;
+};
+
+/* Query i's rows within tile [t0, t1): [*a, *b), empty when *a >= *b. */
+static void tile_cut(const struct ops_attn_query *q, int64_t t0, int64_t t1, int64_t *a,
+		     int64_t *b)
+{
+	*a = q->lo > t0 ? q->lo : t0;
+	*b = q->hi < t1 ? q->hi : t1;
+}
+
+/* The raw dots of every query with the rows of its range, tile by tile;
+ * a block's dots run over the union of its queries' ranges (the extra
+ * ones are never read). */
+static void group_dots(const struct ops_attn_query *qs, int nq, const float *const *K, int64_t Dh,
+		       struct attn_span g, float *scratch, const struct attn_kernels *k)
+{
+	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
+		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
+		for (int b = 0; b < nq; b += ATTN_BLOCK) {
+			const int nb = nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK;
+			const float *q[ATTN_BLOCK];
+			int64_t ja = t1, jb = t0;
+			for (int a = 0; a < nb; a++) {
+				int64_t qa, qb;
+				tile_cut(&qs[b + a], t0, t1, &qa, &qb);
+				q[a] = qs[b + a].q;
+				if (qa < qb) {
+					ja = qa < ja ? qa : ja;
+					jb = qb > jb ? qb : jb;
+				}
+			}
+			if (ja < jb)
+				k->qk(q, nb, K + ja, jb - ja, Dh, scratch + b * g.span + (ja - g.lo),
+				      g.span);
+		}
+	}
+}
+
+/* P.V of the queries of block [b, b + nb) over tile [t0, t1): the rows all
+ * of them read together in one kernel call, any rows before or after that
+ * per query, so each output still takes its rows in increasing order. */
+static void block_pv(const struct ops_attn_query *qs, int b, int nb, const float *const *V,
+		     int64_t Dv, struct attn_span g, const float *scratch, int64_t t0, int64_t t1,
+		     const struct attn_kernels *k)
+{
+	int64_t qa[ATTN_BLOCK], qb[ATTN_BLOCK], ca = t0, cb = t1;
+	float *out[ATTN_BLOCK];
+	const float *p[ATTN_BLOCK];
+	for (int a = 0; a < nb; a++) {
+		tile_cut(&qs[b + a], t0, t1, &qa[a], &qb[a]);
+		ca = qa[a] > ca ? qa[a] : ca;
+		cb = qb[a] < cb ? qb[a] : cb;
+		out[a] = qs[b + a].out;
+		p[a] = scratch + (b + a) * g.span; /* p[a][j - g.lo]: row j's weight */
+	}
+	if (ca >= cb) /* no row common to all: each alone */
+		ca = cb = t1;
+	for (int a = 0; a < nb; a++) {
+		const int64_t e = qb[a] < ca ? qb[a] : ca;
+		if (qa[a] < e)
+			k->pv(&out[a], &(const float *){ p[a] + (qa[a] - g.lo) }, 1, V + qa[a],
+			      e - qa[a], Dv);
+	}
+	if (ca < cb) {
+		const float *pc[ATTN_BLOCK];
+		for (int a = 0; a < nb; a++)
+			pc[a] = p[a] + (ca - g.lo);
+		k->pv(out, pc, nb, V + ca, cb - ca, Dv);
+	}
+	for (int a = 0; a < nb; a++) {
+		if (cb > ca && cb < qb[a])
+			k->pv(&out[a], &(const float *){ p[a] + (cb - g.lo) }, 1, V + cb,
+			      qb[a] - cb, Dv);
+	}
+}
+
+/* attend() for a group of queries: all dots (tile by tile, each K tile
+ * read by every block of queries while in L1), then per query the same
+ * scores, max and softmax as attend(), then P.V tile by tile. Per query
+ * every value goes through the same operations in the same j order as
+ * attend(). */
 static void attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
 			 const float *const *V, int64_t Dh, int64_t Dv, float scale,
 			 float softcap, float *scratch, const struct attn_kernels *k)
 {
-	int64_t lo = qs[0].lo, hi = qs[0].hi;
+	struct attn_span g = { qs[0].lo, qs[0].hi, 0 };
 	for (int i = 1; i < nq; i++) {
-		lo = qs[i].lo < lo ? qs[i].lo : lo;
-		hi = qs[i].hi > hi ? qs[i].hi : hi;
+		g.lo = qs[i].lo < g.lo ? qs[i].lo : g.lo;
+		g.hi = qs[i].hi > g.hi ? qs[i].hi : g.hi;
 	}
-	const int64_t span = hi - lo;
-	float mx[OPS_ATTEND_GROUP_MAX];
-	int act[OPS_ATTEND_GROUP_MAX];
-	for (int i = 0; i < nq; i++)
-		mx[i] = -INFINITY;
-	for (int64_t j = lo; j < hi; j++) {
-		int na = 0;
-		for (int i = 0; i < nq; i++)
-			if (j >= qs[i].lo && j < qs[i].hi)
-				act[na++] = i;
-		for (int a = 0; a < na; a += 2) {
-			float d[2];
-			if (a + 1 < na)
-				k->dot2(qs[act[a]].q, qs[act[a + 1]].q, K[j], Dh, &d[0], &d[1]);
-			else
-				d[0] = k->dot(qs[act[a]].q, K[j], Dh);
-			for (int b = 0; b < 2 && a + b < na; b++) {
-				const int i = act[a + b];
-				float s = score(d[b], scale, softcap);
-				scratch[i * span + (j - lo)] = s;
-				if (s > mx[i])
-					mx[i] = s;
-			}
-		}
-	}
+	g.span = g.hi - g.lo;
+	group_dots(qs, nq, K, Dh, g, scratch, k);
 	for (int i = 0; i < nq; i++) {
-		softmax_weights(scratch + i * span + (qs[i].lo - lo), qs[i].hi - qs[i].lo, mx[i]);
+		float *s = scratch + i * g.span + (qs[i].lo - g.lo), mx = -INFINITY;
+		const int64_t n = qs[i].hi - qs[i].lo;
+		for (int64_t j = 0; j < n; j++) {
+			s[j] = score(s[j], scale, softcap);
+			if (s[j] > mx)
+				mx = s[j];
+		}
+		softmax_weights(s, n, mx);
 		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
 	}
-	/* each V row once for all its queries, their outputs staying in L1 */
-	for (int64_t j = lo; j < hi; j++)
-		for (int i = 0; i < nq; i++)
-			if (j >= qs[i].lo && j < qs[i].hi)
-				k->axpy(qs[i].out, scratch[i * span + (j - lo)], V[j], Dv);
+	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
+		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
+		for (int b = 0; b < nq; b += ATTN_BLOCK)
+			block_pv(qs, b, nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK, V, Dv, g, scratch,
+				 t0, t1, k);
+	}
 }
 
 void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,

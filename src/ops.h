@@ -83,9 +83,10 @@ struct ops_attn_query {
 /* nq <= OPS_ATTEND_GROUP_MAX queries over one list of K/V rows. Each
  * out[i] is bit for bit what ops_attend gives for that query alone over
  * rows K + lo .. K + hi - 1 (the same dot, exp and axpy sequence per
- * query); the group only changes the loop order, so every K/V row is read
- * once for all its queries while it is in cache, not once per query.
- * scratch holds nq * (max hi - min lo) floats. */
+ * query); the group only changes the loop order: K/V rows in tiles that
+ * stay in cache while every query reads them, queries in blocks of 4
+ * whose dots share each load and whose outputs stay in registers across
+ * a tile. scratch holds nq * (max hi - min lo) floats. */
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
 		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
 		      float *scratch);

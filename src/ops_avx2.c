@@ -1,10 +1,23 @@
 /* ops_avx2.c — AVX2/FMA versions of the attention inner loops (see ops.h;
  * the scalar reference is ops_attend_ref in ops.c, and tests/test_ops.c
  * compares the two). Compiled with -mavx2 -mfma; called only when cpuid
- * says the CPU has both. */
+ * says the CPU has both.
+ *
+ * Two kinds of loop with one arithmetic: ops_dot_avx2 / ops_axpy_avx2 for
+ * one query (ops_attend), and the blocked ops_qk_avx2 / ops_pv_avx2 for a
+ * group (ops_attend_group). The blocked ones only reorder independent
+ * work: every (query, key) dot is the dot's own FMA chains and reduction,
+ * every output element the axpy's fma chain over the keys in order, so a
+ * query gets the same bits in a group as alone. What they save is memory
+ * traffic: the dot loads each query and key chunk once for up to 4 x 2
+ * FMAs (3 loads per 2 FMAs before), and P.V keeps 4 queries x 16 output
+ * columns in registers across the keys, where the axpy loaded and stored
+ * the output once per key. */
 #include <immintrin.h>
 
 #include "ops_int.h"
+
+#define UNROLL _Pragma("GCC unroll 8")
 
 static inline float hsum(__m256 v)
 {
@@ -14,6 +27,10 @@ static inline float hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* The dot of n floats: four accumulators s0..s3 take lanes 0-7, 8-15,
+ * 16-23, 24-31 of each chunk of 32, s0 then takes the leftover chunks of
+ * 8, the scalar tail is added after the reduction. ops_qk_avx2 repeats
+ * exactly this per pair. */
 float ops_dot_avx2(const float *a, const float *b, int64_t n)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -32,37 +49,89 @@ float ops_dot_avx2(const float *a, const float *b, int64_t n)
 	return r;
 }
 
-void ops_dot2_avx2(const float *a0, const float *a1, const float *b, int64_t n, float *r0,
-		   float *r1)
+/* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
+ * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
+ * at a time keeps Q * R chains in registers (8 for 4 x 2) instead of 4 per
+ * pair; the stores are fenced off from the compiler (it kept the finished
+ * groups in registers and spilled the running ones in the loop). */
+static inline __attribute__((always_inline)) void qk_lanes(const float *const *q, int Q,
+							    const float *const *k, int R,
+							    int64_t n, int g, float *acc)
 {
-	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-	__m256 t0 = s0, t1 = s0, t2 = s0, t3 = s0;
-	int64_t i = 0;
-	for (; i + 32 <= n; i += 32) {
-		const __m256 b0 = _mm256_loadu_ps(b + i), b1 = _mm256_loadu_ps(b + i + 8);
-		const __m256 b2 = _mm256_loadu_ps(b + i + 16), b3 = _mm256_loadu_ps(b + i + 24);
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), b0, s0);
-		t0 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), b0, t0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8), b1, s1);
-		t1 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8), b1, t1);
-		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 16), b2, s2);
-		t2 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 16), b2, t2);
-		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 24), b3, s3);
-		t3 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 24), b3, t3);
+	__m256 s[4][3];
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++)
+			s[a][r] = _mm256_setzero_ps();
+	int64_t i = 8 * g;
+	for (; i + 32 - 8 * g <= n; i += 32) {
+		__m256 kv[3];
+		UNROLL for (int r = 0; r < R; r++)
+			kv[r] = _mm256_loadu_ps(k[r] + i);
+		UNROLL for (int a = 0; a < Q; a++) {
+			const __m256 qv = _mm256_loadu_ps(q[a] + i);
+			UNROLL for (int r = 0; r < R; r++)
+				s[a][r] = _mm256_fmadd_ps(qv, kv[r], s[a][r]);
+		}
 	}
-	for (; i + 8 <= n; i += 8) {
-		const __m256 bv = _mm256_loadu_ps(b + i);
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i), bv, s0);
-		t0 = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i), bv, t0);
+	for (; g == 0 && i + 8 <= n; i += 8) /* the chunks of 8 after the last 32 */
+		UNROLL for (int a = 0; a < Q; a++) {
+			const __m256 qv = _mm256_loadu_ps(q[a] + i);
+			UNROLL for (int r = 0; r < R; r++)
+				s[a][r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + i), s[a][r]);
+		}
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++)
+			_mm256_storeu_ps(acc + 8 * (a * R + r), s[a][r]);
+	__asm__ volatile("" : : "r"(acc) : "memory");
+}
+
+/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 2. */
+static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
+							    const float *const *k, int R,
+							    int64_t n, float *s, int64_t ld)
+{
+	float part[4][12 * 8];
+	UNROLL for (int g = 0; g < 4; g++)
+		qk_lanes(q, Q, k, R, n, g, part[g]);
+	const int64_t tail = n - n % 8;
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++) {
+			const int p = a * R + r;
+			const __m256 s0 = _mm256_loadu_ps(part[0] + 8 * p);
+			const __m256 s1 = _mm256_loadu_ps(part[1] + 8 * p);
+			const __m256 s2 = _mm256_loadu_ps(part[2] + 8 * p);
+			const __m256 s3 = _mm256_loadu_ps(part[3] + 8 * p);
+			float x = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+			for (int64_t i = tail; i < n; i++)
+				x += q[a][i] * k[r][i];
+			s[a * ld + r] = x;
+		}
+}
+
+/* Q queries (a compile-time constant after inlining) against keys in
+ * pairs, an odd last key alone. */
+static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
+							   const float *const *K, int64_t nk,
+							   int64_t n, float *s, int64_t ld)
+{
+	int64_t j = 0;
+	for (; j + 3 <= nk; j += 3)
+		qk_block(q, Q, K + j, 3, n, s + j, ld);
+	if (j + 2 <= nk)
+		qk_block(q, Q, K + j, 2, n, s + j, ld);
+	else if (j < nk)
+		qk_block(q, Q, K + j, 1, n, s + j, ld);
+}
+
+void ops_qk_avx2(const float *const *q, int nq, const float *const *K, int64_t nk, int64_t n,
+		 float *s, int64_t ld)
+{
+	switch (nq) {
+	case 4: qk_keys(q, 4, K, nk, n, s, ld); break;
+	case 3: qk_keys(q, 3, K, nk, n, s, ld); break;
+	case 2: qk_keys(q, 2, K, nk, n, s, ld); break;
+	default: qk_keys(q, 1, K, nk, n, s, ld); break;
 	}
-	float x0 = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-	float x1 = hsum(_mm256_add_ps(_mm256_add_ps(t0, t1), _mm256_add_ps(t2, t3)));
-	for (; i < n; i++) {
-		x0 += a0[i] * b[i];
-		x1 += a1[i] * b[i];
-	}
-	*r0 = x0;
-	*r1 = x1;
 }
 
 void ops_axpy_avx2(float *y, float p, const float *x, int64_t n)
@@ -73,4 +142,67 @@ void ops_axpy_avx2(float *y, float p, const float *x, int64_t n)
 		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
 	for (; i < n; i++)
 		y[i] += p * x[i];
+}
+
+/* Columns [c, c + 8 W) of P.V for Q queries: the outputs sit in Q x W
+ * registers while every key j < nk, in order, adds fma(p[a][j], V[j]). */
+static inline __attribute__((always_inline)) void pv_cols(float *const *out,
+							   const float *const *p, int Q,
+							   const float *const *V, int64_t nk,
+							   int64_t c, int W)
+{
+	__m256 acc[4][4];
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int w = 0; w < W; w++)
+			acc[a][w] = _mm256_loadu_ps(out[a] + c + 8 * w);
+	for (int64_t j = 0; j < nk; j++) {
+		__m256 v[4];
+		UNROLL for (int w = 0; w < W; w++)
+			v[w] = _mm256_loadu_ps(V[j] + c + 8 * w);
+		UNROLL for (int a = 0; a < Q; a++) {
+			const __m256 pj = _mm256_broadcast_ss(p[a] + j);
+			UNROLL for (int w = 0; w < W; w++)
+				acc[a][w] = _mm256_fmadd_ps(pj, v[w], acc[a][w]);
+		}
+	}
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int w = 0; w < W; w++)
+			_mm256_storeu_ps(out[a] + c + 8 * w, acc[a][w]);
+}
+
+/* Every column of P.V for Q queries: 32 columns a pass for one query
+ * (4 chains), 16 for more (4 x 2 chains, 6 loads per 8 FMAs), then 8. */
+static inline __attribute__((always_inline)) void pv_block(float *const *out,
+							    const float *const *p, int Q,
+							    const float *const *V, int64_t nk,
+							    int64_t Dv)
+{
+	int64_t c = 0;
+	if (Q == 1)
+		for (; c + 32 <= Dv; c += 32)
+			pv_cols(out, p, Q, V, nk, c, 4);
+	for (; c + 24 <= Dv; c += 24)
+		pv_cols(out, p, Q, V, nk, c, 3);
+	for (; c + 16 <= Dv; c += 16)
+		pv_cols(out, p, Q, V, nk, c, 2);
+	for (; c + 8 <= Dv; c += 8)
+		pv_cols(out, p, Q, V, nk, c, 1);
+	for (; c < Dv; c++) /* ops_axpy_avx2's scalar tail */
+		for (int a = 0; a < Q; a++) {
+			float y = out[a][c];
+			for (int64_t j = 0; j < nk; j++)
+				y += p[a][j] * V[j][c];
+			out[a][c] = y;
+		}
+}
+
+void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *const *V,
+		 int64_t nk, int64_t Dv)
+{
+	switch (nq) {
+	case 4: pv_block(out, p, 4, V, nk, Dv); break;
+	case 3: pv_block(out, p, 3, V, nk, Dv); break;
+	case 2: pv_block(out, p, 2, V, nk, Dv); break;
+	default: pv_block(out, p, 1, V, nk, Dv); break;
+	}
 }

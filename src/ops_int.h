@@ -4,12 +4,19 @@
 
 #include <stdint.h>
 
+/* One query (ops_attend): a dot of n floats, and y[i] = fma(p, x[i], y[i])
+ * (the scalar tail y[i] += p * x[i]). */
 float ops_dot_avx2(const float *a, const float *b, int64_t n);
 void ops_axpy_avx2(float *y, float p, const float *x, int64_t n);
 
-/* ops_dot_avx2(a0, b) and ops_dot_avx2(a1, b), bit for bit, in one pass
- * over b: two independent chains keep both FMA pipes busy. */
-void ops_dot2_avx2(const float *a0, const float *a1, const float *b, int64_t n, float *r0,
-		   float *r1);
+/* A block of nq <= 4 queries (ops_attend_group), bit for bit the loops
+ * above:
+ *   ops_qk_avx2: s[a * ld + j] = ops_dot_avx2(q[a], K[j], n), j < nk;
+ *   ops_pv_avx2: for j < nk in order, ops_axpy_avx2(out[a], p[a][j], V[j],
+ *                Dv), for each a < nq. */
+void ops_qk_avx2(const float *const *q, int nq, const float *const *K, int64_t nk, int64_t n,
+		 float *s, int64_t ld);
+void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *const *V,
+		 int64_t nk, int64_t Dv);
 
 #endif

@@ -51,10 +51,32 @@ static void test_attend(void)
 	free(v);
 }
 
+/* Query i's range in trial `trial`: rows at increasing positions with
+ * hpr heads each (hpr 4 puts each row's heads in one block of the kernel;
+ * others straddle blocks), a window of 50 on odd trials; every fifth trial
+ * arbitrary ranges instead, empty ones included, so blocks have no row in
+ * common. */
+static void group_range(int trial, int i, unsigned *seed, int64_t n, int64_t *lo, int64_t *hi)
+{
+	if (trial % 5 == 4) {
+		int64_t a = (int64_t)((frand(seed) + 1) * 0.5f * (float)n);
+		int64_t b = (int64_t)((frand(seed) + 1) * 0.5f * (float)n);
+		*lo = a < b ? a : b;
+		*hi = a < b ? b : a;
+		return;
+	}
+	const int hpr = 1 + (trial / 2) % 5;
+	const int64_t p = 60 + (trial * 13) % 100 + i / hpr;
+	*lo = trial % 2 && p + 1 > 50 ? p + 1 - 50 : 0;
+	*hi = p + 1;
+}
+
 /* Groups of queries with causal and sliding-window ranges: each output
  * bit for bit what ops_attend gives for the query alone (the forward pass
  * relies on it: a row's logits must not depend on which rows share its
- * attention group). */
+ * attention group). Head dims exercise every column and lane remainder of
+ * the blocked kernels: 256 and 64 (whole chunks), 100 (scalar tails), 8
+ * (one chunk), 44 and 72 (8-float chunks after the 32s). */
 static void test_attend_group(void)
 {
 	unsigned seed = 9;
@@ -74,17 +96,15 @@ static void test_attend_group(void)
 		V[(j * 7) % N] = v + j * DH;
 	}
 	int bad = 0, cases = 0;
-	static const int dims[] = { 256, 64, 100, 8 }; /* Dh = Dv; 100: scalar tails */
-	for (int trial = 0; trial < 80; trial++) {
-		const int nq = 1 + trial % NQ, dh = dims[trial % 4];
+	static const int dims[] = { 256, 64, 100, 8, 44, 72 }; /* Dh = Dv */
+	for (int trial = 0; trial < 240; trial++) {
+		const int nq = 1 + trial % NQ, dh = dims[trial % 6];
 		const float softcap = trial % 3 == 0 ? 30.0f : 0.0f;
 		struct ops_attn_query qs[NQ];
 		for (int i = 0; i < nq; i++) {
-			/* rows at increasing positions, 4 heads each; a window
-			 * of 50 on odd trials */
-			int64_t p = 60 + (trial * 13) % 100 + i / 4;
-			int64_t lo = trial % 2 && p + 1 > 50 ? p + 1 - 50 : 0;
-			qs[i] = (struct ops_attn_query){ out + i * DH, qv + i * DH, lo, p + 1 };
+			int64_t lo, hi;
+			group_range(trial, i, &seed, N, &lo, &hi);
+			qs[i] = (struct ops_attn_query){ out + i * DH, qv + i * DH, lo, hi };
 		}
 		ops_attend_group(qs, nq, K, V, dh, dh, 0.125f, softcap, scratch);
 		for (int i = 0; i < nq; i++, cases++) {
