@@ -9,8 +9,8 @@
  * work: every (query, key) dot is the dot's own FMA chains and reduction,
  * every output element the axpy's fma chain over the keys in order, so a
  * query gets the same bits in a group as alone. What they save is memory
- * traffic: the dot loads each query and key chunk once for up to 4 x 2
- * FMAs (3 loads per 2 FMAs before), and P.V keeps 4 queries x 16 output
+ * traffic: the dot loads each query and key chunk once for up to 4 x 3
+ * FMAs (3 loads per 2 FMAs before), and P.V keeps 4 queries x 24 output
  * columns in registers across the keys, where the axpy loaded and stored
  * the output once per key. */
 #include <immintrin.h>
@@ -51,7 +51,7 @@ float ops_dot_avx2(const float *a, const float *b, int64_t n)
 
 /* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
  * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
- * at a time keeps Q * R chains in registers (8 for 4 x 2) instead of 4 per
+ * at a time keeps Q * R chains in registers (12 for 4 x 3) instead of 4 per
  * pair; the stores are fenced off from the compiler (it kept the finished
  * groups in registers and spilled the running ones in the loop). */
 static inline __attribute__((always_inline)) void qk_lanes(const float *const *q, int Q,
@@ -171,7 +171,8 @@ static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 }
 
 /* Every column of P.V for Q queries: 32 columns a pass for one query
- * (4 chains), 16 for more (4 x 2 chains, 6 loads per 8 FMAs), then 8. */
+ * (4 chains), 24 for more (4 x 3 chains, 7 loads per 12 FMAs; 12 beat
+ * 8 chains by ~5% in attn_bench), then 16, then 8. */
 static inline __attribute__((always_inline)) void pv_block(float *const *out,
 							    const float *const *p, int Q,
 							    const float *const *V, int64_t nk,
