@@ -211,6 +211,12 @@ static void qkf(const float *const *q, int nq, const float *const *K, int64_t nk
 			s[a * ld + j] = dotf(q[a], K[j], n);
 }
 
+static void expsf(float *x, int64_t n, float mx)
+{
+	for (int64_t j = 0; j < n; j++)
+		x[j] = expf(x[j] - mx);
+}
+
 static void pvf(float *const *out, const float *const *p, int nq, const float *const *V,
 		int64_t nk, int64_t Dv)
 {
@@ -221,7 +227,8 @@ static void pvf(float *const *out, const float *const *p, int nq, const float *c
 
 /* The inner loops of attention, scalar or AVX2: dot and axpy for one
  * query, qk and pv the same arithmetic for a block of up to
- * ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set. */
+ * ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set; exps is
+ * x[j] = expf(x[j] - mx) over a row of scores. */
 struct attn_kernels {
 	float (*dot)(const float *, const float *, int64_t);
 	void (*axpy)(float *, float, const float *, int64_t);
@@ -229,22 +236,23 @@ struct attn_kernels {
 		   int64_t);
 	void (*pv)(float *const *, const float *const *, int, const float *const *, int64_t,
 		   int64_t);
+	void (*exps)(float *, int64_t, float);
 };
 
-static const struct attn_kernels attn_ref = { dotf, axpyf, qkf, pvf };
+static const struct attn_kernels attn_ref = { dotf, axpyf, qkf, pvf, expsf };
 static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2,
-					       ops_pv_avx2 };
+					       ops_pv_avx2, ops_exp_avx2 };
 
-/* scratch[0..n) holds the scores; softmax them in place (exp in j order,
- * the sum in double) and turn them into the weights of the V rows. */
-static void softmax_weights(float *scratch, int64_t n, float mx)
+/* scratch[0..n) holds the scores; softmax them in place (exp, then the
+ * sum in double in j order) and turn them into the weights of the V rows.
+ * The AVX2 set's exp is glibc's expf bit for bit, 8 at a time (a libm call
+ * per score was a fifth of grouped attention). */
+static void softmax_weights(float *scratch, int64_t n, float mx, const struct attn_kernels *k)
 {
+	k->exps(scratch, n, mx);
 	double sum = 0.0;
-	for (int64_t j = 0; j < n; j++) {
-		float e = expf(scratch[j] - mx);
-		scratch[j] = e;
-		sum += e;
-	}
+	for (int64_t j = 0; j < n; j++)
+		sum += scratch[j];
 	const float inv = (float)(1.0 / sum);
 	for (int64_t j = 0; j < n; j++)
 		scratch[j] *= inv;
@@ -269,7 +277,7 @@ static void attend(float *out, const float *q, const float *const *K, const floa
 		if (s > mx)
 			mx = s;
 	}
-	softmax_weights(scratch, n, mx);
+	softmax_weights(scratch, n, mx, k);
 	memset(out, 0, (size_t)Dv * sizeof *out);
 	for (int64_t j = 0; j < n; j++)
 		k->axpy(out, scratch[j], V[j], Dv);
@@ -388,7 +396,7 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const float *c
 			if (s[j] > mx)
 				mx = s[j];
 		}
-		softmax_weights(s, n, mx);
+		softmax_weights(s, n, mx, k);
 		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
 	}
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {

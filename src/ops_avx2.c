@@ -12,8 +12,10 @@
  * traffic: the dot loads each query and key chunk once for up to 4 x 3
  * FMAs (3 loads per 2 FMAs before), and P.V keeps 4 queries x 24 output
  * columns in registers across the keys, where the axpy loaded and stored
- * the output once per key. */
+ * the output once per key. ops_exp_avx2 is the softmax's expf, glibc's
+ * arithmetic 8 lanes at a time. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "ops_int.h"
 
@@ -206,4 +208,62 @@ void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *
 	case 2: pv_block(out, p, 2, V, nk, Dv); break;
 	default: pv_block(out, p, 1, V, nk, Dv); break;
 	}
+}
+
+/* expf, 8 floats at a time, bit for bit glibc's (2.28 and later, the
+ * __expf_fma variant its libm picks on CPUs with FMA): the same double
+ * arithmetic (x N/ln2 = k + r, 2^(k/N) from a table of N = 32 entries, a
+ * cubic in r) with the same operations fused. Inputs the scalar code
+ * treats as special (|x| >= 88, inf, NaN) go to libm's expf. Table and
+ * coefficients are the published ones (ARM optimized-routines exp2f_data,
+ * which glibc uses). */
+static const int64_t exp2f_tab[32] = {
+	0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+	0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+	0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+	0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+	0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+	0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+	0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+static inline __m128 exp4(__m128 x)
+{
+	const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep+5);
+	const __m256d shift = _mm256_set1_pd(0x1.8p+52);
+	const __m256d xd = _mm256_cvtps_pd(x);
+	const __m256d kz = _mm256_fmadd_pd(inv_ln2_n, xd, shift); /* k + shift */
+	const __m256i ki = _mm256_castpd_si256(kz);
+	const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, _mm256_sub_pd(kz, shift));
+	__m256i t = _mm256_i64gather_epi64((const long long *)exp2f_tab,
+					   _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+	t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
+	const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(0x1.c6af84b912394p-20), r,
+					  _mm256_set1_pd(0x1.ebfce50fac4f3p-13));
+	const __m256d r2 = _mm256_mul_pd(r, r);
+	__m256d y = _mm256_fmadd_pd(_mm256_set1_pd(0x1.62e42ff0c52d6p-6), r, _mm256_set1_pd(1.0));
+	y = _mm256_fmadd_pd(z, r2, y);
+	return _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_castsi256_pd(t)));
+}
+
+void ops_exp_avx2(float *x, int64_t n, float mx)
+{
+	const __m256 vmx = _mm256_set1_ps(mx);
+	int64_t j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), vmx);
+		const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 20),
+						     _mm256_set1_epi32(0x7ff));
+		if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)))) {
+			for (int i = 0; i < 8; i++)
+				x[j + i] = expf(x[j + i] - mx);
+			continue;
+		}
+		const __m128 lo = exp4(_mm256_castps256_ps128(v));
+		const __m128 hi = exp4(_mm256_extractf128_ps(v, 1));
+		_mm256_storeu_ps(x + j, _mm256_set_m128(hi, lo));
+	}
+	for (; j < n; j++)
+		x[j] = expf(x[j] - mx);
 }

@@ -19,4 +19,9 @@ void ops_qk_avx2(const float *const *q, int nq, const float *const *K, int64_t n
 void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *const *V,
 		 int64_t nk, int64_t Dv);
 
+/* x[j] = expf(x[j] - mx) for j < n, bit for bit glibc's expf on CPUs
+ * with FMA (other libms: its own correctly-rounded-or-nearly results,
+ * the same for every caller). */
+void ops_exp_avx2(float *x, int64_t n, float mx);
+
 #endif
