@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 	__asm__ volatile("" : : "r"(acc) : "memory");
 }
 
-/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 2. */
+/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 3. */
 static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
 							    const float *const *k, int R,
 							    int64_t n, float *s, int64_t ld)
@@ -111,7 +111,7 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 }
 
 /* Q queries (a compile-time constant after inlining) against keys in
- * pairs, an odd last key alone. */
+ * threes, the last one or two keys as a block of their own. */
 static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
 							   const float *const *K, int64_t nk,
 							   int64_t n, float *s, int64_t ld)
