@@ -69,6 +69,7 @@ rows = [("completed requests", "completed"), ("failed requests", "failed"),
 print("%-22s %14s %14s %8s" % ("figure", "llama-server", "ingot serve", "ratio"))
 for name, key in rows:
     a, b = l.get(key, float("nan")), i.get(key, float("nan"))
-    ratio = b / a if isinstance(a, (int, float)) and a else float("nan")
-    print("%-22s %14.2f %14.2f %7.2fx" % (name, a, b, ratio))
+    # no ratio where llama-server's figure is 0 (e.g. no failed requests on either side)
+    ratio = "%7.2fx" % (b / a) if isinstance(a, (int, float)) and a else "%8s" % "-"
+    print("%-22s %14.2f %14.2f %s" % (name, a, b, ratio))
 PY
