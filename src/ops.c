@@ -149,7 +149,7 @@ static inline float silu(float x) { return x / (1.0f + expf(-x)); }
  * follow it because GGUF models are tuned and judged against llama.cpp, and
  * greedy outputs agree far more often with the same activation; the table
  * is also faster than tanhf. */
-static uint16_t gelu_table[1 << 16];
+static uint16_t gelu_table[(1 << 16) + 1]; /* + 1: the AVX2 gather reads 4 bytes */
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
 static void gelu_table_init(void)
@@ -157,6 +157,11 @@ static void gelu_table_init(void)
 	for (uint32_t i = 0; i < (1u << 16); i++)
 		gelu_table[i] = f32_to_fp16(gelu_tanh(fp16_to_f32((uint16_t)i)));
 }
+
+static int use_avx2;
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static void isa_init(void) { use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2; }
 
 float ops_gelu(float x)
 {
@@ -168,12 +173,20 @@ float ops_gelu(float x)
 	return fp16_to_f32(gelu_table[f32_to_fp16(x)]);
 }
 
+/* GELU's scalar loop cost 15 ns an element (the software fp16 rounding):
+ * a fifth of a 512-token prefill. The AVX2 loop is the same table and the
+ * same roundings, F16C's, 8 at a time. */
 void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 {
-	if (act == ACT_GELU_TANH)
-		for (int64_t i = 0; i < n; i++)
-			g[i] = ops_gelu(g[i]) * u[i];
-	else
+	if (act == ACT_GELU_TANH) {
+		pthread_once(&gelu_once, gelu_table_init);
+		pthread_once(&isa_once, isa_init);
+		if (use_avx2)
+			ops_glu_gelu_avx2(g, u, n, gelu_table);
+		else
+			for (int64_t i = 0; i < n; i++)
+				g[i] = ops_gelu(g[i]) * u[i];
+	} else
 		for (int64_t i = 0; i < n; i++)
 			g[i] = silu(g[i]) * u[i];
 }
@@ -413,10 +426,6 @@ void ops_attend_ref(float *out, const float *q, const float *const *K, const flo
 	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_ref);
 }
 
-static int use_avx2;
-static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-
-static void isa_init(void) { use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2; }
 
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
 		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,

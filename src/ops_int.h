@@ -24,4 +24,9 @@ void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
+/* g[i] = ops_gelu(g[i]) * u[i] for i < n, bit for bit: the input rounded
+ * to fp16 (F16C, to nearest even, as f32_to_fp16) indexes table (1 << 16
+ * fp16 GELU values and one entry of padding), |x| >= 10 as ops_gelu. */
+void ops_glu_gelu_avx2(float *g, const float *u, int64_t n, const uint16_t *table);
+
 #endif

@@ -208,6 +208,46 @@ static void test_gelu(void)
 	CHECK(ops_gelu(-20) == 0 && ops_gelu(20) == 20, "gelu tails");
 }
 
+/* ops_glu with GELU (its AVX2 loop where the CPU has one) against
+ * ops_gelu(g) * u element by element, bit for bit: every fp16 rounding
+ * case (ties, subnormals, the +-10 edges, signed zeros, infinities), a
+ * spread of bit patterns, and lengths with a tail past the last 8. */
+static void test_glu(void)
+{
+	enum { N = 4099 };
+	static const float edge[] = { 0.0f, -0.0f, 10.0f, -10.0f, 9.999999f, -9.999999f, 10.000001f,
+				      -10.000001f, 1e-8f, -1e-8f, 6e-5f, -6e-5f, 65504.0f, -7e5f,
+				      INFINITY, -INFINITY, 0.5f, -0.5f, 1.00048828125f,
+				      1.000732421875f /* fp16 ties */ };
+	static float g[N], u[N], want[N];
+	int bad = 0, bad_nan = 0;
+	for (int round = 0; round < 64; round++) {
+		for (int i = 0; i < N; i++) {
+			uint32_t bits = (uint32_t)round * 0x9e3779b9u + (uint32_t)i * 2654435761u;
+			float x;
+			memcpy(&x, &bits, sizeof x);
+			/* most of them in GELU's table range */
+			g[i] = i % 4 ? fmodf(x, 12.0f) : x;
+			if (g[i] != g[i] && round % 2) /* NaNs in every other round */
+				g[i] = 0.25f;
+			u[i] = i % 3 ? 1.0f : -0.75f;
+			if (i < (int)(sizeof edge / sizeof *edge))
+				g[i] = edge[i];
+			want[i] = ops_gelu(g[i]) * u[i];
+		}
+		const int n = N - round % 8;
+		ops_glu(g, u, n, ACT_GELU_TANH);
+		for (int i = 0; i < n; i++) {
+			if (want[i] != want[i])
+				bad_nan += g[i] == g[i];
+			else
+				bad += memcmp(&g[i], &want[i], sizeof *g) != 0;
+		}
+	}
+	CHECK(bad == 0, "ops_glu (GELU) equals ops_gelu * u: %d differ", bad);
+	CHECK(bad_nan == 0, "ops_glu (GELU) keeps NaN inputs NaN: %d not", bad_nan);
+}
+
 /* Rows with ties, NaNs (also at x[0]), infinities and signed zeros, cut
  * into random pieces scanned by random "threads" and merged in a random
  * order: the result must be ops_argmax's, every time. */
@@ -262,5 +302,6 @@ int main(void)
 	test_rmsnorm();
 	test_rope();
 	test_gelu();
+	test_glu();
 	return check_summary("test_ops");
 }
