@@ -49,7 +49,10 @@
  *    per vpmaddubsw, about two instructions per 32 instead of the dot's
  *    four. Q4_K's M_b and Q6_K's offset come from 8 vpmaddwd against the
  *    packed bsum pairs. The unpacked weights (bytes, scale pairs) are
- *    stored and read back by broadcast loads, as in quant_gemm_avx2.c.
+ *    stored and read back by broadcast loads, as in quant_gemm_avx2.c,
+ *    once per super-block for all the groups of a pass (up to
+ *    GEMM_TILE_GROUPS): one thread, 640 rows, T = 32..512, Q4_K 55-70 ->
+ *    81-93 G multiply-adds/s, Q6_K 50-70 -> 68-80 (a shared machine).
  *
  * Measured (Zen 3, one thread, 640 rows, thread CPU time, a shared and
  * loaded machine: +-10%), against the lane-wise dot_multi: T = 8, 32:
@@ -285,17 +288,26 @@ static inline void tok8_bsums(const struct kunpacked *o, const struct quant_gemm
 	}
 }
 
-/* lanes: how many of the group's tokens are real (the rest are dropped). */
+/* Token groups per pass over the rows: 4 groups of packed activations are
+ * 140 KB for a 2048-wide row, which stay in L2 while the weights stream. */
+#define GEMM_TILE_GROUPS 4
+
+/* Rows r .. r+3 for the ng <= GEMM_TILE_GROUPS groups of tokens at g
+ * (nb super-blocks apart; the first is token t0): each super-block of the
+ * 4 rows is unpacked once for all the groups. Into y, the lanes of tokens
+ * t0 .. T-1 only (a partial last group's other lanes are computed and
+ * dropped). */
 ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			const struct quant_gemm_kblock *g, int lanes, float *y, int64_t y_stride,
-			const char *pf)
+			const struct quant_gemm_kblock *g, int ng, int64_t t0, int64_t T, float *y,
+			int64_t y_stride, const char *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	const int64_t nb = n / QK_K;
 	struct kunpacked o[4]; /* the current super-block of the 4 rows */
-	__m256 f[4], fm[4];
-	FOR_ROWS(j)
-		f[j] = fm[j] = _mm256_setzero_ps();
+	__m256 f[GEMM_TILE_GROUPS][4], fm[GEMM_TILE_GROUPS][4];
+	for (int gi = 0; gi < ng; gi++)
+		FOR_ROWS(j)
+			f[gi][j] = fm[gi][j] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
 		prefetch_slice(pf, w_stride, nb, i);
 		FOR_ROWS(j) {
@@ -304,32 +316,41 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 			else
 				q6k_unpack((const struct block_q6_K *)(w0 + j * w_stride) + i, &o[j]);
 		}
-		/* the broadcasts below must read o from memory (one load each),
-		 * not be rebuilt from the registers by shuffles */
-		__asm__ volatile("" ::: "memory");
-		__m256i s[4], m[4];
-		FOR_ROWS(j)
-			s[j] = _mm256_setzero_si256();
-		tok8_sums(t, o, &g[i], s);
-		tok8_bsums(o, &g[i], m);
-		__m256 da = _mm256_loadu_ps(g[i].d);
-		FOR_ROWS(j) {
-			if (t == QTYPE_Q4_K)
-			{
-				f[j] = kq_step8(_mm256_set1_ps(o[j].d), da, s[j], f[j]);
-				fm[j] = kq_step8(_mm256_set1_ps(o[j].dmin), da, m[j], fm[j]);
+		for (int gi = 0; gi < ng; gi++) {
+			const struct quant_gemm_kblock *gb = g + gi * nb + i;
+			/* the broadcasts below must read o from memory (one load
+			 * each), not be rebuilt from the registers by shuffles, nor
+			 * hoisted out of this loop (they would spill) */
+			const struct kunpacked *og = o;
+			__asm__ volatile("" : "+r"(og) : : "memory");
+			__m256i s[4], m[4];
+			FOR_ROWS(j)
+				s[j] = _mm256_setzero_si256();
+			tok8_sums(t, og, gb, s);
+			tok8_bsums(og, gb, m);
+			const __m256 da = _mm256_loadu_ps(gb->d);
+			FOR_ROWS(j) {
+				if (t == QTYPE_Q4_K) {
+					f[gi][j] = kq_step8(_mm256_set1_ps(og[j].d), da, s[j], f[gi][j]);
+					fm[gi][j] = kq_step8(_mm256_set1_ps(og[j].dmin), da, m[j], fm[gi][j]);
+				} else
+					f[gi][j] = kq_step8(_mm256_set1_ps(og[j].d), da,
+							    _mm256_sub_epi32(s[j], _mm256_slli_epi32(m[j], 5)),
+							    f[gi][j]);
 			}
-			else
-				f[j] = kq_step8(_mm256_set1_ps(o[j].d), da,
-						 _mm256_sub_epi32(s[j], _mm256_slli_epi32(m[j], 5)), f[j]);
 		}
 	}
-	float out[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
-	FOR_ROWS(j)
-		_mm256_store_ps(out[j], t == QTYPE_Q4_K ? _mm256_sub_ps(f[j], fm[j]) : f[j]);
-	for (int l = 0; l < lanes; l++)
+	for (int gi = 0; gi < ng; gi++) {
+		float out[4][QUANT_GEMM_GROUP] __attribute__((aligned(32)));
 		FOR_ROWS(j)
-			y[l * y_stride + r + j] = out[j][l];
+			_mm256_store_ps(out[j], t == QTYPE_Q4_K ? _mm256_sub_ps(f[gi][j], fm[gi][j])
+								: f[gi][j]);
+		const int64_t tg = t0 + gi * QUANT_GEMM_GROUP;
+		const int lanes = (int)(T - tg < QUANT_GEMM_GROUP ? T - tg : QUANT_GEMM_GROUP);
+		for (int l = 0; l < lanes; l++)
+			FOR_ROWS(j)
+				y[(tg + l) * y_stride + r + j] = out[j][l];
+	}
 }
 
 /* ---- rows8: 8 weight rows, 1 or 2 tokens ---- */
@@ -435,10 +456,6 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 
 /* ---- the matrix kernel ---- */
 
-/* Token groups per pass over the rows: 4 groups of packed activations are
- * 140 KB for a 2048-wide row, which stay in L2 while the weights stream. */
-#define GEMM_TILE_GROUPS 4
-
 /* Weight row r against tokens t0 .. t1-1 through dot_multi (dm), 4 at a
  * time. */
 static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, const void *a,
@@ -453,9 +470,10 @@ static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, con
 	}
 }
 
-/* Rows in tiles of 8 (two tok8 passes per group of tokens, then rows8
- * for the tokens past the groups), the tile two ahead prefetched during
- * the first pass; rows past the last full tile go through dot_multi. */
+/* Rows in tiles of 8 (two tok8 passes of 4 rows over the groups of the
+ * token tile, then rows8 for the tokens past the groups), the tile two
+ * ahead prefetched during the first pass; rows past the last full tile go
+ * through dot_multi. */
 ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, const void *w,
 			     size_t w_stride, int64_t r0, int64_t r1, const void *a, size_t a_stride,
 			     const void *packed, int64_t T, float *y, int64_t y_stride)
@@ -474,13 +492,12 @@ ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, con
 			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
 						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
 						 : NULL;
-			for (int64_t gi = g0; gi < g1; gi++) {
-				const struct quant_gemm_kblock *g = (const struct quant_gemm_kblock *)packed + gi * nb;
-				float *yg = y + gi * QUANT_GEMM_GROUP * y_stride;
-				int lanes = (int)(T - gi * QUANT_GEMM_GROUP < QUANT_GEMM_GROUP
-							  ? T - gi * QUANT_GEMM_GROUP : QUANT_GEMM_GROUP);
-				tok8(t, n, w, w_stride, r, g, lanes, yg, y_stride, gi == g0 ? pf : NULL);
-				tok8(t, n, w, w_stride, r + 4, g, lanes, yg, y_stride, NULL);
+			if (g1 > g0) {
+				const struct quant_gemm_kblock *g = (const struct quant_gemm_kblock *)packed + g0 * nb;
+				const int ng = (int)(g1 - g0);
+				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
+				tok8(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+				tok8(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
 			}
 			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
 				const void *at = (const uint8_t *)a + tk * a_stride;
