@@ -1,6 +1,6 @@
 /* quant_avx2_int.h — inline helpers shared by the AVX2 kernel files
- * (quant_avx2.c, quant_gemm_avx2.c); include only from files compiled
- * with -mavx2 -mfma -mf16c. */
+ * (quant_avx2.c, quant_gemm_avx2.c, quant_gemm_k_avx2.c); include only
+ * from files compiled with -mavx2 -mfma -mf16c. */
 #ifndef INGOT_QUANT_AVX2_INT_H
 #define INGOT_QUANT_AVX2_INT_H
 
@@ -220,6 +220,81 @@ static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
 		   : k < 2  ? _mm256_slli_epi16(qh, 4 - 2 * k)
 			    : _mm256_srli_epi16(qh, 2 * k - 4);
 	return _mm256_or_si256(lo, _mm256_and_si256(hb, m2_4));
+}
+
+/* ---- the matrix kernels' tiling (quant_gemm_avx2.c, quant_gemm_k_avx2.c) ---- */
+
+/* Token groups per pass over the rows: 4 groups of packed activations
+ * (26 KB of Q8_0 for a 640-wide row, 140 KB of Q8_K for a 2048-wide one)
+ * stay in L2 while the weights stream. */
+#define GEMM_TILE_GROUPS 4
+
+/* Plain activation rows per rows8 pass (each weight block unpacked once
+ * for them). */
+#define ROWS8_MAX_TOKENS 2
+
+/* What a weight type plugs into gemm_tiles (always-inline functions, so
+ * each type's gemm entry compiles to one loop nest with no calls):
+ *  tok:   rows r .. r+3 against the ng <= GEMM_TILE_GROUPS packed groups
+ *         at g (the first holds token t0), into the lanes of tokens
+ *         t0 .. T-1 of y;
+ *  rows8: rows r .. r+7 against nt (1 .. ROWS8_MAX_TOKENS) plain
+ *         activation rows at a;
+ *  tail:  row r (past the last 8-row tile) against all T plain rows. */
+typedef void (*gemm_tok_fn)(int64_t n, const void *w, size_t w_stride, int64_t r, const void *g,
+			    int ng, int64_t t0, int64_t T, float *y, int64_t y_stride,
+			    const char *pf);
+typedef void (*gemm_rows8_fn)(int64_t n, const void *w, size_t w_stride, int64_t r,
+			      const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
+			      const char *pf);
+typedef void (*gemm_tail_fn)(int64_t n, const void *w, size_t w_stride, int64_t r,
+			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
+
+/* The gemm entry (quant.h) over a type's kernels: rows in tiles of 8; for
+ * each tile of up to GEMM_TILE_GROUPS groups of tokens, two tok passes of
+ * 4 rows, then rows8 for the tokens past the groups (two at a time), the
+ * row tile two ahead prefetched during the first pass (each tile, 8 x 680
+ * bytes for the default model's LM head, stays in L1 meanwhile); rows past
+ * the last full tile go through tail. With more than GEMM_TILE_GROUPS
+ * groups (prefill) the weights are read once per token tile. group_bytes:
+ * the packed bytes of one group of 8 tokens. */
+ALWAYS_INLINE void gemm_tiles(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			      const void *a, size_t a_stride, const void *packed,
+			      size_t group_bytes, int64_t T, float *y, int64_t y_stride,
+			      gemm_tok_fn tok, gemm_rows8_fn rows8, gemm_tail_fn tail)
+{
+	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
+	const int64_t groups = !packed ? 0
+			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
+									     : T / QUANT_GEMM_GROUP;
+	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
+	const int64_t r_end = r1 - (r1 - r0) % 8;
+	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
+		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
+		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
+		for (int64_t r = r0; r < r_end; r += 8) {
+			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
+						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
+						 : NULL;
+			if (g1 > g0) {
+				const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
+				const int ng = (int)(g1 - g0);
+				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
+				tok(n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+				tok(n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
+			}
+			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
+				const void *at = (const uint8_t *)a + tk * a_stride;
+				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
+				if (T - tk >= 2)
+					rows8(n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride, y_stride, p);
+				else
+					rows8(n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride, y_stride, p);
+			}
+		}
+	}
+	for (int64_t r = r_end; r < r1; r++)
+		tail(n, w, w_stride, r, a, a_stride, T, y, y_stride);
 }
 
 #endif

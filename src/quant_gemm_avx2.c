@@ -102,7 +102,6 @@ ALWAYS_INLINE float dot_one(enum qtype t, int64_t n, const void *w, const void *
 /* nt (1 or 2, a constant at each instance) tokens at a, a_stride bytes
  * apart, into y + r, y + y_stride + r: each weight block is unpacked once
  * for both (Q5_0's unpacking costs as much as its products). */
-#define ROWS8_MAX_TOKENS 2
 ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			 const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
 			 const char *pf)
@@ -146,10 +145,6 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 }
 
 /* ---- tok: 4 weight rows, groups of 8 tokens ---- */
-
-/* Token groups per pass over the rows: 4 groups of packed activations are
- * 26 KB for a 640-wide row, which stay in L2 while the weights stream. */
-#define GEMM_TILE_GROUPS 4
 
 /* The quants of a Q4_0 / Q5_0 block plus the offset that makes them
  * unsigned (8: the nibble; 16: nibble | bit << 4), for vpmaddubsw. */
@@ -313,9 +308,10 @@ ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
  * into y, the lanes of tokens t0 .. T-1 only (a partial last group's other
  * lanes are computed and dropped). */
 ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			     const struct quant_gemm_block *g, int ng, int64_t t0, int64_t T, float *y,
+			     const void *vg, int ng, int64_t t0, int64_t T, float *y,
 			     int64_t y_stride, const char *pf)
 {
+	const struct quant_gemm_block *g = vg;
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	const int64_t nb = n / QK;
 	__m256 acc[GEMM_TILE_GROUPS][4];
@@ -344,67 +340,42 @@ ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_st
 	}
 }
 
-/* ---- the matrix kernel ---- */
+/* ---- the entries ---- */
 
-/* Rows in tiles of 8: each tile (8 x 680 bytes for the default model's LM
- * head) stays in L1 while every group of tokens of the current token tile,
- * and then every leftover token, passes over it; the tile two ahead is
- * prefetched during the first pass. Rows past the last full tile go
- * through dot_one. With more than GEMM_TILE_GROUPS groups (prefill) the
- * weights are read once per token tile. */
-ALWAYS_INLINE void gemm_rows(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
-			     int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
-			     float *y, int64_t y_stride)
-{
-	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
-	const int64_t groups = !packed ? 0
-			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
-									     : T / QUANT_GEMM_GROUP;
-	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
-	const int64_t nb = n / QK;
-	const int64_t r_end = r1 - (r1 - r0) % 8;
-	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
-		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
-		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
-		for (int64_t r = r0; r < r_end; r += 8) {
-			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
-						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
-						 : NULL;
-			if (g1 > g0) {
-				const struct quant_gemm_block *g = (const struct quant_gemm_block *)packed + g0 * nb;
-				const int ng = (int)(g1 - g0);
-				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
-				tok_rows4(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
-				tok_rows4(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
-			}
-			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
-				const void *at = (const uint8_t *)a + tk * a_stride;
-				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
-				if (T - tk >= 2)
-					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride,
-					      y_stride, p);
-				else
-					rows8(t, n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride,
-					      y_stride, p);
-			}
-		}
-	}
-	for (int64_t r = r_end; r < r1; r++)
-		for (int64_t tk = 0; tk < T; tk++)
-			y[tk * y_stride + r] =
-				dot_one(t, n, WROW(w, w_stride, r), (const uint8_t *)a + tk * a_stride);
-}
-
+/* Each type's dot, and its gemm: gemm_tiles over tok_rows4, rows8 and
+ * dot_one for the rows past the last tile. */
 #define LEGACY_KERNELS(name, type)                                                             \
 	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
 	{                                                                                  \
 		*out = dot_one(type, n, w, a);                                             \
 	}                                                                                  \
+	ALWAYS_INLINE void tok_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
+				      const void *g, int ng, int64_t t0, int64_t T, float *y,  \
+				      int64_t y_stride, const char *pf)                        \
+	{                                                                                  \
+		tok_rows4(type, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);         \
+	}                                                                                  \
+	ALWAYS_INLINE void rows8_##name(int64_t n, const void *w, size_t w_stride, int64_t r, \
+					const void *a, size_t a_stride, int nt, float *y,      \
+					int64_t y_stride, const char *pf)                      \
+	{                                                                                  \
+		rows8(type, n, w, w_stride, r, a, a_stride, nt, y, y_stride, pf);          \
+	}                                                                                  \
+	ALWAYS_INLINE void tail_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
+				       const void *a, size_t a_stride, int64_t T, float *y,    \
+				       int64_t y_stride)                                       \
+	{                                                                                  \
+		for (int64_t tk = 0; tk < T; tk++)                                         \
+			y[tk * y_stride + r] = dot_one(type, n, WROW(w, w_stride, r),      \
+						       (const uint8_t *)a + tk * a_stride);  \
+	}                                                                                  \
 	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
 				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
 				int64_t T, float *y, int64_t y_stride)                             \
 	{                                                                                  \
-		gemm_rows(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride); \
+		gemm_tiles(n, w, w_stride, r0, r1, a, a_stride, packed,                    \
+			   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride, \
+			   tok_##name, rows8_##name, tail_##name);                         \
 	}
 
 LEGACY_KERNELS(q4_0, QTYPE_Q4_0)

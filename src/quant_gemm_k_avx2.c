@@ -288,19 +288,16 @@ static inline void tok8_bsums(const struct kunpacked *o, const struct quant_gemm
 	}
 }
 
-/* Token groups per pass over the rows: 4 groups of packed activations are
- * 140 KB for a 2048-wide row, which stay in L2 while the weights stream. */
-#define GEMM_TILE_GROUPS 4
-
 /* Rows r .. r+3 for the ng <= GEMM_TILE_GROUPS groups of tokens at g
  * (nb super-blocks apart; the first is token t0): each super-block of the
  * 4 rows is unpacked once for all the groups. Into y, the lanes of tokens
  * t0 .. T-1 only (a partial last group's other lanes are computed and
  * dropped). */
 ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			const struct quant_gemm_kblock *g, int ng, int64_t t0, int64_t T, float *y,
-			int64_t y_stride, const char *pf)
+			const void *vg, int ng, int64_t t0, int64_t T, float *y, int64_t y_stride,
+			const char *pf)
 {
+	const struct quant_gemm_kblock *g = vg;
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	const int64_t nb = n / QK_K;
 	struct kunpacked o[4]; /* the current super-block of the 4 rows */
@@ -354,8 +351,6 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 }
 
 /* ---- rows8: 8 weight rows, 1 or 2 tokens ---- */
-
-#define ROWS8_MAX_TOKENS 2
 
 /* The 4 int32 lanes of a and b summed pairwise ([a0+a2, b0+b2, a1+a3,
  * b1+b3]) and then to [a, b, c, d]: sum_pairs32/64 on 128 bits. */
@@ -470,66 +465,39 @@ static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, con
 	}
 }
 
-/* Rows in tiles of 8 (two tok8 passes of 4 rows over the groups of the
- * token tile, then rows8 for the tokens past the groups), the tile two
- * ahead prefetched during the first pass; rows past the last full tile go
- * through dot_multi. */
-ALWAYS_INLINE void gemm_rows(enum qtype t, quant_dot_multi_fn dm, int64_t n, const void *w,
-			     size_t w_stride, int64_t r0, int64_t r1, const void *a, size_t a_stride,
-			     const void *packed, int64_t T, float *y, int64_t y_stride)
-{
-	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
-	const int64_t groups = !packed ? 0
-			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
-									     : T / QUANT_GEMM_GROUP;
-	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
-	const int64_t nb = n / QK_K;
-	const int64_t r_end = r1 - (r1 - r0) % 8;
-	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
-		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
-		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
-		for (int64_t r = r0; r < r_end; r += 8) {
-			const char *pf = r + ROWS8_PREFETCH + 8 <= r_end
-						 ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
-						 : NULL;
-			if (g1 > g0) {
-				const struct quant_gemm_kblock *g = (const struct quant_gemm_kblock *)packed + g0 * nb;
-				const int ng = (int)(g1 - g0);
-				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
-				tok8(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
-				tok8(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
-			}
-			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
-				const void *at = (const uint8_t *)a + tk * a_stride;
-				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
-				if (T - tk >= 2)
-					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride,
-					      y_stride, p);
-				else
-					rows8(t, n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride,
-					      y_stride, p);
-			}
-		}
+/* ---- the gemm entries: gemm_tiles over tok8, rows8 and rows_by_dot ---- */
+
+#define K_GEMM(name, type)                                                                    \
+	ALWAYS_INLINE void tok_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
+				      const void *g, int ng, int64_t t0, int64_t T, float *y,  \
+				      int64_t y_stride, const char *pf)                        \
+	{                                                                                  \
+		tok8(type, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);              \
+	}                                                                                  \
+	ALWAYS_INLINE void rows8_##name(int64_t n, const void *w, size_t w_stride, int64_t r, \
+					const void *a, size_t a_stride, int nt, float *y,      \
+					int64_t y_stride, const char *pf)                      \
+	{                                                                                  \
+		rows8(type, n, w, w_stride, r, a, a_stride, nt, y, y_stride, pf);          \
+	}                                                                                  \
+	ALWAYS_INLINE void tail_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
+				       const void *a, size_t a_stride, int64_t T, float *y,    \
+				       int64_t y_stride)                                       \
+	{                                                                                  \
+		rows_by_dot(dot_multi_##name, n, WROW(w, w_stride, r), a, a_stride, 0, T, y, \
+			    y_stride, r);                                                  \
+	}                                                                                  \
+	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
+				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
+				int64_t T, float *y, int64_t y_stride)                             \
+	{                                                                                  \
+		gemm_tiles(n, w, w_stride, r0, r1, a, a_stride, packed,                    \
+			   (size_t)(n / QK_K) * sizeof(struct quant_gemm_kblock), T, y,      \
+			   y_stride, tok_##name, rows8_##name, tail_##name);               \
 	}
-	for (int64_t r = r_end; r < r1; r++)
-		rows_by_dot(dm, n, WROW(w, w_stride, r), a, a_stride, 0, T, y, y_stride, r);
-}
 
-static void gemm_q4_K(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-		      const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-		      int64_t y_stride)
-{
-	gemm_rows(QTYPE_Q4_K, dot_multi_q4_K, n, w, w_stride, r0, r1, a, a_stride, packed, T, y,
-		  y_stride);
-}
-
-static void gemm_q6_K(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-		      const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-		      int64_t y_stride)
-{
-	gemm_rows(QTYPE_Q6_K, dot_multi_q6_K, n, w, w_stride, r0, r1, a, a_stride, packed, T, y,
-		  y_stride);
-}
+K_GEMM(q4_K, QTYPE_Q4_K)
+K_GEMM(q6_K, QTYPE_Q6_K)
 
 /* The dot, dot_multi and gemm entries of both types, one arithmetic. */
 void quant_gemm_k_avx2_register(struct quant_kernels *k)
