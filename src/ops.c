@@ -110,10 +110,9 @@ void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out)
 
 /* Follows ggml's rope: theta starts at pos*scale and is multiplied by
  * base^(-2/n_rot) per pair, in float, so our angles round like llama.cpp's. */
-void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
-	      float scale, const float *freq_factors, enum rope_kind kind)
+void ops_rope_angles(float *cs, float *sn, int64_t n_rot, int64_t pos, float base, float scale,
+		     const float *freq_factors)
 {
-	float cs[512], sn[512]; /* n_rot/2 <= 512 checked at model load */
 	const float theta_scale = powf(base, -2.0f / (float)n_rot);
 	float theta = (float)pos;
 	for (int64_t i = 0; i < n_rot / 2; i++) {
@@ -124,6 +123,11 @@ void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos,
 		sn[i] = sinf(th);
 		theta *= theta_scale;
 	}
+}
+
+void ops_rope_apply(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, const float *cs,
+		    const float *sn, enum rope_kind kind)
+{
 	for (int64_t h = 0; h < n_heads; h++) {
 		float *v = x + h * Dh;
 		for (int64_t i = 0; i < n_rot / 2; i++) {
@@ -134,6 +138,14 @@ void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos,
 			v[b] = x0 * sn[i] + x1 * cs[i];
 		}
 	}
+}
+
+void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
+	      float scale, const float *freq_factors, enum rope_kind kind)
+{
+	float cs[OPS_ROPE_MAX_PAIRS], sn[OPS_ROPE_MAX_PAIRS];
+	ops_rope_angles(cs, sn, n_rot, pos, base, scale, freq_factors);
+	ops_rope_apply(x, n_heads, Dh, n_rot, cs, sn, kind);
 }
 
 static inline float gelu_tanh(float x)

@@ -47,6 +47,16 @@ void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);
 void ops_rope(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, int64_t pos, float base,
 	      float scale, const float *freq_factors, enum rope_kind kind);
 
+/* ops_rope in two steps, so one position's angles serve several tensors
+ * (a token's q and k heads): ops_rope_angles fills cs, sn [n_rot/2] (the
+ * sines and cosines ops_rope uses), ops_rope_apply rotates n_heads heads
+ * with them. Together, bit for bit ops_rope. */
+void ops_rope_angles(float *cs, float *sn, int64_t n_rot, int64_t pos, float base, float scale,
+		     const float *freq_factors);
+void ops_rope_apply(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, const float *cs,
+		    const float *sn, enum rope_kind kind);
+#define OPS_ROPE_MAX_PAIRS 512 /* n_rot / 2, checked at model load */
+
 /* GELU (tanh form) through llama.cpp's fp16 lookup table. */
 float ops_gelu(float x);
 
