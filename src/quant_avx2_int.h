@@ -233,21 +233,22 @@ static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
  * for them). */
 #define ROWS8_MAX_TOKENS 2
 
-/* What a weight type plugs into gemm_tiles (always-inline functions, so
- * each type's gemm entry compiles to one loop nest with no calls):
+/* What a family of weight types plugs into gemm_tiles (always-inline
+ * functions, called with the type t as a constant, so each type's gemm
+ * entry compiles to one loop nest with no calls):
  *  tok:   rows r .. r+3 against the ng <= GEMM_TILE_GROUPS packed groups
  *         at g (the first holds token t0), into the lanes of tokens
  *         t0 .. T-1 of y;
  *  rows8: rows r .. r+7 against nt (1 .. ROWS8_MAX_TOKENS) plain
  *         activation rows at a;
  *  tail:  row r (past the last 8-row tile) against all T plain rows. */
-typedef void (*gemm_tok_fn)(int64_t n, const void *w, size_t w_stride, int64_t r, const void *g,
-			    int ng, int64_t t0, int64_t T, float *y, int64_t y_stride,
-			    const char *pf);
-typedef void (*gemm_rows8_fn)(int64_t n, const void *w, size_t w_stride, int64_t r,
+typedef void (*gemm_tok_fn)(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			    const void *g, int ng, int64_t t0, int64_t T, float *y,
+			    int64_t y_stride, const char *pf);
+typedef void (*gemm_rows8_fn)(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			      const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
 			      const char *pf);
-typedef void (*gemm_tail_fn)(int64_t n, const void *w, size_t w_stride, int64_t r,
+typedef void (*gemm_tail_fn)(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
 
 /* The gemm entry (quant.h) over a type's kernels: rows in tiles of 8; for
@@ -258,8 +259,8 @@ typedef void (*gemm_tail_fn)(int64_t n, const void *w, size_t w_stride, int64_t 
  * the last full tile go through tail. With more than GEMM_TILE_GROUPS
  * groups (prefill) the weights are read once per token tile. group_bytes:
  * the packed bytes of one group of 8 tokens. */
-ALWAYS_INLINE void gemm_tiles(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			      const void *a, size_t a_stride, const void *packed,
+ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
+			      int64_t r1, const void *a, size_t a_stride, const void *packed,
 			      size_t group_bytes, int64_t T, float *y, int64_t y_stride,
 			      gemm_tok_fn tok, gemm_rows8_fn rows8, gemm_tail_fn tail)
 {
@@ -280,21 +281,23 @@ ALWAYS_INLINE void gemm_tiles(int64_t n, const void *w, size_t w_stride, int64_t
 				const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 				const int ng = (int)(g1 - g0);
 				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
-				tok(n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
-				tok(n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
+				tok(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+				tok(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
 			}
 			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
 				const void *at = (const uint8_t *)a + tk * a_stride;
 				const char *p = g1 == g0 && tk == t_left ? pf : NULL;
 				if (T - tk >= 2)
-					rows8(n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride, y_stride, p);
+					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride, y_stride,
+					      p);
 				else
-					rows8(n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride, y_stride, p);
+					rows8(t, n, w, w_stride, r, at, a_stride, 1, y + tk * y_stride, y_stride,
+					      p);
 			}
 		}
 	}
 	for (int64_t r = r_end; r < r1; r++)
-		tail(n, w, w_stride, r, a, a_stride, T, y, y_stride);
+		tail(t, n, w, w_stride, r, a, a_stride, T, y, y_stride);
 }
 
 #endif

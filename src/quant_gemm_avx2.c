@@ -344,38 +344,27 @@ ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_st
 
 /* Each type's dot, and its gemm: gemm_tiles over tok_rows4, rows8 and
  * dot_one for the rows past the last tile. */
+/* Weight row r (past the last 8-row tile) against all T tokens. */
+ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride)
+{
+	for (int64_t tk = 0; tk < T; tk++)
+		y[tk * y_stride + r] =
+			dot_one(t, n, WROW(w, w_stride, r), (const uint8_t *)a + tk * a_stride);
+}
+
 #define LEGACY_KERNELS(name, type)                                                             \
 	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
 	{                                                                                  \
 		*out = dot_one(type, n, w, a);                                             \
 	}                                                                                  \
-	ALWAYS_INLINE void tok_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
-				      const void *g, int ng, int64_t t0, int64_t T, float *y,  \
-				      int64_t y_stride, const char *pf)                        \
-	{                                                                                  \
-		tok_rows4(type, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);         \
-	}                                                                                  \
-	ALWAYS_INLINE void rows8_##name(int64_t n, const void *w, size_t w_stride, int64_t r, \
-					const void *a, size_t a_stride, int nt, float *y,      \
-					int64_t y_stride, const char *pf)                      \
-	{                                                                                  \
-		rows8(type, n, w, w_stride, r, a, a_stride, nt, y, y_stride, pf);          \
-	}                                                                                  \
-	ALWAYS_INLINE void tail_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
-				       const void *a, size_t a_stride, int64_t T, float *y,    \
-				       int64_t y_stride)                                       \
-	{                                                                                  \
-		for (int64_t tk = 0; tk < T; tk++)                                         \
-			y[tk * y_stride + r] = dot_one(type, n, WROW(w, w_stride, r),      \
-						       (const uint8_t *)a + tk * a_stride);  \
-	}                                                                                  \
 	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
 				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
 				int64_t T, float *y, int64_t y_stride)                             \
 	{                                                                                  \
-		gemm_tiles(n, w, w_stride, r0, r1, a, a_stride, packed,                    \
+		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
 			   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride, \
-			   tok_##name, rows8_##name, tail_##name);                         \
+			   tok_rows4, rows8, tail_rows);                                   \
 	}
 
 LEGACY_KERNELS(q4_0, QTYPE_Q4_0)

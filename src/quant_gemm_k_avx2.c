@@ -467,33 +467,23 @@ static void rows_by_dot(quant_dot_multi_fn dm, int64_t n, const uint8_t *wr, con
 
 /* ---- the gemm entries: gemm_tiles over tok8, rows8 and rows_by_dot ---- */
 
+/* Weight row r (past the last 8-row tile) against all T tokens, through
+ * the type's dot_multi. */
+ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride)
+{
+	rows_by_dot(t == QTYPE_Q4_K ? dot_multi_q4_K : dot_multi_q6_K, n, WROW(w, w_stride, r), a,
+		    a_stride, 0, T, y, y_stride, r);
+}
+
 #define K_GEMM(name, type)                                                                    \
-	ALWAYS_INLINE void tok_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
-				      const void *g, int ng, int64_t t0, int64_t T, float *y,  \
-				      int64_t y_stride, const char *pf)                        \
-	{                                                                                  \
-		tok8(type, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);              \
-	}                                                                                  \
-	ALWAYS_INLINE void rows8_##name(int64_t n, const void *w, size_t w_stride, int64_t r, \
-					const void *a, size_t a_stride, int nt, float *y,      \
-					int64_t y_stride, const char *pf)                      \
-	{                                                                                  \
-		rows8(type, n, w, w_stride, r, a, a_stride, nt, y, y_stride, pf);          \
-	}                                                                                  \
-	ALWAYS_INLINE void tail_##name(int64_t n, const void *w, size_t w_stride, int64_t r,  \
-				       const void *a, size_t a_stride, int64_t T, float *y,    \
-				       int64_t y_stride)                                       \
-	{                                                                                  \
-		rows_by_dot(dot_multi_##name, n, WROW(w, w_stride, r), a, a_stride, 0, T, y, \
-			    y_stride, r);                                                  \
-	}                                                                                  \
 	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
 				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
 				int64_t T, float *y, int64_t y_stride)                             \
 	{                                                                                  \
-		gemm_tiles(n, w, w_stride, r0, r1, a, a_stride, packed,                    \
+		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
 			   (size_t)(n / QK_K) * sizeof(struct quant_gemm_kblock), T, y,      \
-			   y_stride, tok_##name, rows8_##name, tail_##name);               \
+			   y_stride, tok8, rows8, tail_rows);                              \
 	}
 
 K_GEMM(q4_K, QTYPE_Q4_K)
