@@ -276,12 +276,17 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 		       mc->peak, pool_threads(c->pool), mc->macs_token / 1e6, mc->macs_prompt / 1e6);
 	printf("%-6s %5s %14s %17s %8s %7s %6s %6s %14s %6s\n", "runner", "batch", "decode tok/s",
 	       "(min .. max)", "ms/step", "GB/s", "% bw", "% mac", "prefill tok/s", "% mac");
-	for (int i = 0; i < n; i++)
-		printf("%-6s %5d %14.1f %7.1f .. %7.1f %8.2f %7.1f %5.0f%% %5.0f%% %14.1f %5.0f%%\n",
+	for (int i = 0; i < n; i++) {
+		char mac[16] = "     -", pmac[16] = "     -"; /* no peak measured (below AVX2) */
+		if (mc->peak > 0) {
+			snprintf(mac, sizeof mac, "%5.0f%%", rows[i].mac_pct);
+			snprintf(pmac, sizeof pmac, "%5.0f%%", rows[i].prefill_mac_pct);
+		}
+		printf("%-6s %5d %14.1f %7.1f .. %7.1f %8.2f %7.1f %5.0f%% %s %14.1f %s\n",
 		       runner_kind_name((enum runner_kind)rows[i].runner), rows[i].batch,
 		       rows[i].tok_s, rows[i].tok_min, rows[i].tok_max, rows[i].ms_step,
-		       rows[i].bw_gbs, rows[i].bw_pct, rows[i].mac_pct, rows[i].prefill_tok_s,
-		       rows[i].prefill_mac_pct);
+		       rows[i].bw_gbs, rows[i].bw_pct, mac, rows[i].prefill_tok_s, pmac);
+	}
 	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median; prefetch %s)\n",
 	       o->prompt, o->gen, o->runs, o->prefetch ? "on" : "off");
 }
