@@ -147,13 +147,9 @@ ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, i
  * mins. Same bit layout as quant_k4_scales_unpack, four bytes at a time. */
 static inline __m256i k4_scales_mins(const uint8_t p[12])
 {
-	uint32_t u[3];
-	memcpy(u, p, 12);
-	uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-	uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
-	uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-	uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
-	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo));
+	uint32_t w[4];
+	quant_k4_scales_mins_words(p, w);
+	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0]));
 }
 
 /* int16 element k of each 128-bit lane broadcast across that lane. */

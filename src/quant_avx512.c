@@ -206,16 +206,12 @@ DOT_AND_MULTI(q5_0, q5_0_dot_rows)
 
 /* ---- Q4_K ---- */
 
-/* Scales (int16 lanes 0..7) and mins (8..15); see quant_avx2.c. */
+/* Scales (int16 lanes 0..7) and mins (8..15); see quant_avx2_int.h. */
 static inline __m256i k4_scales_mins(const uint8_t p[12])
 {
-	uint32_t u[3];
-	memcpy(u, p, 12);
-	uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-	uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
-	uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-	uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
-	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo));
+	uint32_t w[4];
+	quant_k4_scales_mins_words(p, w);
+	return _mm256_cvtepu8_epi16(_mm_set_epi32((int)w[3], (int)w[2], (int)w[1], (int)w[0]));
 }
 
 static inline __m128i k4_min_sums(__m256i scales_mins, const int16_t *bsums)

@@ -10,6 +10,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -95,6 +96,18 @@ static_assert(sizeof(struct block_q8_K) == 292, "q8_K layout");
 /* Splits the 12 packed bytes of a Q4_K/Q5_K block into 8 six-bit scales and
  * 8 six-bit mins (sub-block j covers elements 32j .. 32j+32). */
 void quant_k4_scales_unpack(const uint8_t packed[12], uint8_t sc[8], uint8_t mn[8]);
+
+/* The same 16 bytes (8 scales, then 8 mins) four at a time, as the words
+ * w[0..3] of a little-endian vector: what the SIMD kernels widen to int16. */
+static inline void quant_k4_scales_mins_words(const uint8_t p[12], uint32_t w[4])
+{
+	uint32_t u[3];
+	memcpy(u, p, 12);
+	w[0] = u[0] & 0x3f3f3f3f;
+	w[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4;
+	w[2] = u[1] & 0x3f3f3f3f;
+	w[3] = ((u[2] >> 4) & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4;
+}
 
 /* Same for Q3_K: 16 scales with the bias of 32 already removed. */
 void quant_q3k_scales_unpack(const uint8_t packed[12], int8_t sc[16]);
