@@ -295,13 +295,24 @@ void model_close(struct model *m)
 	ing_free(m);
 }
 
+/* The matrices a layer multiplies each token by. */
+#define LAYER_MATRICES 7
+static void layer_matrices(const struct model_layer *l,
+			   const struct gguf_tensor *w[LAYER_MATRICES])
+{
+	const struct gguf_tensor *all[LAYER_MATRICES] = { l->wq,     l->wk,   l->wv,    l->wo,
+							  l->w_gate, l->w_up, l->w_down };
+	memcpy(w, all, sizeof all);
+}
+
 uint64_t model_weight_bytes(const struct model *m)
 {
 	uint64_t b = m->output->nbytes + m->tok_embd->nbytes / (uint64_t)m->hp.n_vocab;
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct model_layer *l = &m->layers[il];
-		b += l->wq->nbytes + l->wk->nbytes + l->wv->nbytes + l->wo->nbytes;
-		b += l->w_gate->nbytes + l->w_up->nbytes + l->w_down->nbytes;
+		const struct gguf_tensor *w[LAYER_MATRICES];
+		layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < LAYER_MATRICES; i++)
+			b += w[i]->nbytes;
 	}
 	return b;
 }
@@ -310,9 +321,10 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head)
 {
 	uint64_t n = lm_head ? m->output->nelems : 0;
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct model_layer *l = &m->layers[il];
-		n += l->wq->nelems + l->wk->nelems + l->wv->nelems + l->wo->nelems;
-		n += l->w_gate->nelems + l->w_up->nelems + l->w_down->nelems;
+		const struct gguf_tensor *w[LAYER_MATRICES];
+		layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < LAYER_MATRICES; i++)
+			n += w[i]->nelems;
 	}
 	return n;
 }
