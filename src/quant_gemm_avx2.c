@@ -163,15 +163,21 @@ ALWAYS_INLINE int legacy_offset_log2(enum qtype t)
 	return t == QTYPE_Q4_0 ? 3 : 4;
 }
 
-/* The float step of block i for 4 rows and one group of tokens (block
- * scales da): acc[j] = fma(dw_j * da, isum_j, acc[j]). */
-ALWAYS_INLINE void tok_step(enum qtype t, const uint8_t *w0, size_t w_stride, int64_t i, __m256 da,
-			    const __m256i isum[4], __m256 acc[4])
+/* The scales of block i of the 4 rows, each broadcast: read once per
+ * block for every group of tokens. */
+ALWAYS_INLINE void tok_scales(enum qtype t, const uint8_t *w0, size_t w_stride, int64_t i,
+			      __m256 dw[4])
 {
-	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-		__m256 dw = _mm256_set1_ps(half_load(block_d16(t, w0 + j * w_stride, i)));
-		acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[j]), acc[j]);
-	}
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		dw[j] = _mm256_set1_ps(half_load(block_d16(t, w0 + j * w_stride, i)));
+}
+
+/* The float step of a block for 4 rows (scales dw) and one group of tokens
+ * (block scales da): acc[j] = fma(dw_j * da, isum_j, acc[j]). */
+ALWAYS_INLINE void tok_step(const __m256 dw[4], __m256 da, const __m256i isum[4], __m256 acc[4])
+{
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[j], da), _mm256_cvtepi32_ps(isum[j]), acc[j]);
 }
 
 /* Quads k0 .. k0+3 of 4 rows of unsigned quants (wq) against one packed
@@ -219,6 +225,8 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 		prefetch_slice(pf, w_stride, nb, i);
 		for (int j = 0; j < 4; j++)
 			_mm256_store_si256((__m256i *)wq[j], legacy_uquants(t, w0 + j * w_stride, i));
+		__m256 dw[4];
+		tok_scales(t, w0, w_stride, i, dw);
 		/* the broadcasts below must read wq from memory (one load each),
 		 * not be rebuilt from the registers by shuffles */
 		__asm__ volatile("" ::: "memory");
@@ -234,7 +242,7 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 			const __m256i off = _mm256_slli_epi32(load256(b->sums), legacy_offset_log2(t));
 			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
 				is[j] = _mm256_sub_epi32(_mm256_add_epi32(is[j], hi[j]), off);
-			tok_step(t, w0, w_stride, i, _mm256_loadu_ps(b->d), is, acc[gi]);
+			tok_step(dw, _mm256_loadu_ps(b->d), is, acc[gi]);
 		}
 	}
 }
@@ -291,10 +299,12 @@ ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
 			}
 		}
 		const __m256i ia[4] = { a0, a1, a2, a3 };
-		tok_step(QTYPE_Q8_0, w0, w_stride, i, _mm256_loadu_ps(ga[i].d), ia, fa);
+		__m256 dw[4];
+		tok_scales(QTYPE_Q8_0, w0, w_stride, i, dw);
+		tok_step(dw, _mm256_loadu_ps(ga[i].d), ia, fa);
 		if (nt == 2) {
 			const __m256i ib[4] = { b0, b1, b2, b3 };
-			tok_step(QTYPE_Q8_0, w0, w_stride, i, _mm256_loadu_ps(gb[i].d), ib, fb);
+			tok_step(dw, _mm256_loadu_ps(gb[i].d), ib, fb);
 		}
 	}
 	for (int j = 0; j < 4; j++) {
