@@ -315,6 +315,53 @@ static int check_left_recursion(const struct gbuild *b)
 	return rc;
 }
 
+/* ---- an empty language ----
+ *
+ * A grammar whose root derives no string at all (root ::= [], a rule that
+ * only recurses, a schema that nothing satisfies) would let a matcher
+ * allow no token from the first step, and generation would stop at once
+ * with an empty text the grammar does not match; such grammars are
+ * refused. productive[r] (r derives some string) is computed to a
+ * fixpoint, as nullable is above: a class is productive when it holds a
+ * byte, an alternative when all its symbols are. */
+
+static bool class_nonempty(const struct gbuild *b, uint32_t s)
+{
+	const struct gclass *c = &b->classes[s & ~GSYM_CLASS];
+	for (int w = 0; w < 8; w++)
+		if (c->w[w])
+			return true;
+	return false;
+}
+
+static bool sym_productive(const struct gbuild *b, const uint8_t *productive, uint32_t s)
+{
+	return GSYM_IS_CLASS(s) ? class_nonempty(b, s) : productive[s];
+}
+
+static int check_productive(const struct gbuild *b, uint32_t root)
+{
+	uint8_t *productive = ing_calloc((size_t)b->n_rules + 1, 1);
+	if (!productive)
+		return ING_ERR_NOMEM;
+	for (bool changed = true; changed;) {
+		changed = false;
+		for (int r = 0; r < b->n_rules; r++) {
+			for (int a = 0; a < b->rules[r].n && !productive[r]; a++) {
+				const struct gb_alt *A = &b->rules[r].alts[a];
+				int i = 0;
+				while (i < A->n && sym_productive(b, productive, A->s[i]))
+					i++;
+				if (i == A->n)
+					productive[r] = changed = true;
+			}
+		}
+	}
+	bool ok = sym_productive(b, productive, root);
+	ing_free(productive);
+	return ok ? ING_OK : ING_ERR_UNSUPPORTED;
+}
+
 int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err)
 {
 	*out = NULL;
@@ -331,6 +378,11 @@ int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *er
 			       ? ing_err_set(err, rc, "out of memory")
 			       : ing_err_set(err, rc, "the grammar is left-recursive (a $ref cycle that "
 						      "matches nothing before recursing)");
+	}
+	if ((rc = check_productive(b, root))) {
+		gb_free(b);
+		return rc == ING_ERR_NOMEM ? ing_err_set(err, rc, "out of memory")
+					   : ing_err_set(err, rc, "the grammar matches no string");
 	}
 	struct grammar *g = ing_calloc(1, sizeof *g);
 	if (g) {

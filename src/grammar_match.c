@@ -39,9 +39,12 @@ struct grammar_matcher {
 
 /* ---- scratch buffers ---- */
 
+/* Grows *p to hold n words. Always leaves a buffer, even for n == 0, so
+ * callers may form p + offset (an empty key at offset 0) without pointer
+ * arithmetic on NULL. */
 static bool need(uint32_t **p, size_t *cap, size_t n)
 {
-	if (n <= *cap)
+	if (n <= *cap && *p)
 		return true;
 	size_t c = *cap ? *cap * 2 : 256;
 	while (c < n)

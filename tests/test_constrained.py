@@ -270,7 +270,8 @@ def test_structured(cl):
         check(f"structured GBNF (seed {seed})", r.choices[0].finish_reason == "stop" and
               re.fullmatch(r"Answer: (yes|no), because [a-z ]{1,30}\.", text), repr(text))
     for st, needle in (({"regex": "a(?=b)"}, "lookaround"), ({"grammar": "root ::= x"}, "'x'"),
-                       ({"regex": "a", "grammar": "root ::= \"a\""}, "structured")):
+                       ({"regex": "a", "grammar": "root ::= \"a\""}, "structured"),
+                       ({"grammar": "root ::= \"a\" []"}, "matches no string")):
         try:
             cl.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8,

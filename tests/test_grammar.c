@@ -166,6 +166,10 @@ static void test_rejected_schemas(void)
 		{ "{\"type\":", ING_ERR_INVALID, "not valid JSON" },
 		{ "false", ING_ERR_UNSUPPORTED, "accepts nothing" },
 		{ "{\"allOf\":[{},{}]}", ING_ERR_UNSUPPORTED, "allOf" },
+		/* an object that must hold itself: no finite value */
+		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":"
+		  "\"#/$defs/n\"}},\"required\":[\"next\"]}},\"$ref\":\"#/$defs/n\"}",
+		  ING_ERR_UNSUPPORTED, "matches no string" },
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", ING_ERR_UNSUPPORTED, "no value" },
 		{ "{\"type\":\"object\",\"minProperties\":1}", ING_ERR_UNSUPPORTED, "minProperties" },
 		{ "{\"type\":\"string\",\"maxLength\":100000}", ING_ERR_UNSUPPORTED, "maxLength" },
@@ -241,6 +245,12 @@ static void test_text_grammars(void)
 		{ true, "(ab", "missing )" },
 		{ true, "ab)", "unbalanced" },
 		{ true, "*a", "misplaced" },
+		/* empty languages: an empty class, a rule with no way out, an
+		 * empty class reached only after a byte */
+		{ false, "root ::= []", "matches no string" },
+		{ false, "root ::= [^\\x00-\\U0010FFFF]", "matches no string" },
+		{ false, "root ::= \"a\" x\nx ::= \"b\" x", "matches no string" },
+		{ false, "root ::= \"a\" [] | x\nx ::= \"b\" x", "matches no string" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct grammar *g = NULL;
