@@ -278,7 +278,21 @@ static uint32_t string_format(struct sc *c, const char *f)
 
 /* ---- integer ranges ---- */
 
-/* Decimal strings of equal length n from lo to hi (lo <= hi). */
+static bool all_digit(const char *s, int n, char d)
+{
+	for (int i = 0; i < n; i++)
+		if (s[i] != d)
+			return false;
+	return true;
+}
+
+/* Decimal strings of equal length n from lo to hi (lo <= hi). Where the
+ * first digits differ, the strings split into lo[0] then (lo's tail ..
+ * 9...9), the digits between with any tail, and hi[0] then (0...0 .. hi's
+ * tail); a tail of all zeros (all nines) on lo's (hi's) side puts its
+ * first digit with the free ones instead, so each side recurses down one
+ * chain and a range costs O(n^2) symbols, not 2^n (the whole n-digit range
+ * from 10...0 to 9...9 had split into both sides at every digit). */
 static uint32_t same_len(struct sc *c, const char *lo, const char *hi, int n)
 {
 	struct gbuild *b = &c->b;
@@ -289,13 +303,16 @@ static uint32_t same_len(struct sc *c, const char *lo, const char *hi, int n)
 	char nines[24], zeros[24];
 	memset(nines, '9', (size_t)n);
 	memset(zeros, '0', (size_t)n);
+	const bool lo_free = all_digit(lo + 1, n - 1, '0'), hi_free = all_digit(hi + 1, n - 1, '9');
+	const unsigned mid_lo = (unsigned char)lo[0] + !lo_free, mid_hi = (unsigned char)hi[0] - !hi_free;
 	uint32_t alts[3];
 	int k = 0;
-	alts[k++] = GB_SEQ(b, gb_byte(b, (unsigned char)lo[0]), same_len(c, lo + 1, nines, n - 1));
-	if (lo[0] + 1 <= hi[0] - 1)
-		alts[k++] = GB_SEQ(b, gb_range(b, (unsigned char)lo[0] + 1, (unsigned char)hi[0] - 1),
-				   digits(c, n - 1, n - 1));
-	alts[k++] = GB_SEQ(b, gb_byte(b, (unsigned char)hi[0]), same_len(c, zeros, hi + 1, n - 1));
+	if (!lo_free)
+		alts[k++] = GB_SEQ(b, gb_byte(b, (unsigned char)lo[0]), same_len(c, lo + 1, nines, n - 1));
+	if (mid_lo <= mid_hi)
+		alts[k++] = GB_SEQ(b, gb_range(b, mid_lo, mid_hi), digits(c, n - 1, n - 1));
+	if (!hi_free)
+		alts[k++] = GB_SEQ(b, gb_byte(b, (unsigned char)hi[0]), same_len(c, zeros, hi + 1, n - 1));
 	return gb_altv(b, alts, k);
 }
 

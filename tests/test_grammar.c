@@ -3,6 +3,7 @@
  * against a brute-force scan of a synthetic vocabulary on random walks,
  * and (with the default model installed) the mask cost on Gemma's 262k
  * vocabulary. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,56 @@ static const struct case_ cases[] = {
 	{ "{\"type\":\"string\",\"maxLength\":25}",
 	  { "\"" "0123456789" "0123456789" "01234" "\"" }, { "\"" "0123456789" "0123456789" "012345" "\"" } },
 };
+
+/* Integer bounds: every probe value accepted exactly when it lies within
+ * them (an unbounded side stops at 16 digits), and a one-sided bound
+ * builds a small grammar (its 16-digit ranges once split into 2^16
+ * branches: half a second and a quarter of a gigabyte per schema). */
+static void test_int_ranges(void)
+{
+	const long long none = LLONG_MIN, lim = 9999999999999999ll;
+	static const long long bounds[][2] = {
+		{ 0, 150 },   { -5, 12 },  { 7, 7 },       { -1000, -999 }, { 99, 1000 },
+		{ 100, 999 }, { 1, 9 },    { 10, 99 },     { -3, -1 },      { -987654321, 1234567 },
+		{ 0, LLONG_MIN },  { -5, LLONG_MIN },  { 123, LLONG_MIN },
+		{ LLONG_MIN, 5 },  { LLONG_MIN, -20 }, { LLONG_MIN, 1000000 },
+	};
+	long long probes[2300 + 4 * 17 + 8];
+	int np = 0;
+	for (long long v = -1100; v <= 1100; v++)
+		probes[np++] = v;
+	for (long long p = 10; p <= 10000000000000000ll; p *= 10) {
+		probes[np++] = p - 1, probes[np++] = p;
+		probes[np++] = 1 - p, probes[np++] = -p;
+	}
+	probes[np++] = 1234567, probes[np++] = 1234568, probes[np++] = -987654321;
+	probes[np++] = -987654322;
+	for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++) {
+		const long long lo = bounds[i][0], hi = bounds[i][1];
+		char schema[160], num[32];
+		int k = snprintf(schema, sizeof schema, "{\"type\":\"integer\"");
+		if (lo != none)
+			k += snprintf(schema + k, sizeof schema - (size_t)k, ",\"minimum\":%lld", lo);
+		if (hi != none)
+			k += snprintf(schema + k, sizeof schema - (size_t)k, ",\"maximum\":%lld", hi);
+		snprintf(schema + k, sizeof schema - (size_t)k, "}");
+		size_t live = ing_mem_live();
+		struct grammar *g = compile(schema);
+		if (!g)
+			continue;
+		CHECK(ing_mem_live() - live < (1u << 20), "%s: %zu bytes of grammar", schema,
+		      ing_mem_live() - live);
+		int bad = 0;
+		for (int j = 0; j < np; j++) {
+			const long long v = probes[j];
+			const bool want = (lo == none ? v >= -lim : v >= lo) && (hi == none ? v <= lim : v <= hi);
+			snprintf(num, sizeof num, "%lld", v);
+			if (accepts(g, num) != want && bad++ < 3)
+				CHECK(false, "%s: %s %s", schema, num, want ? "refused" : "accepted");
+		}
+		grammar_free(g);
+	}
+}
 
 static void test_accept_reject(void)
 {
@@ -596,6 +647,7 @@ static void test_model_vocab(void)
 int main(void)
 {
 	test_accept_reject();
+	test_int_ranges();
 	test_whitespace_bounded();
 	test_rejected_schemas();
 	test_alts();
