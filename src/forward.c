@@ -210,7 +210,11 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	f->m = m;
 	f->hp = &m->hp;
+	/* the faster narrow kernels where the weights allow them (every
+	 * quantizer's output does); the same results either way */
 	f->k = quant_kernels_best();
+	if (model_weights_narrow(m))
+		f->k = quant_kernels_narrow(f->k);
 	f->cfg = *cfg;
 	const struct model_hparams *hp = f->hp;
 	f->Dq = hp->n_head * hp->head_dim;

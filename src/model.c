@@ -317,6 +317,20 @@ uint64_t model_weight_bytes(const struct model *m)
 	return b;
 }
 
+bool model_weights_narrow(const struct model *m)
+{
+	if (!quant_weights_narrow(m->output->type, m->output->data, m->output->nbytes))
+		return false;
+	for (int64_t il = 0; il < m->hp.n_layer; il++) {
+		const struct gguf_tensor *w[LAYER_MATRICES];
+		layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < LAYER_MATRICES; i++)
+			if (!quant_weights_narrow(w[i]->type, w[i]->data, w[i]->nbytes))
+				return false;
+	}
+	return true;
+}
+
 uint64_t model_weight_macs(const struct model *m, bool lm_head)
 {
 	uint64_t n = lm_head ? m->output->nelems : 0;

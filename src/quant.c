@@ -164,6 +164,7 @@ static void kernels_fill_ref(struct quant_kernels *k)
 /* ---- tables ---- */
 
 static struct quant_kernels tables[QUANT_ISA_COUNT];
+static struct quant_kernels tables_narrow[QUANT_ISA_COUNT]; /* quant_kernels_narrow */
 static int table_ok[QUANT_ISA_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -183,8 +184,15 @@ static void tables_build(void)
 			quant_gemm_avx2_register(k);
 			quant_gemm_k_avx2_register(k);
 		}
-		if (i >= QUANT_ISA_AVX512)
+		tables_narrow[i] = *k;
+		if (i >= QUANT_ISA_AVX2)
+			quant_gemm_avx2_register_narrow(&tables_narrow[i]);
+		if (i >= QUANT_ISA_AVX512) {
 			quant_avx512_register(k);
+			quant_avx512_register(&tables_narrow[i]);
+		}
+#else
+		tables_narrow[i] = *k;
 #endif
 	}
 }
@@ -201,6 +209,36 @@ const struct quant_kernels *quant_kernels_best(void)
 {
 	const struct quant_kernels *k = quant_kernels_get(quant_isa_detect());
 	return k ? k : quant_kernels_get(QUANT_ISA_SCALAR);
+}
+
+const struct quant_kernels *quant_kernels_narrow(const struct quant_kernels *k)
+{
+	pthread_once(&tables_once, tables_build);
+	return k == &tables[k->isa] ? &tables_narrow[k->isa] : k;
+}
+
+/* Whether any of the 8 bytes of x is 0x80: exact (the classic zero-byte
+ * test on x ^ 0x80..., whose per-byte sums never carry). */
+static bool word_has_0x80(uint64_t x)
+{
+	const uint64_t hi = 0x8080808080808080ull, lo7 = 0x7f7f7f7f7f7f7f7full;
+	const uint64_t z = x ^ hi; /* a byte of z is 0 where x's is 0x80 */
+	return (~(((z & lo7) + lo7) | z) & hi) != 0;
+}
+
+bool quant_weights_narrow(enum qtype t, const void *w, uint64_t nbytes)
+{
+	if (t != QTYPE_Q8_0)
+		return true;
+	const struct block_q8_0 *b = w;
+	for (uint64_t i = 0; i < nbytes / sizeof *b; i++) {
+		uint64_t q[QK / 8];
+		memcpy(q, b[i].qs, sizeof q);
+		if (word_has_0x80(q[0]) || word_has_0x80(q[1]) || word_has_0x80(q[2]) ||
+		    word_has_0x80(q[3]))
+			return false;
+	}
+	return true;
 }
 
 /* ---- packed activation groups ---- */

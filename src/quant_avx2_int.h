@@ -127,16 +127,22 @@ static inline __m256i sum_halves(__m256i a, __m256i b)
  * ahead): eight interleaved row streams defeat the hardware prefetcher. */
 #define ROWS8_PREFETCH 16
 
-/* While block i of nb of a pass over a tile computes, the slice i of the
- * 8-row tile at pf (NULL: none) is prefetched: a few lines per block, so
- * the requests spread over the pass instead of filling the miss buffers in
- * one burst. */
-ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, int64_t nb, int64_t i)
+/* The bytes of the 8-row tile at pf prefetched per block when a pass has
+ * nb blocks: whole lines, rounded up. Computed once per pass (a division). */
+ALWAYS_INLINE size_t prefetch_step(size_t w_stride, int64_t nb)
+{
+	return (8 * w_stride / 64 + (size_t)nb) / (size_t)nb * 64;
+}
+
+/* While block i of a pass over a tile computes, the slice i (step bytes,
+ * from prefetch_step) of the 8-row tile at pf (NULL: none) is prefetched:
+ * a few lines per block, so the requests spread over the pass instead of
+ * filling the miss buffers in one burst. */
+ALWAYS_INLINE void prefetch_slice(const char *pf, size_t w_stride, size_t step, int64_t i)
 {
 	if (!pf)
 		return;
 	const size_t tile_bytes = 8 * w_stride;
-	const size_t step = (tile_bytes / 64 + (size_t)nb) / (size_t)nb * 64; /* lines per block, rounded up */
 	for (size_t o = (size_t)i * step; o < (size_t)(i + 1) * step && o < tile_bytes; o += 64)
 		_mm_prefetch(pf + o, _MM_HINT_T0);
 }

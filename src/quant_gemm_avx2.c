@@ -32,6 +32,10 @@
  *    offset back out exactly), unpacked once per block for every group,
  *    and their products add up in int16 over 4 quads; Q8_0 uses the sign
  *    trick and runs two groups per pass, each broadcast quad serving both.
+ *    Its narrow form (quant_kernels_narrow: no quant is -128, as every
+ *    quantizer writes) moves the signs onto the weights, |a| * sign(q, a),
+ *    so |a| is formed once per quad for 4 rows and each product costs one
+ *    vpsignb instead of two.
  *  - dot: one row, one token (the dot entry; rows past the last group of 8
  *    rows).
  *
@@ -46,13 +50,17 @@
  * x 256..4096, T = 32..128: 38-40 -> 78-84 GMAC/s; Q8_0 640 x 16384: T = 32
  * 41 -> 53, T = 8 (one group) 40 -> 41. Q8_0 stays below the others: the
  * sign trick and the immediate widening cost 4.5 vector operations per 32
- * products against 2.5. End to end (`ingot bench --batch 32 --prompt 512
+ * products against 2.5. The narrow form, with the per-block division of
+ * the prefetch and a per-block array of row pointers gone from the loop
+ * (same benchmark): T = 8 45.5 -> 54.9, T = 32 54.8 -> 59.4 (the general
+ * form 48.3 and 56.5). End to end (`ingot bench --batch 32 --prompt 512
  * --profile -t 1`, the other core busy): prefill gate_up 894 -> 580 ms,
  * qkv 251 -> 131 ms; batch 32 decode 132 -> 174-184 tok/s.
  *
  * The results differ from the lane-wise kernels (and from llama.cpp's) in
  * float rounding only: the integer sums are the same. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "quant_avx2_int.h"
 
@@ -113,8 +121,9 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 		ac[c] = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)c * a_stride);
 		acc[c] = _mm256_setzero_ps();
 	}
+	const size_t pf_step = prefetch_step(w_stride, n / QK);
 	for (int64_t i = 0; i < n / QK; i++) {
-		prefetch_slice(pf, w_stride, n / QK, i);
+		prefetch_slice(pf, w_stride, pf_step, i);
 		__m256i x[ROWS8_MAX_TOKENS], s03[ROWS8_MAX_TOKENS], s47[ROWS8_MAX_TOKENS];
 		FOR_COLS(c, nt)
 			x[c] = load256(ac[c][i].qs);
@@ -221,8 +230,9 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 				__m256 acc[][4], const char *pf)
 {
 	int32_t wq[4][QK / 4] __attribute__((aligned(32)));
+	const size_t pf_step = prefetch_step(w_stride, nb);
 	for (int64_t i = 0; i < n / QK; i++) {
-		prefetch_slice(pf, w_stride, nb, i);
+		prefetch_slice(pf, w_stride, pf_step, i);
 		for (int j = 0; j < 4; j++)
 			_mm256_store_si256((__m256i *)wq[j], legacy_uquants(t, w0 + j * w_stride, i));
 		__m256 dw[4];
@@ -247,65 +257,83 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 	}
 }
 
-/* Q8_0: 4 rows x nt (1 or 2, a constant at each instance) groups at ga,
- * gb. The quants are signed bytes, so the sign trick (|q| against
- * sign(a, q), vpmaddubsw) forms the products, widened at once (a pair
- * can reach 2 * 127 * 127); each broadcast weight quad serves both
- * groups. */
-ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
-			      const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
-			      int nt, __m256 acc[][4], const char *pf)
+/* The exact int32 dots of one Q8_0 block of 4 rows (quants at qs, row j's
+ * j * w_stride on) against nt (1 or 2) packed group blocks xa, xb: ia[j],
+ * ib[j] hold the 8 tokens' sums. vpmaddubsw needs one unsigned operand,
+ * and a pair of products can reach 2 * 128 * 127, so each product is
+ * widened at once (vpmaddwd). With narrow (a constant) the unsigned side
+ * is |a|, formed once per quad for all 4 rows, against sign(q, a): one
+ * vpsignb per broadcast weight quad and group, valid only when no quant
+ * is -128 (its negation does not fit in a byte). Otherwise |q| against
+ * sign(a, q), which holds for every q (a is never -128): a second
+ * vpsignb per broadcast quad. */
+ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
+				   const struct quant_gemm_block *xa, const struct quant_gemm_block *xb,
+				   int nt, bool narrow, __m256i ia[4], __m256i ib[4])
 {
 	const __m256i ones = _mm256_set1_epi16(1);
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+	__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+	_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
+		const __m256i x = load256(xa->quads[k]);
+		const __m256i y = nt == 2 ? load256(xb->quads[k]) : x;
+		const __m256i ux = _mm256_sign_epi8(x, x), uy = _mm256_sign_epi8(y, y);
+#define PRODUCTS(q, x, ux) \
+	(narrow ? _mm256_maddubs_epi16(ux, _mm256_sign_epi8(q, x)) \
+		  : _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)))
+#define QUAD(j, A, B)                                                                   \
+	do {                                                                            \
+		int32_t wv;                                                             \
+		memcpy(&wv, qs + (j) * w_stride + 4 * k, sizeof wv);                    \
+		const __m256i q = _mm256_set1_epi32(wv);                                \
+		A = _mm256_add_epi32(A, _mm256_madd_epi16(PRODUCTS(q, x, ux), ones));  \
+		if (nt == 2)                                                            \
+			B = _mm256_add_epi32(B, _mm256_madd_epi16(PRODUCTS(q, y, uy), ones)); \
+	} while (0)
+		QUAD(0, a0, b0);
+		QUAD(1, a1, b1);
+		QUAD(2, a2, b2);
+		QUAD(3, a3, b3);
+#undef QUAD
+#undef PRODUCTS
+		KEEP(a0);
+		KEEP(a1);
+		KEEP(a2);
+		KEEP(a3);
+		if (nt == 2) {
+			KEEP(b0);
+			KEEP(b1);
+			KEEP(b2);
+			KEEP(b3);
+		}
+	}
+	ia[0] = a0, ia[1] = a1, ia[2] = a2, ia[3] = a3;
+	ib[0] = b0, ib[1] = b1, ib[2] = b2, ib[3] = b3;
+}
+
+/* Q8_0: 4 rows x nt (1 or 2, a constant at each instance) groups at ga,
+ * gb, block by block (q8_quads_signed, narrow or not); each broadcast
+ * weight quad serves both groups. */
+ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
+			      const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
+			      int nt, bool narrow, __m256 acc[][4], const char *pf)
+{
 	const int64_t nb = n / QK;
 	__m256 fa[4], fb[4];
 	for (int j = 0; j < 4; j++)
 		fa[j] = fb[j] = _mm256_setzero_ps();
+	const size_t pf_step = prefetch_step(w_stride, nb);
 	for (int64_t i = 0; i < nb; i++) {
-		prefetch_slice(pf, w_stride, nb, i);
-		const struct block_q8_0 *wb[4];
-		for (int j = 0; j < 4; j++)
-			wb[j] = (const struct block_q8_0 *)(w0 + j * w_stride) + i;
-		__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-		__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-		_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
-			const __m256i xa = load256(ga[i].quads[k]);
-			const __m256i xb = nt == 2 ? load256(gb[i].quads[k]) : xa;
-#define QUAD(j, A, B)                                                                           \
-	do {                                                                                    \
-		int32_t wv;                                                                     \
-		memcpy(&wv, wb[j]->qs + 4 * k, sizeof wv);                                      \
-		const __m256i q = _mm256_set1_epi32(wv), aq = _mm256_sign_epi8(q, q);          \
-		A = _mm256_add_epi32(A, _mm256_madd_epi16(                                     \
-			_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xa, q)), ones));             \
-		if (nt == 2)                                                                    \
-			B = _mm256_add_epi32(B, _mm256_madd_epi16(                             \
-				_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xb, q)), ones));     \
-	} while (0)
-			QUAD(0, a0, b0);
-			QUAD(1, a1, b1);
-			QUAD(2, a2, b2);
-			QUAD(3, a3, b3);
-#undef QUAD
-			KEEP(a0);
-			KEEP(a1);
-			KEEP(a2);
-			KEEP(a3);
-			if (nt == 2) {
-				KEEP(b0);
-				KEEP(b1);
-				KEEP(b2);
-				KEEP(b3);
-			}
-		}
-		const __m256i ia[4] = { a0, a1, a2, a3 };
+		prefetch_slice(pf, w_stride, pf_step, i);
+		const uint8_t *qs = (const uint8_t *)((const struct block_q8_0 *)w0 + i)->qs;
+		const struct quant_gemm_block *xb = nt == 2 ? gb + i : NULL;
+		__m256i ia[4], ib[4];
+		q8_quads_signed(qs, w_stride, ga + i, xb, nt, narrow, ia, ib);
 		__m256 dw[4];
 		tok_scales(QTYPE_Q8_0, w0, w_stride, i, dw);
 		tok_step(dw, _mm256_loadu_ps(ga[i].d), ia, fa);
-		if (nt == 2) {
-			const __m256i ib[4] = { b0, b1, b2, b3 };
+		if (nt == 2)
 			tok_step(dw, _mm256_loadu_ps(gb[i].d), ib, fb);
-		}
 	}
 	for (int j = 0; j < 4; j++) {
 		acc[0][j] = fa[j];
@@ -316,10 +344,11 @@ ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
 
 /* Rows r .. r+3 for the ng groups of tokens at g (the first is token t0):
  * into y, the lanes of tokens t0 .. T-1 only (a partial last group's other
- * lanes are computed and dropped). */
-ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
-			     const void *vg, int ng, int64_t t0, int64_t T, float *y,
-			     int64_t y_stride, const char *pf)
+ * lanes are computed and dropped). narrow (a constant): Q8_0 weights hold
+ * no -128 (q8_quads_signed). */
+ALWAYS_INLINE void tok_rows4_any(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+				 const void *vg, int ng, int64_t t0, int64_t T, float *y,
+				 int64_t y_stride, const char *pf, bool narrow)
 {
 	const struct quant_gemm_block *g = vg;
 	const uint8_t *w0 = WROW(w, w_stride, r);
@@ -328,10 +357,11 @@ ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_st
 	if (t == QTYPE_Q8_0) {
 		int gi = 0;
 		for (; gi + 2 <= ng; gi += 2)
-			tok_signed(n, w0, w_stride, g + gi * nb, g + (gi + 1) * nb, 2, acc + gi,
+			tok_signed(n, w0, w_stride, g + gi * nb, g + (gi + 1) * nb, 2, narrow, acc + gi,
 				   gi == 0 ? pf : NULL);
 		if (gi < ng)
-			tok_signed(n, w0, w_stride, g + gi * nb, NULL, 1, acc + gi, gi == 0 ? pf : NULL);
+			tok_signed(n, w0, w_stride, g + gi * nb, NULL, 1, narrow, acc + gi,
+				   gi == 0 ? pf : NULL);
 	} else {
 		for (int gi = 0; gi < ng; gi++)
 			for (int j = 0; j < 4; j++)
@@ -348,6 +378,20 @@ ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_st
 			for (int j = 0; j < 4; j++)
 				y[(tg + l) * y_stride + r + j] = o[j][l];
 	}
+}
+
+ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
+			     const void *vg, int ng, int64_t t0, int64_t T, float *y,
+			     int64_t y_stride, const char *pf)
+{
+	tok_rows4_any(t, n, w, w_stride, r, vg, ng, t0, T, y, y_stride, pf, false);
+}
+
+ALWAYS_INLINE void tok_rows4_narrow(enum qtype t, int64_t n, const void *w, size_t w_stride,
+				    int64_t r, const void *vg, int ng, int64_t t0, int64_t T,
+				    float *y, int64_t y_stride, const char *pf)
+{
+	tok_rows4_any(t, n, w, w_stride, r, vg, ng, t0, T, y, y_stride, pf, true);
 }
 
 /* ---- the entries ---- */
@@ -381,6 +425,16 @@ LEGACY_KERNELS(q4_0, QTYPE_Q4_0)
 LEGACY_KERNELS(q5_0, QTYPE_Q5_0)
 LEGACY_KERNELS(q8_0, QTYPE_Q8_0)
 
+/* Q8_0 weights with no quant of -128 (quant_kernels_narrow) */
+static void gemm_q8_0_narrow(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			     const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+			     int64_t y_stride)
+{
+	gemm_tiles(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed,
+		   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride,
+		   tok_rows4_narrow, rows8, tail_rows);
+}
+
 /* Replaces the dot entries of the three types (and clears their dot_multi:
  * quant_dot_multi then calls this dot per row, which agrees with gemm). */
 void quant_gemm_avx2_register(struct quant_kernels *k)
@@ -394,4 +448,10 @@ void quant_gemm_avx2_register(struct quant_kernels *k)
 	k->gemm[QTYPE_Q4_0] = gemm_q4_0;
 	k->gemm[QTYPE_Q5_0] = gemm_q5_0;
 	k->gemm[QTYPE_Q8_0] = gemm_q8_0;
+}
+
+/* The narrow twin's entries (after quant_gemm_avx2_register). */
+void quant_gemm_avx2_register_narrow(struct quant_kernels *k)
+{
+	k->gemm[QTYPE_Q8_0] = gemm_q8_0_narrow;
 }

@@ -305,8 +305,9 @@ ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride,
 	for (int gi = 0; gi < ng; gi++)
 		FOR_ROWS(j)
 			f[gi][j] = fm[gi][j] = _mm256_setzero_ps();
+	const size_t pf_step = prefetch_step(w_stride, nb);
 	for (int64_t i = 0; i < nb; i++) {
-		prefetch_slice(pf, w_stride, nb, i);
+		prefetch_slice(pf, w_stride, pf_step, i);
 		FOR_ROWS(j) {
 			if (t == QTYPE_Q4_K)
 				q4k_unpack((const struct block_q4_K *)(w0 + j * w_stride) + i, &o[j]);
@@ -422,8 +423,9 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 	__m256 acc[ROWS8_MAX_TOKENS], accm[ROWS8_MAX_TOKENS];
 	FOR_COLS(c, nt)
 		acc[c] = accm[c] = _mm256_setzero_ps();
+	const size_t pf_step = prefetch_step(w_stride, nb);
 	for (int64_t i = 0; i < nb; i++) {
-		prefetch_slice(pf, w_stride, nb, i);
+		prefetch_slice(pf, w_stride, pf_step, i);
 		__m256i s03[ROWS8_MAX_TOKENS], s47[ROWS8_MAX_TOKENS];
 		__m128i m03[ROWS8_MAX_TOKENS], m47[ROWS8_MAX_TOKENS];
 		rows4_sums(t, w0, w_stride, i, a, a_stride, nt, s03, m03);

@@ -188,6 +188,7 @@ static_assert(sizeof(struct quant_gemm_kblock) == 2336, "packed super-block layo
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
 void quant_gemm_avx2_register(struct quant_kernels *k);
+void quant_gemm_avx2_register_narrow(struct quant_kernels *k);
 void quant_gemm_k_avx2_register(struct quant_kernels *k);
 void quant_avx512_register(struct quant_kernels *k);
 

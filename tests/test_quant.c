@@ -745,7 +745,19 @@ static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, c
  * n, T from 0 to GEMM_TOKENS (no group, partial and full groups, more
  * groups than one token tile, leftover tokens) and row ranges that start
  * and end off the 8-row tiles. */
-static void test_gemm(const struct quant_kernels *k)
+/* Q8_0 quants of -128 in the row at w (n elements) made -127, so random
+ * bits suit a narrow table (quant_kernels_narrow). */
+static void q8_0_narrow_make(uint8_t *w, int64_t n)
+{
+	for (int64_t b = 0; b < n / QK; b++)
+		for (int i = 0; i < QK; i++) {
+			int8_t *q = (int8_t *)w + b * (int64_t)sizeof(struct block_q8_0) + 2 + i;
+			if (*q == -128)
+				*q = -127;
+		}
+}
+
+static void test_gemm(const struct quant_kernels *k, bool narrow)
 {
 	static const int64_t blocks[] = { 1, 3, 20 }; /* 32-element blocks (K-quants: 1, 2, 5 super-blocks) */
 	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 8, 16 }, { 5, 9 }, { 2, 2 } };
@@ -768,10 +780,22 @@ static void test_gemm(const struct quant_kernels *k)
 		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
 			int64_t n = at == QTYPE_Q8_K ? (blocks[bi] + 3) / 4 * QK_K : blocks[bi] * QK;
 			for (int rb = 0; rb < 2; rb++) {
+				bool have_min = false;
 				for (int r = 0; r < GEMM_ROWS; r++) {
+					uint8_t *row = w + (size_t)r * w_stride;
 					fill_data(x, n);
-					weights_make(t, x, w + (size_t)r * w_stride, n, rb);
+					weights_make(t, x, row, n, rb);
+					if (narrow && t == QTYPE_Q8_0)
+						q8_0_narrow_make(row, n);
+					else if (rb && t == QTYPE_Q8_0 && r == 5)
+						row[2 + 7] = 0x80; /* one -128 for sure */
+					have_min |= !quant_weights_narrow(t, row, row_bytes(t, n));
 				}
+				/* quantizers never write -128; random bits over 41
+				 * rows do, and the narrow table never sees it */
+				CHECK(have_min == (t == QTYPE_Q8_0 && rb && !narrow),
+				      "%s rows %s: -128 found %d", qtype_traits(t)->name,
+				      rb ? "random bits" : "quantized", have_min);
 				for (int tk = 0; tk < GEMM_TOKENS; tk++) {
 					fill_data(x, n);
 					if (tk == 9)
@@ -792,8 +816,39 @@ static void test_gemm(const struct quant_kernels *k)
 		}
 	}
 	if (k->isa != QUANT_ISA_SCALAR)
-		printf("  %d types with gemm kernels\n", kernels);
+		printf("  %d types with gemm kernels%s\n", kernels, narrow ? " (narrow twin)" : "");
 	free(x), free(w), free(a), free(packed);
+}
+
+/* quant_weights_narrow finds a single -128 anywhere in the quants (and
+ * only there: scale bytes of 0x80 are not quants); the narrow twin differs
+ * from its table in matrix entries only. */
+static void test_narrow(const struct quant_kernels *k)
+{
+	enum { NB = 5 };
+	struct block_q8_0 b[NB];
+	for (int i = 0; i < NB; i++) {
+		b[i].d = 0x8080;
+		for (int j = 0; j < QK; j++)
+			b[i].qs[j] = (int8_t)(j * 37 % 255 - 127);
+	}
+	CHECK(quant_weights_narrow(QTYPE_Q8_0, b, sizeof b), "no -128: narrow");
+	for (int i = 0; i < NB; i++)
+		for (int j = 0; j < QK; j++) {
+			int8_t keep = b[i].qs[j];
+			b[i].qs[j] = -128;
+			CHECK(!quant_weights_narrow(QTYPE_Q8_0, b, sizeof b), "-128 at block %d quant %d found",
+			      i, j);
+			b[i].qs[j] = keep;
+		}
+	CHECK(quant_weights_narrow(QTYPE_Q4_K, b, sizeof b), "types without a narrow kernel pass");
+	const struct quant_kernels *nk = quant_kernels_narrow(k);
+	CHECK(nk && nk->isa == k->isa && quant_kernels_narrow(nk) == nk, "%s narrow twin",
+	      quant_isa_name(k->isa));
+	for (int t = 0; t < QTYPE_COUNT; t++)
+		CHECK(nk->dot[t] == k->dot[t] && nk->dot_multi[t] == k->dot_multi[t] &&
+			      nk->quantize_act[t] == k->quantize_act[t] && !nk->gemm[t] == !k->gemm[t],
+		      "%s narrow twin: type %d's entries", quant_isa_name(k->isa), t);
 }
 
 static void test_simd_quantize(const struct quant_kernels *k)
@@ -880,7 +935,7 @@ static void test_avx512_emulated(void)
 		quant_avx512_simde_register(&k);
 		printf("testing avx2 + emulated avx512 table composition\n");
 		test_dot_multi(&k);
-		test_gemm(&k);
+		test_gemm(&k, false);
 	}
 #else
 	printf("SKIP avx512 emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
@@ -914,7 +969,9 @@ int main(void)
 		test_simd_dot(k);
 		test_simd_quantize(k);
 		test_dot_multi(k);
-		test_gemm(k);
+		test_gemm(k, false);
+		test_gemm(quant_kernels_narrow(k), true);
+		test_narrow(k);
 	}
 	test_avx512_emulated();
 	return check_summary("test_quant");
