@@ -226,10 +226,13 @@ static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
 
 /* ---- the matrix kernels' tiling (quant_gemm_avx2.c, quant_gemm_k_avx2.c) ---- */
 
-/* Token groups per pass over the rows: 4 groups of packed activations
- * (26 KB of Q8_0 for a 640-wide row, 140 KB of Q8_K for a 2048-wide one)
- * stay in L2 while the weights stream. */
-#define GEMM_TILE_GROUPS 4
+/* Token groups per pass over the rows: 8 groups of packed activations
+ * (51 KB of Q8_0 for a 640-wide row, 280 KB of Q8_K for a 2048-wide one)
+ * stay in L2 while the weights stream, each weight block unpacked once
+ * for all of them. Against 4 (one thread, 2048 x 640 Q5_0, alternating
+ * runs): T = 512 77.7 -> 81.5 G multiply-adds/s, T = 128 81 -> 86.5; 16
+ * loses at T = 512 (79), its Q8_K activations no longer fitting L2. */
+#define GEMM_TILE_GROUPS 8
 
 /* Plain activation rows per rows8 pass (each weight block unpacked once
  * for them). */

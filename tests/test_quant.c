@@ -705,7 +705,8 @@ static void test_dot_multi(const struct quant_kernels *k)
 /* ---- matrix kernels ---- */
 
 #define GEMM_ROWS 41   /* weight rows: several 8-row tiles plus a tail */
-#define GEMM_TOKENS 45 /* activation rows: five full groups of 8 plus 5 */
+#define GEMM_TOKENS 77 /* activation rows: nine full groups of 8 plus 5 (the AVX2 kernels
+                        * take 8 groups a pass: T from 65 on needs two) */
 
 /* One gemm call over rows [r0, r1) and T tokens: every result bit-identical
  * to the table's dot for that pair, nothing written outside the range. */
