@@ -227,31 +227,89 @@ static void flatten(const struct gbuild *b, uint32_t root, struct grammar *g)
  * A rule that can reach itself without consuming a byte (r ::= r x, or a
  * $ref cycle through schemas that match nothing first) would make the
  * matcher's expansion run forever; such grammars are refused. nullable[r]
- * is computed to a fixpoint, then a depth-first search follows, for each
- * alternative, the references reachable through nullable prefixes. */
+ * comes from rules_mark (no class is nullable), then a depth-first search
+ * follows, for each alternative, the references reachable through nullable
+ * prefixes. */
 
 static bool sym_nullable(const uint8_t *nullable, uint32_t s)
 {
 	return !GSYM_IS_CLASS(s) && nullable[s];
 }
 
-static void compute_nullable(const struct gbuild *b, uint8_t *nullable)
+/* mark[r] (zeroed by the caller, n_rules entries) for every rule with an
+ * alternative whose symbols all qualify: a rule symbol once its rule is
+ * marked, a class symbol when class_ok says so. A worklist keeps this
+ * linear in the grammar's size (a fixpoint of passes over all rules took
+ * one pass per link of a chain r0 ::= r1 "a", r1 ::= r2 "a", ...: seconds
+ * for a few hundred kilobytes of GBNF): each alternative counts its rule
+ * symbols not yet marked, each rule lists the alternatives that use it
+ * (once per use), and marking a rule counts those down. */
+static int rules_mark(const struct gbuild *b, bool (*class_ok)(const struct gbuild *, uint32_t),
+		      uint8_t *mark)
 {
-	for (bool changed = true; changed;) {
-		changed = false;
-		for (int r = 0; r < b->n_rules; r++) {
-			if (nullable[r])
-				continue;
-			for (int a = 0; a < b->rules[r].n && !nullable[r]; a++) {
-				const struct gb_alt *A = &b->rules[r].alts[a];
-				int i = 0;
-				while (i < A->n && sym_nullable(nullable, A->s[i]))
-					i++;
-				if (i == A->n)
-					nullable[r] = changed = true;
+	size_t n_alts = 0, n_refs = 0;
+	for (int r = 0; r < b->n_rules; r++)
+		for (int a = 0; a < b->rules[r].n; a++, n_alts++)
+			for (int i = 0; i < b->rules[r].alts[a].n; i++)
+				n_refs += !GSYM_IS_CLASS(b->rules[r].alts[a].s[i]);
+	int *left = ing_malloc_array(n_alts + 1, sizeof *left);     /* -1: a class fails */
+	int *alt_rule = ing_malloc_array(n_alts + 1, sizeof *alt_rule);
+	size_t *first = ing_calloc((size_t)b->n_rules + 2, sizeof *first); /* users of rule s: */
+	int *users = ing_malloc_array(n_refs + 1, sizeof *users);   /* [first[s], first[s+1]) */
+	int *queue = ing_malloc_array((size_t)b->n_rules + 1, sizeof *queue);
+	int rc = ING_ERR_NOMEM;
+	if (!left || !alt_rule || !first || !users || !queue)
+		goto out;
+	size_t k = 0;
+	for (int r = 0; r < b->n_rules; r++)
+		for (int a = 0; a < b->rules[r].n; a++, k++) {
+			const struct gb_alt *A = &b->rules[r].alts[a];
+			alt_rule[k] = r;
+			left[k] = 0;
+			for (int i = 0; i < A->n; i++) {
+				if (!GSYM_IS_CLASS(A->s[i]))
+					left[k]++, first[A->s[i] + 2]++;
+				else if (!class_ok(b, A->s[i]))
+					left[k] = -1 - A->n; /* never reaches 0 */
 			}
 		}
+	for (int s = 0; s < b->n_rules; s++) /* first[s + 1]: where rule s's users start */
+		first[s + 2] += first[s + 1];
+	k = 0;
+	for (int r = 0; r < b->n_rules; r++)
+		for (int a = 0; a < b->rules[r].n; a++, k++)
+			for (int i = 0; i < b->rules[r].alts[a].n; i++) {
+				const uint32_t sym = b->rules[r].alts[a].s[i];
+				if (!GSYM_IS_CLASS(sym))
+					users[first[sym + 1]++] = (int)k;
+			}
+	/* now first[s] .. first[s + 1] are rule s's users */
+	int n_queue = 0;
+	for (k = 0; k < n_alts; k++)
+		if (left[k] == 0 && !mark[alt_rule[k]])
+			mark[alt_rule[k]] = 1, queue[n_queue++] = alt_rule[k];
+	while (n_queue > 0) {
+		const int s = queue[--n_queue];
+		for (size_t u = first[s]; u < first[s + 1]; u++) {
+			const int a = users[u];
+			if (--left[a] == 0 && !mark[alt_rule[a]])
+				mark[alt_rule[a]] = 1, queue[n_queue++] = alt_rule[a];
+		}
 	}
+	rc = ING_OK;
+out:
+	ing_free(left);
+	ing_free(alt_rule);
+	ing_free(first);
+	ing_free(users);
+	ing_free(queue);
+	return rc;
+}
+
+static bool class_never(const struct gbuild *b, uint32_t s)
+{
+	(void)b, (void)s;
+	return false;
 }
 
 /* state: 0 unvisited, 1 on the DFS path, 2 done. Iterative DFS over the
@@ -303,10 +361,8 @@ static int check_left_recursion(const struct gbuild *b)
 	int *sr = ing_malloc_array(n, sizeof *sr), *sa = ing_malloc_array(n, sizeof *sa);
 	int *si = ing_malloc_array(n, sizeof *si);
 	int rc = ING_ERR_NOMEM;
-	if (nullable && state && sr && sa && si) {
-		compute_nullable(b, nullable);
+	if (nullable && state && sr && sa && si && rules_mark(b, class_never, nullable) == ING_OK)
 		rc = left_cycle(b, nullable, state, sr, sa, si) ? ING_ERR_UNSUPPORTED : ING_OK;
-	}
 	ing_free(nullable);
 	ing_free(state);
 	ing_free(sr);
@@ -321,9 +377,9 @@ static int check_left_recursion(const struct gbuild *b)
  * only recurses, a schema that nothing satisfies) would let a matcher
  * allow no token from the first step, and generation would stop at once
  * with an empty text the grammar does not match; such grammars are
- * refused. productive[r] (r derives some string) is computed to a
- * fixpoint, as nullable is above: a class is productive when it holds a
- * byte, an alternative when all its symbols are. */
+ * refused. productive[r] (r derives some string) comes from rules_mark,
+ * as nullable does above: a class is productive when it holds a byte, an
+ * alternative when all its symbols are. */
 
 static bool class_nonempty(const struct gbuild *b, uint32_t s)
 {
@@ -334,32 +390,16 @@ static bool class_nonempty(const struct gbuild *b, uint32_t s)
 	return false;
 }
 
-static bool sym_productive(const struct gbuild *b, const uint8_t *productive, uint32_t s)
-{
-	return GSYM_IS_CLASS(s) ? class_nonempty(b, s) : productive[s];
-}
-
 static int check_productive(const struct gbuild *b, uint32_t root)
 {
 	uint8_t *productive = ing_calloc((size_t)b->n_rules + 1, 1);
 	if (!productive)
 		return ING_ERR_NOMEM;
-	for (bool changed = true; changed;) {
-		changed = false;
-		for (int r = 0; r < b->n_rules; r++) {
-			for (int a = 0; a < b->rules[r].n && !productive[r]; a++) {
-				const struct gb_alt *A = &b->rules[r].alts[a];
-				int i = 0;
-				while (i < A->n && sym_productive(b, productive, A->s[i]))
-					i++;
-				if (i == A->n)
-					productive[r] = changed = true;
-			}
-		}
-	}
-	bool ok = sym_productive(b, productive, root);
+	int rc = rules_mark(b, class_nonempty, productive);
+	if (rc == ING_OK && !(GSYM_IS_CLASS(root) ? class_nonempty(b, root) : productive[root]))
+		rc = ING_ERR_UNSUPPORTED;
 	ing_free(productive);
-	return ok ? ING_OK : ING_ERR_UNSUPPORTED;
+	return rc;
 }
 
 int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err)

@@ -528,19 +528,46 @@ static uint32_t member(struct sc *c, const char *name, uint32_t v)
 	return GB_SEQ(&c->b, k, ws(c), gb_byte(&c->b, ':'), ws(c), v);
 }
 
-static bool is_required(const cJSON *req, const char *name)
+static int name_cmp(const void *x, const void *y)
 {
-	const cJSON *r;
-	cJSON_ArrayForEach(r, req)
-		if (cJSON_IsString(r) && !strcmp(r->valuestring, name))
-			return true;
-	return false;
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* The keys of object list (keys) or the strings of array list, sorted for
+ * bsearch into *out (the caller frees it; may be NULL when *n == 0). Looked
+ * up one by one, a schema with thousands of required properties took
+ * seconds. ING_ERR_NOMEM on allocation failure. */
+static int names_sorted(const cJSON *list, bool keys, const char ***out, int *n)
+{
+	*out = NULL;
+	*n = 0;
+	int cap = cJSON_GetArraySize(list);
+	if (cap == 0)
+		return ING_OK;
+	const char **v = ing_malloc_array((size_t)cap, sizeof *v);
+	if (!v)
+		return ING_ERR_NOMEM;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, list) {
+		const char *name = keys ? e->string : cJSON_IsString(e) ? e->valuestring : NULL;
+		if (name && *n < cap)
+			v[(*n)++] = name;
+	}
+	qsort(v, (size_t)*n, sizeof *v, name_cmp);
+	*out = v;
+	return ING_OK;
+}
+
+static bool names_have(const char *const *names, int n, const char *name)
+{
+	return n > 0 && bsearch(&name, names, (size_t)n, sizeof *names, name_cmp) != NULL;
 }
 
 /* Declared properties in order: first(i) emits the first present
  * property from i on, after(i) the rest once one was emitted; optional
  * properties have a skip alternative. */
-static uint32_t declared_object(struct sc *c, const cJSON *props, const cJSON *req)
+static uint32_t declared_object(struct sc *c, const cJSON *props, const char *const *req,
+				int n_req)
 {
 	struct gbuild *b = &c->b;
 	int n = cJSON_GetArraySize(props);
@@ -558,7 +585,7 @@ static uint32_t declared_object(struct sc *c, const cJSON *props, const cJSON *r
 		items[k++] = p;
 	for (int i = n - 1; i >= 0 && !c->rc; i--) {
 		const cJSON *pi = items[i];
-		bool required = is_required(req, pi->string);
+		bool required = names_have(req, n_req, pi->string);
 		all_optional &= !required;
 		uint32_t kv = member(c, pi->string, sub(c, pi, "properties", pi->string));
 		int a = gb_rule_new(b), f = gb_rule_new(b);
@@ -588,15 +615,28 @@ static uint32_t object(struct sc *c, const cJSON *s)
 	if (req && !cJSON_IsArray(req))
 		return fail(c, ING_ERR_INVALID, "'%s' must be an array", "required");
 	const cJSON *r;
-	cJSON_ArrayForEach(r, req) {
+	cJSON_ArrayForEach(r, req)
 		if (!cJSON_IsString(r))
 			return fail(c, ING_ERR_INVALID, "'%s' must list property names", "required");
-		if (!props || !kw(props, r->valuestring))
-			return fail(c, ING_ERR_UNSUPPORTED,
-				    "required property '%.100s' is not in 'properties'", r->valuestring);
+	const char **pnames, **rnames;
+	int n_props, n_req;
+	if (names_sorted(props, true, &pnames, &n_props))
+		return fail(c, ING_ERR_NOMEM, "%s", "out of memory");
+	if (names_sorted(req, false, &rnames, &n_req)) {
+		ing_free(pnames);
+		return fail(c, ING_ERR_NOMEM, "%s", "out of memory");
 	}
-	if (props && cJSON_GetArraySize(props) > 0)
-		return declared_object(c, props, req);
+	uint32_t out = SC_NONE;
+	for (int i = 0; i < n_req && out == SC_NONE; i++)
+		if (!names_have(pnames, n_props, rnames[i]))
+			out = fail(c, ING_ERR_UNSUPPORTED,
+				   "required property '%.100s' is not in 'properties'", rnames[i]);
+	if (out == SC_NONE && n_props > 0)
+		out = declared_object(c, props, rnames, n_req);
+	ing_free(pnames);
+	ing_free(rnames);
+	if (out != SC_NONE)
+		return out;
 	if (addl && cJSON_IsFalse(addl))
 		return GB_SEQ(&c->b, gb_byte(&c->b, '{'), ws(c), gb_byte(&c->b, '}'));
 	if (addl && !cJSON_IsTrue(addl))
@@ -680,8 +720,12 @@ static uint32_t array(struct sc *c, const cJSON *s)
 	a.pre = ing_malloc_array((size_t)a.k + 1, sizeof *a.pre);
 	if (!a.pre)
 		return fail(c, ING_ERR_NOMEM, "%s", "out of memory");
-	for (int i = 0; i < a.k; i++)
-		a.pre[i] = sub_i(c, cJSON_GetArrayItem(prefix, i), "prefixItems", i);
+	int i = 0; /* cJSON_GetArrayItem walks the list: by index, quadratic */
+	const cJSON *e;
+	cJSON_ArrayForEach(e, prefix) {
+		a.pre[i] = sub_i(c, e, "prefixItems", i);
+		i++;
+	}
 	if (!items || cJSON_IsTrue(items))
 		a.item = value(c);
 	else if (!cJSON_IsFalse(items))
@@ -932,8 +976,12 @@ static uint32_t any_of(struct sc *c, const cJSON *list)
 	uint32_t *alts = ing_malloc_array((size_t)n, sizeof *alts);
 	if (!alts)
 		return fail(c, ING_ERR_NOMEM, "%s", "out of memory");
-	for (int i = 0; i < n; i++)
-		alts[i] = sub_i(c, cJSON_GetArrayItem(list, i), "anyOf", i);
+	int i = 0; /* cJSON_GetArrayItem walks the list: by index, quadratic */
+	const cJSON *e;
+	cJSON_ArrayForEach(e, list) {
+		alts[i] = sub_i(c, e, "anyOf", i);
+		i++;
+	}
 	uint32_t r = gb_altv(&c->b, alts, n);
 	ing_free(alts);
 	return r;

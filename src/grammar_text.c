@@ -31,6 +31,8 @@
 
 struct gt_name {
 	char *name;
+	size_t len;
+	uint32_t hash;
 	int rule;
 	bool defined;
 };
@@ -44,6 +46,8 @@ struct gt {
 	ing_err *err;
 	struct gt_name *names;
 	int n_names, cap_names;
+	int *slots; /* [cap_slots] open addressing of name indices, -1 empty */
+	int cap_slots;
 };
 
 struct cp_range {
@@ -357,15 +361,55 @@ static uint32_t literal(struct gt *t)
 	return gb_lit(&t->b, (const char *)buf, n);
 }
 
+/* FNV-1a of a rule name */
+static uint32_t name_hash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+/* Room in the name table for one more name, kept at most half full (a
+ * hash table: looking names up one by one made a GBNF of 20,000 rules take
+ * seconds). */
+static bool slots_reserve(struct gt *t)
+{
+	if ((t->n_names + 1) * 2 <= t->cap_slots)
+		return true;
+	int cap = t->cap_slots ? 2 * t->cap_slots : 64;
+	int *sl = ing_malloc_array((size_t)cap, sizeof *sl);
+	if (!sl)
+		return false;
+	for (int i = 0; i < cap; i++)
+		sl[i] = -1;
+	for (int i = 0; i < t->n_names; i++) {
+		uint32_t h = t->names[i].hash & (uint32_t)(cap - 1);
+		while (sl[h] >= 0)
+			h = (h + 1) & (uint32_t)(cap - 1);
+		sl[h] = i;
+	}
+	ing_free(t->slots);
+	t->slots = sl;
+	t->cap_slots = cap;
+	return true;
+}
+
 static int name_find(struct gt *t, const char *s, size_t n, bool define)
 {
-	for (int i = 0; i < t->n_names; i++)
-		if (strlen(t->names[i].name) == n && !memcmp(t->names[i].name, s, n)) {
-			if (define && t->names[i].defined)
-				return gt_fail(t, ING_ERR_INVALID, "rule defined twice"), -1;
-			t->names[i].defined |= define;
-			return t->names[i].rule;
-		}
+	if (!slots_reserve(t))
+		return gt_fail(t, ING_ERR_NOMEM, "out of memory"), -1;
+	const uint32_t hash = name_hash(s, n), mask = (uint32_t)(t->cap_slots - 1);
+	uint32_t h = hash & mask;
+	for (; t->slots[h] >= 0; h = (h + 1) & mask) {
+		struct gt_name *nm = &t->names[t->slots[h]];
+		if (nm->hash != hash || nm->len != n || memcmp(nm->name, s, n))
+			continue;
+		if (define && nm->defined)
+			return gt_fail(t, ING_ERR_INVALID, "rule defined twice"), -1;
+		nm->defined |= define;
+		return nm->rule;
+	}
 	if (t->n_names == t->cap_names) {
 		int cap = t->cap_names ? 2 * t->cap_names : 16;
 		struct gt_name *p = ing_realloc(t->names, (size_t)cap * sizeof *p);
@@ -378,7 +422,8 @@ static int name_find(struct gt *t, const char *s, size_t n, bool define)
 	if (!copy)
 		return gt_fail(t, ING_ERR_NOMEM, "out of memory"), -1;
 	int r = gb_rule_new(&t->b);
-	t->names[t->n_names++] = (struct gt_name){ copy, r, define };
+	t->slots[h] = t->n_names;
+	t->names[t->n_names++] = (struct gt_name){ copy, n, hash, r, define };
 	return r;
 }
 
@@ -565,6 +610,7 @@ static int gt_finish(struct gt *t, uint32_t root, struct grammar **out)
 		ing_free(t->names[i].name);
 	}
 	ing_free(t->names);
+	ing_free(t->slots);
 	if (t->rc) {
 		gb_free(&t->b);
 		return t->rc;

@@ -166,6 +166,100 @@ static void test_int_ranges(void)
 	}
 }
 
+/* Large grammars: thousands of GBNF rules (names found through a hash
+ * table), of required properties (found by binary search) and of anyOf
+ * branches compile and mean what they say. (Each had a step quadratic in
+ * its size; these sizes would still pass slowly, so the tests check the
+ * lookups' answers, not the time.) */
+static void test_large(void)
+{
+	enum { RULES = 3000, PROPS = 300 };
+	struct sbuf { char *p; size_t n, cap; } t = { 0 };
+#define PUT(...)                                                                        \
+	do {                                                                            \
+		char tmp_[128];                                                         \
+		int k_ = snprintf(tmp_, sizeof tmp_, __VA_ARGS__);                      \
+		if (t.n + (size_t)k_ + 1 > t.cap) {                                     \
+			t.cap = 2 * t.cap + (size_t)k_ + 1;                             \
+			t.p = realloc(t.p, t.cap);                                      \
+		}                                                                       \
+		memcpy(t.p + t.n, tmp_, (size_t)k_ + 1);                                \
+		t.n += (size_t)k_;                                                      \
+	} while (0)
+	/* root ::= r0; r_i ::= ("x" r_{i+1}) | "y" (its rules defined last
+	 * first, so every reference but one comes before its definition) */
+	PUT("root ::= rule0\n");
+	for (int i = RULES - 1; i >= 0; i--) {
+		if (i + 1 < RULES)
+			PUT("rule%d ::= \"x\" rule%d | \"y\"\n", i, i + 1);
+		else
+			PUT("rule%d ::= \"y\"\n", i);
+	}
+	struct grammar *g = NULL;
+	ing_err err = { 0 };
+	CHECK(grammar_from_gbnf(t.p, t.n, &g, &err) == ING_OK, "%d rules: %s", RULES, err.msg);
+	if (g) {
+		CHECK(accepts(g, "y") && accepts(g, "xxxy") && !accepts(g, "xxx") && !accepts(g, "yx"),
+		      "%d rules: language", RULES);
+		grammar_free(g);
+	}
+	PUT("rule1234 ::= \"z\"\n");
+	g = NULL;
+	CHECK(grammar_from_gbnf(t.p, t.n, &g, &err) != ING_OK && !g && strstr(err.msg, "defined twice"),
+	      "a name among %d defined twice: %s", RULES, err.msg);
+	/* properties p0..p299 in order, every third required */
+	t.n = 0;
+	PUT("{\"type\":\"object\",\"properties\":{");
+	for (int i = 0; i < PROPS; i++)
+		PUT("%s\"p%d\":{\"const\":%d}", i ? "," : "", i, i);
+	PUT("},\"required\":[");
+	for (int i = PROPS - 3; i >= 0; i -= 3) /* listed backwards */
+		PUT("%s\"p%d\"", i == PROPS - 3 ? "" : ",", i);
+	PUT("],\"additionalProperties\":false}");
+	g = compile(t.p);
+	if (g) {
+		char *doc = malloc(16 * PROPS + 16);
+		for (int skip = -1; skip <= 4; skip++) {
+			size_t n = 0;
+			n += (size_t)sprintf(doc + n, "{");
+			for (int i = 0, first = 1; i < PROPS; i++)
+				if (i != skip && (i % 3 == 0 || i % 7 == 0)) {
+					n += (size_t)sprintf(doc + n, "%s\"p%d\":%d", first ? "" : ",", i, i);
+					first = 0;
+				}
+			sprintf(doc + n, "}");
+			/* skipping p0 or p3 (required) fails, p4 (not present) or
+			 * none passes; p1, p2 were never there */
+			const bool want = skip != 0 && skip != 3;
+			CHECK(accepts(g, doc) == want, "%d properties, skipping p%d: %s", PROPS, skip,
+			      want ? "refused" : "accepted");
+		}
+		free(doc);
+		grammar_free(g);
+	}
+	t.n = 0;
+	PUT("{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"b\",\"zz\",\"a\"]}");
+	g = NULL;
+	CHECK(grammar_from_json_schema(t.p, t.n, &g, &err) == ING_ERR_UNSUPPORTED && !g &&
+		      strstr(err.msg, "'zz' is not in"),
+	      "a missing required property among others: %s", err.msg);
+	/* anyOf of PROPS constants */
+	t.n = 0;
+	PUT("{\"anyOf\":[");
+	for (int i = 0; i < PROPS; i++)
+		PUT("%s{\"const\":\"v%d\"}", i ? "," : "", i);
+	PUT("]}");
+	g = compile(t.p);
+	if (g) {
+		CHECK(accepts(g, "\"v0\"") && accepts(g, "\"v299\"") && accepts(g, "\"v150\"") &&
+			      !accepts(g, "\"v300\"") && !accepts(g, "\"v\""),
+		      "anyOf of %d constants", PROPS);
+		grammar_free(g);
+	}
+#undef PUT
+	free(t.p);
+}
+
 static void test_accept_reject(void)
 {
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -648,6 +742,7 @@ int main(void)
 {
 	test_accept_reject();
 	test_int_ranges();
+	test_large();
 	test_whitespace_bounded();
 	test_rejected_schemas();
 	test_alts();
