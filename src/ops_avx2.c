@@ -14,7 +14,8 @@
  * columns in registers across the keys, where the axpy loaded and stored
  * the output once per key. ops_exp_avx2 is the softmax's expf, glibc's
  * arithmetic 8 lanes at a time. ops_glu_gelu_avx2 is the FFN's GELU table
- * lookup with F16C conversions and a gather. */
+ * lookup with F16C conversions and a gather; ops_glu_silu_avx2 its SiLU
+ * gate with the same exp. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -249,25 +250,52 @@ static inline __m128 exp4(__m128 x)
 	return _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_castsi256_pd(t)));
 }
 
+/* expf of 8 lanes: exp4 on each half, or libm's expf for all 8 when one
+ * lies outside exp4's range (|v| >= 88 or so, inf, NaN), as the scalar
+ * code treats them. */
+static inline __m256 exp8(__m256 v)
+{
+	const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 20),
+					     _mm256_set1_epi32(0x7ff));
+	if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)))) {
+		float t[8];
+		_mm256_storeu_ps(t, v);
+		for (int i = 0; i < 8; i++)
+			t[i] = expf(t[i]);
+		return _mm256_loadu_ps(t);
+	}
+	const __m128 lo = exp4(_mm256_castps256_ps128(v));
+	const __m128 hi = exp4(_mm256_extractf128_ps(v, 1));
+	return _mm256_set_m128(hi, lo);
+}
+
 void ops_exp_avx2(float *x, int64_t n, float mx)
 {
 	const __m256 vmx = _mm256_set1_ps(mx);
 	int64_t j = 0;
-	for (; j + 8 <= n; j += 8) {
-		const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + j), vmx);
-		const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 20),
-						     _mm256_set1_epi32(0x7ff));
-		if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a)))) {
-			for (int i = 0; i < 8; i++)
-				x[j + i] = expf(x[j + i] - mx);
-			continue;
-		}
-		const __m128 lo = exp4(_mm256_castps256_ps128(v));
-		const __m128 hi = exp4(_mm256_extractf128_ps(v, 1));
-		_mm256_storeu_ps(x + j, _mm256_set_m128(hi, lo));
-	}
+	for (; j + 8 <= n; j += 8)
+		_mm256_storeu_ps(x + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx)));
 	for (; j < n; j++)
 		x[j] = expf(x[j] - mx);
+}
+
+/* ---- SiLU-gated linear unit ---- */
+
+/* Eight elements of ops_glu_silu_avx2: the scalar formula's operations,
+ * IEEE each, with the exp above. */
+static inline __m256 glu_silu8(__m256 x, __m256 u)
+{
+	const __m256 e = exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+	return _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+void ops_glu_silu_avx2(float *g, const float *u, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(g + i, glu_silu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+	for (; i < n; i++)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 /* ---- GELU-gated linear unit ---- */

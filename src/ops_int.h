@@ -29,4 +29,9 @@ void ops_exp_avx2(float *x, int64_t n, float mx);
  * fp16 GELU values and one entry of padding), |x| >= 10 as ops_gelu. */
 void ops_glu_gelu_avx2(float *g, const float *u, int64_t n, const uint16_t *table);
 
+/* g[i] = g[i] / (1 + expf(-g[i])) * u[i] for i < n (SiLU's formula in
+ * ops.c), each operation IEEE, expf as ops_exp_avx2's: bit for bit the
+ * scalar loop under glibc. */
+void ops_glu_silu_avx2(float *g, const float *u, int64_t n);
+
 #endif
