@@ -89,20 +89,29 @@ const char *quant_isa_name(enum quant_isa isa)
 	return (unsigned)isa < QUANT_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
-/* INGOT_ISA=scalar|avx2|avx512 caps the choice; unknown values and requests
- * above what the CPU can do are ignored. */
+/* The best ISA the CPU runs, except that AVX-512 CPUs get the AVX2 table
+ * unless INGOT_ISA=avx512 asks for theirs. The AVX-512 table has its own
+ * dots for Q8_0, Q5_0, Q4_K and Q6_K, and cannot keep the AVX2 matrix
+ * kernels for them (they follow the AVX2 dot's float order, and a row must
+ * come out the same alone and in a batch); without matrix kernels, batched
+ * decode and prefill run 4-5x slower (measured on AVX2 with the entries
+ * cleared, `ingot bench -t 2`: prefill 1,019-1,060 -> 209-215 tok/s, 32
+ * sequences 378-385 -> 86-87, one 97-108 -> 64-70). INGOT_ISA=scalar|avx2
+ * lower the choice, avx512 raises it where the CPU has AVX-512; unknown
+ * values, and requests above what the CPU can do, are ignored. */
 enum quant_isa quant_isa_detect(void)
 {
-	enum quant_isa best = QUANT_ISA_SCALAR;
+	enum quant_isa hw = QUANT_ISA_SCALAR;
 	for (int i = QUANT_ISA_COUNT - 1; i > 0; i--) {
 		if (isa_supported((enum quant_isa)i)) {
-			best = (enum quant_isa)i;
+			hw = (enum quant_isa)i;
 			break;
 		}
 	}
+	enum quant_isa best = hw > QUANT_ISA_AVX2 ? QUANT_ISA_AVX2 : hw;
 	const char *env = getenv("INGOT_ISA");
 	for (int i = 0; env && i < QUANT_ISA_COUNT; i++) {
-		if (strcmp(env, isa_names[i]) == 0 && i < (int)best)
+		if (strcmp(env, isa_names[i]) == 0 && i <= (int)hw)
 			best = (enum quant_isa)i;
 	}
 	return best;

@@ -181,12 +181,14 @@ struct quant_kernels {
 void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, float *out,
 		     const void *w, const void *a, size_t a_stride, int ncols);
 
-/* Best ISA this CPU (and OS, for AVX-512 state) supports and ingot has.
- * The environment variable INGOT_ISA=scalar|avx2|avx512 caps the result
- * (e.g. INGOT_ISA=avx2 on an AVX-512 machine, INGOT_ISA=scalar to run the
- * reference everywhere); it can only lower the choice, and unknown values
- * are ignored. Cheap (a few cpuid instructions); call it once and keep the
- * table from quant_kernels_best() rather than in a hot loop. */
+/* The ISA whose kernels run: the best this CPU (and OS, for AVX-512
+ * state) supports and ingot has, but AVX2 on AVX-512 CPUs, whose table
+ * lacks matrix kernels for the common types (see quant.c). The environment
+ * variable INGOT_ISA=scalar|avx2|avx512 picks another the CPU supports
+ * (INGOT_ISA=scalar runs the reference everywhere, avx512 the AVX-512
+ * dots); unknown values and ISAs the CPU lacks are ignored. Cheap (a few
+ * cpuid instructions); call it once and keep the table from
+ * quant_kernels_best() rather than in a hot loop. */
 enum quant_isa quant_isa_detect(void);
 const char *quant_isa_name(enum quant_isa isa);
 
