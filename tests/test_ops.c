@@ -208,6 +208,19 @@ static void test_gelu(void)
 	CHECK(ops_gelu(-20) == 0 && ops_gelu(20) == 20, "gelu tails");
 }
 
+/* Input i of round `round` of the GLU tests: a spread of bit patterns,
+ * three in four folded into (-range, range) where the activation bends,
+ * edges[] first; the up value 1 or -0.75. */
+static void glu_input(int round, int i, float range, const float *edges, int n_edges, float *g,
+		      float *u)
+{
+	uint32_t bits = (uint32_t)round * 0x9e3779b9u + (uint32_t)i * 2654435761u;
+	float x;
+	memcpy(&x, &bits, sizeof x);
+	*g = i < n_edges ? edges[i] : i % 4 ? fmodf(x, range) : x;
+	*u = i % 3 ? 1.0f : -0.75f;
+}
+
 /* ops_glu with GELU (its AVX2 loop where the CPU has one) against
  * ops_gelu(g) * u element by element, bit for bit: every fp16 rounding
  * case (ties, subnormals, the +-10 edges, signed zeros, infinities), a
@@ -223,16 +236,10 @@ static void test_glu(void)
 	int bad = 0, bad_nan = 0;
 	for (int round = 0; round < 64; round++) {
 		for (int i = 0; i < N; i++) {
-			uint32_t bits = (uint32_t)round * 0x9e3779b9u + (uint32_t)i * 2654435761u;
-			float x;
-			memcpy(&x, &bits, sizeof x);
 			/* most of them in GELU's table range */
-			g[i] = i % 4 ? fmodf(x, 12.0f) : x;
+			glu_input(round, i, 12.0f, edge, (int)(sizeof edge / sizeof *edge), &g[i], &u[i]);
 			if (g[i] != g[i] && round % 2) /* NaNs in every other round */
 				g[i] = 0.25f;
-			u[i] = i % 3 ? 1.0f : -0.75f;
-			if (i < (int)(sizeof edge / sizeof *edge))
-				g[i] = edge[i];
 			want[i] = ops_gelu(g[i]) * u[i];
 		}
 		const int n = N - round % 8;
@@ -262,13 +269,7 @@ static void test_glu_silu(void)
 	int bad = 0, bad_nan = 0;
 	for (int round = 0; round < 64; round++) {
 		for (int i = 0; i < N; i++) {
-			uint32_t bits = (uint32_t)round * 0x9e3779b9u + (uint32_t)i * 2654435761u;
-			float x;
-			memcpy(&x, &bits, sizeof x);
-			g[i] = i % 4 ? fmodf(x, 30.0f) : x; /* most where SiLU bends */
-			u[i] = i % 3 ? 1.0f : -0.75f;
-			if (i < (int)(sizeof edge / sizeof *edge))
-				g[i] = edge[i];
+			glu_input(round, i, 30.0f, edge, (int)(sizeof edge / sizeof *edge), &g[i], &u[i]);
 			want[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 		}
 		const int n = N - round % 8;
