@@ -217,7 +217,7 @@ const struct quant_kernels *quant_kernels_narrow(const struct quant_kernels *k);
 
 /* Whether the nbytes of type t weights at w avoid the type's most negative
  * quant (see quant_kernels_narrow). Types with no narrow kernel: true.
- * Reads every block (~20 ms for a 168 MB Q8_0 matrix in memory). */
+ * Reads every block (about 15 ms for a 168 MB Q8_0 matrix in memory). */
 bool quant_weights_narrow(enum qtype t, const void *w, uint64_t nbytes);
 
 #endif
