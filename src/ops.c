@@ -190,9 +190,9 @@ float ops_gelu(float x)
  * same roundings, F16C's, 8 at a time. */
 void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 {
+	pthread_once(&isa_once, isa_init);
 	if (act == ACT_GELU_TANH) {
 		pthread_once(&gelu_once, gelu_table_init);
-		pthread_once(&isa_once, isa_init);
 		if (use_avx2)
 			ops_glu_gelu_avx2(g, u, n, gelu_table);
 		else
@@ -200,7 +200,6 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 				g[i] = ops_gelu(g[i]) * u[i];
 	} else {
 		/* the scalar loop: 4.0 ns an element (libm expf), AVX2 1.2 */
-		pthread_once(&isa_once, isa_init);
 		if (use_avx2)
 			ops_glu_silu_avx2(g, u, n);
 		else
@@ -443,7 +442,6 @@ void ops_attend_ref(float *out, const float *q, const float *const *K, const flo
 {
 	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_ref);
 }
-
 
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
 		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,

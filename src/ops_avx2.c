@@ -289,16 +289,7 @@ static inline __m256 glu_silu8(__m256 x, __m256 u)
 	return _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
 }
 
-void ops_glu_silu_avx2(float *g, const float *u, int64_t n)
-{
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(g + i, glu_silu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-	for (; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-/* ---- GELU-gated linear unit ---- */
+/* ---- GELU-gated linear unit, and both GLU entries ---- */
 
 /* Eight elements of ops_glu_gelu_avx2. */
 static inline __m256 glu_gelu8(__m256 x, __m256 u, const uint16_t *table)
@@ -314,16 +305,32 @@ static inline __m256 glu_gelu8(__m256 x, __m256 u, const uint16_t *table)
 	return _mm256_mul_ps(y, u);
 }
 
-void ops_glu_gelu_avx2(float *g, const float *u, int64_t n, const uint16_t *table)
+/* g[i] = act(g[i]) * u[i] over n elements, 8 at a time, the tail through
+ * the same arithmetic, padded: GELU with table, SiLU without (a constant
+ * after inlining). */
+static inline __attribute__((always_inline)) void glu_rows(float *g, const float *u, int64_t n,
+							   const uint16_t *table)
 {
+#define GLU8(x, u) (table ? glu_gelu8((x), (u), table) : glu_silu8((x), (u)))
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(g + i, glu_gelu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), table));
-	if (i < n) { /* the tail through the same arithmetic, padded */
+		_mm256_storeu_ps(g + i, GLU8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+	if (i < n) {
 		float gt[8] = { 0 }, ut[8] = { 0 };
 		memcpy(gt, g + i, (size_t)(n - i) * sizeof *g);
 		memcpy(ut, u + i, (size_t)(n - i) * sizeof *u);
-		_mm256_storeu_ps(gt, glu_gelu8(_mm256_loadu_ps(gt), _mm256_loadu_ps(ut), table));
+		_mm256_storeu_ps(gt, GLU8(_mm256_loadu_ps(gt), _mm256_loadu_ps(ut)));
 		memcpy(g + i, gt, (size_t)(n - i) * sizeof *g);
 	}
+#undef GLU8
+}
+
+void ops_glu_gelu_avx2(float *g, const float *u, int64_t n, const uint16_t *table)
+{
+	glu_rows(g, u, n, table);
+}
+
+void ops_glu_silu_avx2(float *g, const float *u, int64_t n)
+{
+	glu_rows(g, u, n, NULL);
 }
