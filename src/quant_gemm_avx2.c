@@ -277,7 +277,9 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
 	_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
 		const __m256i x = load256(xa->quads[k]);
 		const __m256i y = nt == 2 ? load256(xb->quads[k]) : x;
-		const __m256i ux = _mm256_sign_epi8(x, x), uy = _mm256_sign_epi8(y, y);
+		/* |a|, for the narrow form only */
+		const __m256i ux = narrow ? _mm256_sign_epi8(x, x) : x;
+		const __m256i uy = narrow ? _mm256_sign_epi8(y, y) : y;
 #define PRODUCTS(q, x, ux) \
 	(narrow ? _mm256_maddubs_epi16(ux, _mm256_sign_epi8(q, x)) \
 		  : _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)))
@@ -396,8 +398,6 @@ ALWAYS_INLINE void tok_rows4_narrow(enum qtype t, int64_t n, const void *w, size
 
 /* ---- the entries ---- */
 
-/* Each type's dot, and its gemm: gemm_tiles over tok_rows4, rows8 and
- * dot_one for the rows past the last tile. */
 /* Weight row r (past the last 8-row tile) against all T tokens. */
 ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride)
@@ -407,33 +407,31 @@ ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 			dot_one(t, n, WROW(w, w_stride, r), (const uint8_t *)a + tk * a_stride);
 }
 
+/* A gemm entry: gemm_tiles over the tok kernel given, rows8 and tail_rows. */
+#define GEMM_ENTRY(fn, type, tok)                                                             \
+	static void fn(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,      \
+		       const void *a, size_t a_stride, const void *packed, int64_t T, float *y,  \
+		       int64_t y_stride)                                                         \
+	{                                                                                  \
+		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
+			   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride, \
+			   tok, rows8, tail_rows);                                         \
+	}
+
+/* Each type's dot and gemm. */
 #define LEGACY_KERNELS(name, type)                                                             \
 	static void dot_##name(int64_t n, float *out, const void *w, const void *a)          \
 	{                                                                                  \
 		*out = dot_one(type, n, w, a);                                             \
 	}                                                                                  \
-	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
-				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
-				int64_t T, float *y, int64_t y_stride)                             \
-	{                                                                                  \
-		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
-			   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride, \
-			   tok_rows4, rows8, tail_rows);                                   \
-	}
+	GEMM_ENTRY(gemm_##name, type, tok_rows4)
 
 LEGACY_KERNELS(q4_0, QTYPE_Q4_0)
 LEGACY_KERNELS(q5_0, QTYPE_Q5_0)
 LEGACY_KERNELS(q8_0, QTYPE_Q8_0)
 
 /* Q8_0 weights with no quant of -128 (quant_kernels_narrow) */
-static void gemm_q8_0_narrow(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			     const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			     int64_t y_stride)
-{
-	gemm_tiles(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed,
-		   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride,
-		   tok_rows4_narrow, rows8, tail_rows);
-}
+GEMM_ENTRY(gemm_q8_0_narrow, QTYPE_Q8_0, tok_rows4_narrow)
 
 /* Replaces the dot entries of the three types (and clears their dot_multi:
  * quant_dot_multi then calls this dot per row, which agrees with gemm). */
