@@ -249,6 +249,7 @@ int model_open_gguf(struct gguf *g, struct model **out, ing_err *err)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
 	m->gguf = g;
+	atomic_init(&m->narrow, 0);
 	struct gguf_str arch;
 	int rc;
 	if (gguf_get_str(g, "general.architecture", &arch) != ING_OK) {
@@ -317,7 +318,7 @@ uint64_t model_weight_bytes(const struct model *m)
 	return b;
 }
 
-bool model_weights_narrow(const struct model *m)
+static bool weights_narrow_scan(const struct model *m)
 {
 	if (!quant_weights_narrow(m->output->type, m->output->data, m->output->nbytes))
 		return false;
@@ -329,6 +330,18 @@ bool model_weights_narrow(const struct model *m)
 				return false;
 	}
 	return true;
+}
+
+/* once per model: ingot bench, for one, creates a forward pass per runner
+ * and batch size */
+bool model_weights_narrow(struct model *m)
+{
+	int v = atomic_load_explicit(&m->narrow, memory_order_relaxed);
+	if (v == 0) {
+		v = weights_narrow_scan(m) ? 1 : 2;
+		atomic_store_explicit(&m->narrow, v, memory_order_relaxed);
+	}
+	return v == 1;
 }
 
 uint64_t model_weight_macs(const struct model *m, bool lm_head)

@@ -14,6 +14,7 @@
 #ifndef INGOT_MODEL_H
 #define INGOT_MODEL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -76,6 +77,7 @@ struct model {
 	const struct gguf_tensor *rope_freqs;  /* [n_rot/2] optional (llama3) */
 	struct model_layer *layers;            /* [L] */
 	char path[1024];
+	atomic_int narrow;                     /* model_weights_narrow: 0 not yet known, 1 yes, 2 no */
 };
 
 /* Architecture descriptor by general.architecture name, or NULL. */
@@ -103,7 +105,9 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head);
 
 /* Whether every matrix (the layers' and the LM head) avoids its type's
  * most negative quant, so that quant_kernels_narrow's table computes the
- * same results. Reads the matrices (18 ms warm, 28 cold for the default model). */
-bool model_weights_narrow(const struct model *m);
+ * same results. The first call reads the matrices (18 ms warm, 28 cold for
+ * the default model); the answer is kept in the model (thread-safe: racing
+ * first calls both compute the same answer). */
+bool model_weights_narrow(struct model *m);
 
 #endif
