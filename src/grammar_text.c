@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "grammar_int.h"
+#include "hash.h"
 #include "mem.h"
 
 #define GT_MAX_NEST 100
@@ -361,15 +362,6 @@ static uint32_t literal(struct gt *t)
 	return gb_lit(&t->b, (const char *)buf, n);
 }
 
-/* FNV-1a of a rule name */
-static uint32_t name_hash(const char *s, size_t n)
-{
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
-}
-
 /* Room in the name table for one more name, kept at most half full (a
  * hash table: looking names up one by one made a GBNF of 20,000 rules take
  * seconds). */
@@ -399,7 +391,7 @@ static int name_find(struct gt *t, const char *s, size_t n, bool define)
 {
 	if (!slots_reserve(t))
 		return gt_fail(t, ING_ERR_NOMEM, "out of memory"), -1;
-	const uint32_t hash = name_hash(s, n), mask = (uint32_t)(t->cap_slots - 1);
+	const uint32_t hash = hash_fnv1a32(s, n), mask = (uint32_t)(t->cap_slots - 1);
 	uint32_t h = hash & mask;
 	for (; t->slots[h] >= 0; h = (h + 1) & mask) {
 		struct gt_name *nm = &t->names[t->slots[h]];

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "mem.h"
 #include "template_int.h"
 
@@ -193,10 +194,8 @@ int tpl_html_escape(struct tpl_run *R, struct tv v, int force, struct tv *out)
 
 static uint32_t hash_bytes(const char *s, size_t n)
 {
-	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 16777619u;
-	return h ? h : 1;
+	uint32_t h = hash_fnv1a32(s, n);
+	return h ? h : 1; /* 0 means "not computed yet" */
 }
 
 uint32_t tstr_hash(struct tstr *s)
