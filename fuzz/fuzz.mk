@@ -18,6 +18,7 @@ CFLAGS_F := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter $(
 LDLIBS_F := $(PKG_LD) -lm -pthread
 
 ISA_avx2   := -mavx2 -mfma -mf16c
+ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
 
 LIB_OBJ    := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/main.c,$(wildcard src/*.c)))
@@ -32,8 +33,11 @@ all: $(FUZZERS) $(B)/make_seeds
 
 $(B)/obj/%_avx2.o: src/%_avx2.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) $(ISA_avx2) -c $< -o $@
+$(B)/obj/%_avxvnni.o: src/%_avxvnni.c $(HDRS) | $(B)/obj
+	$(CLANG) $(CFLAGS_F) $(ISA_avxvnni) -c $< -o $@
 $(B)/obj/%_avx512.o: src/%_avx512.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) $(ISA_avx512) -c $< -o $@
+$(B)/obj/quant_gemm_avxvnni.o $(B)/obj/quant_gemm_avx512.o: src/quant_gemm_avx2.c
 $(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) -c $< -o $@
 $(B)/testobj/%.o: tests/%.c $(HDRS) | $(B)/testobj

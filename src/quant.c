@@ -25,8 +25,9 @@
 /* ---- CPU feature detection ---- */
 
 struct cpu_features {
-	int avx2;   /* AVX2 + FMA + F16C, YMM state enabled */
-	int avx512; /* F + BW + VL + DQ + VNNI, ZMM and opmask state enabled */
+	int avx2;    /* AVX2 + FMA + F16C, YMM state enabled */
+	int avxvnni; /* avx2 + AVX-VNNI */
+	int avx512;  /* avx2 + AVX-512 F + BW + VL + DQ + VNNI, ZMM and opmask state enabled */
 };
 
 #ifdef QUANT_X86
@@ -39,7 +40,7 @@ static uint64_t xcr0_read(void)
 
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0 };
+	struct cpu_features f = { 0, 0, 0 };
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return f;
@@ -57,12 +58,14 @@ static struct cpu_features cpu_features_probe(void)
 	int vnni = (c >> 11) & 1;
 	f.avx2 = ymm_os && avx2 && fma && f16c;
 	f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
+	if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
+		f.avxvnni = f.avx2 && ((a >> 4) & 1);
 	return f;
 }
 #else
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0 };
+	struct cpu_features f = { 0, 0, 0 };
 	return f;
 }
 #endif
@@ -75,6 +78,8 @@ static int isa_supported(enum quant_isa isa)
 		return 1;
 	case QUANT_ISA_AVX2:
 		return f.avx2;
+	case QUANT_ISA_AVXVNNI:
+		return f.avxvnni;
 	case QUANT_ISA_AVX512:
 		return f.avx512;
 	default:
@@ -82,36 +87,29 @@ static int isa_supported(enum quant_isa isa)
 	}
 }
 
-static const char *const isa_names[QUANT_ISA_COUNT] = { "scalar", "avx2", "avx512" };
+static const char *const isa_names[QUANT_ISA_COUNT] = { "scalar", "avx2", "avxvnni", "avx512" };
 
 const char *quant_isa_name(enum quant_isa isa)
 {
 	return (unsigned)isa < QUANT_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
-/* The best ISA the CPU runs, except that AVX-512 CPUs get the AVX2 table
- * unless INGOT_ISA=avx512 asks for theirs. The AVX-512 table has its own
- * dots for Q8_0, Q5_0, Q4_K and Q6_K, and cannot keep the AVX2 matrix
- * kernels for them (they follow the AVX2 dot's float order, and a row must
- * come out the same alone and in a batch); without matrix kernels, batched
- * decode and prefill run 4-5x slower (measured on AVX2 with the entries
- * cleared, `ingot bench -t 2`: prefill 1,019-1,060 -> 209-215 tok/s, 32
- * sequences 378-385 -> 86-87, one 97-108 -> 64-70). INGOT_ISA=scalar|avx2
- * lower the choice, avx512 raises it where the CPU has AVX-512; unknown
- * values, and requests above what the CPU can do, are ignored. */
+/* The last ISA of the enum the CPU runs (every table gives the same
+ * results; the later ones only differ in speed). INGOT_ISA=scalar|avx2|
+ * avxvnni|avx512 picks another the CPU runs; unknown values, and ISAs the
+ * CPU lacks, are ignored. */
 enum quant_isa quant_isa_detect(void)
 {
-	enum quant_isa hw = QUANT_ISA_SCALAR;
+	enum quant_isa best = QUANT_ISA_SCALAR;
 	for (int i = QUANT_ISA_COUNT - 1; i > 0; i--) {
 		if (isa_supported((enum quant_isa)i)) {
-			hw = (enum quant_isa)i;
+			best = (enum quant_isa)i;
 			break;
 		}
 	}
-	enum quant_isa best = hw > QUANT_ISA_AVX2 ? QUANT_ISA_AVX2 : hw;
 	const char *env = getenv("INGOT_ISA");
 	for (int i = 0; env && i < QUANT_ISA_COUNT; i++) {
-		if (strcmp(env, isa_names[i]) == 0 && i <= (int)hw)
+		if (strcmp(env, isa_names[i]) == 0 && isa_supported((enum quant_isa)i))
 			best = (enum quant_isa)i;
 	}
 	return best;
@@ -188,17 +186,21 @@ static void tables_build(void)
 			continue;
 		kernels_fill_ref(k);
 #ifdef QUANT_X86
-		if (i >= QUANT_ISA_AVX2) {
+		/* every SIMD table: the AVX2 kernels, then the legacy types'
+		 * build for the ISA */
+		void (*legacy)(struct quant_kernels *, bool) =
+			i == QUANT_ISA_AVX512  ? quant_gemm_avx512_register
+			: i == QUANT_ISA_AVXVNNI ? quant_gemm_avxvnni_register
+			: i == QUANT_ISA_AVX2    ? quant_gemm_avx2_register
+						 : NULL;
+		if (legacy) {
 			quant_avx2_register(k);
-			quant_gemm_avx2_register(k);
 			quant_gemm_k_avx2_register(k);
 		}
 		tables_narrow[i] = *k;
-		if (i >= QUANT_ISA_AVX2)
-			quant_gemm_avx2_register_narrow(&tables_narrow[i]);
-		if (i >= QUANT_ISA_AVX512) {
-			quant_avx512_register(k);
-			quant_avx512_register(&tables_narrow[i]);
+		if (legacy) {
+			legacy(k, false);
+			legacy(&tables_narrow[i], true);
 		}
 #else
 		tables_narrow[i] = *k;

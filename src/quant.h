@@ -8,9 +8,10 @@
  * reused by every row of every matrix that consumes them.
  *
  * Kernels come in pairs: quant_ref.c holds the portable scalar reference (the
- * ground truth), quant_avx2.c / quant_avx512.c the SIMD versions, picked at
- * run time from cpuid by quant_kernels_best(). Tests compare each SIMD kernel
- * with the reference on random data.
+ * ground truth), quant_avx2.c, quant_gemm_avx2.c (with its VNNI builds
+ * quant_gemm_avx512.c, quant_gemm_avxvnni.c) and quant_gemm_k_avx2.c the
+ * SIMD versions, picked at run time from cpuid by quant_kernels_best().
+ * Tests compare each SIMD kernel with the reference on random data.
  *
  * Names: n = number of elements in a row (a multiple of the block size). */
 #ifndef INGOT_QUANT_H
@@ -97,8 +98,9 @@ float quant_dot_ref(enum qtype t, const void *w, const void *a, int64_t n);
 
 enum quant_isa {
 	QUANT_ISA_SCALAR = 0,
-	QUANT_ISA_AVX2,
-	QUANT_ISA_AVX512, /* AVX-512 F/BW/VL/DQ + VNNI */
+	QUANT_ISA_AVX2,    /* AVX2 + FMA + F16C */
+	QUANT_ISA_AVXVNNI, /* AVX2's, with AVX-VNNI for the legacy types */
+	QUANT_ISA_AVX512,  /* AVX2's, with AVX512-VNNI + VL (F/BW/DQ too) for the legacy types */
 	QUANT_ISA_COUNT,
 };
 
@@ -182,13 +184,14 @@ void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, flo
 		     const void *w, const void *a, size_t a_stride, int ncols);
 
 /* The ISA whose kernels run: the best this CPU (and OS, for AVX-512
- * state) supports and ingot has, but AVX2 on AVX-512 CPUs, whose table
- * lacks matrix kernels for the common types (see quant.c). The environment
- * variable INGOT_ISA=scalar|avx2|avx512 picks another the CPU supports
- * (INGOT_ISA=scalar runs the reference everywhere, avx512 the AVX-512
- * dots); unknown values and ISAs the CPU lacks are ignored. Cheap (a few
- * cpuid instructions); call it once and keep the table from
- * quant_kernels_best() rather than in a hot loop. */
+ * state) supports and ingot has. The SIMD tables give the same results bit
+ * for bit (the VNNI ones differ from AVX2's only in how the legacy types'
+ * integer sums are formed). The environment variable
+ * INGOT_ISA=scalar|avx2|avxvnni|avx512 picks another the CPU supports
+ * (INGOT_ISA=scalar runs the reference everywhere); unknown values and
+ * ISAs the CPU lacks are ignored. Cheap (a few cpuid instructions); call it
+ * once and keep the table from quant_kernels_best() rather than in a hot
+ * loop. */
 enum quant_isa quant_isa_detect(void);
 const char *quant_isa_name(enum quant_isa isa);
 

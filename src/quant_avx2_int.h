@@ -1,6 +1,11 @@
 /* quant_avx2_int.h — inline helpers shared by the AVX2 kernel files
- * (quant_avx2.c, quant_gemm_avx2.c, quant_gemm_k_avx2.c); include only
- * from files compiled with -mavx2 -mfma -mf16c. */
+ * (quant_avx2.c, quant_gemm_avx2.c and its VNNI builds, quant_gemm_k_avx2.c);
+ * include only from files compiled with -mavx2 -mfma -mf16c.
+ *
+ * Test hook: with QUANT_SIMDE defined (tests/test_quant.c) the includer
+ * has already included SIMDe's headers with native aliases, so the same
+ * code runs on any CPU through SIMDe's portable emulation; the two helpers
+ * below that SIMDe cannot express get plain stand-ins. */
 #ifndef INGOT_QUANT_AVX2_INT_H
 #define INGOT_QUANT_AVX2_INT_H
 
@@ -11,7 +16,11 @@
 
 static inline float half_load(uint16_t h)
 {
+#ifdef QUANT_SIMDE
+	return fp16_to_f32(h);
+#else
 	return _cvtsh_ss(h);
+#endif
 }
 
 static inline int hsum_epi32(__m256i v)
@@ -95,8 +104,12 @@ ALWAYS_INLINE __m256i legacy_quants(enum qtype t, const void *w, int64_t i)
 #define WROW(w, stride, r) ((const uint8_t *)(w) + (size_t)(r) * (stride))
 
 /* Keeps GCC from reassociating an integer accumulator into a tree of
- * spilled partial sums. */
+ * spilled partial sums. (Under SIMDe a vector is no register operand.) */
+#ifdef QUANT_SIMDE
+#define KEEP(v) ((void)0)
+#else
 #define KEEP(v) __asm__("" : "+x"(v))
+#endif
 
 static inline int hsum128_epi32(__m128i s)
 {

@@ -58,11 +58,40 @@
  * qkv 251 -> 131 ms; batch 32 decode 132 -> 174-184 tok/s.
  *
  * The results differ from the lane-wise kernels (and from llama.cpp's) in
- * float rounding only: the integer sums are the same. */
+ * float rounding only: the integer sums are the same.
+ *
+ * VNNI builds. quant_gemm_avx512.c (AVX512-VNNI + VL, EVEX) and
+ * quant_gemm_avxvnni.c (AVX-VNNI, VEX) define QUANT_GEMM_VNNI and include
+ * this file: the same kernels, with vpdpbusd (4 unsigned x signed byte
+ * products summed into each int32 lane, added to an accumulator, no int16
+ * step) forming the integer sums. Only the integer sums change hands, so
+ * every output is bit for bit the AVX2 build's:
+ *  - block_lanes: |q| against sign(x, q) in one vpdpbusd instead of
+ *    vpmaddubsw + vpmaddwd;
+ *  - Q4_0/Q5_0 tok: the unsigned quads accumulate straight into int32;
+ *  - Q8_0 tok: the weights are made unsigned, u = q + 128 (q ^ 0x80, one
+ *    vpxor per broadcast quad, shared by the pass's two groups), and
+ *    isum = sum u * a - 128 * sum a from the packed block sums, as Q5_0's
+ *    offset: one vector operation per 32 products against the narrow
+ *    AVX2 form's three (vpsignb, vpmaddubsw, vpmaddwd), and no narrow form
+ *    needed (q = -128 gives u = 0).
+ * Not measured: this machine (Zen 3) has neither extension. Each build
+ * registers as quant_gemm_<isa>_register; tests/test_quant.c builds it a
+ * third time under SIMDe (QUANT_SIMDE) and checks it bit for bit against
+ * the AVX2 build and the contract above. */
 #include <math.h>
 #include <stdbool.h>
 
 #include "quant_avx2_int.h"
+
+#ifdef QUANT_GEMM_VNNI
+/* acc + (4 adjacent u8 x s8 products summed) in each int32 lane */
+#if QUANT_GEMM_VNNI == QUANT_GEMM_VNNI_VEX
+#define dpbusd(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#else
+#define dpbusd(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#endif
+#endif
 
 /* Bytes of one block of weight type t. */
 ALWAYS_INLINE size_t block_bytes(enum qtype t)
@@ -87,8 +116,12 @@ ALWAYS_INLINE uint16_t block_d16(enum qtype t, const uint8_t *row, int64_t i)
  * so a vpmaddubsw pair sum stays within int16. */
 static inline __m256i block_lanes(__m256i q, __m256i x)
 {
+#ifdef QUANT_GEMM_VNNI
+	return dpbusd(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+#else
 	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
 	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
 }
 
 /* ---- one row, one token ---- */
@@ -191,34 +224,45 @@ ALWAYS_INLINE void tok_step(const __m256 dw[4], __m256 da, const __m256i isum[4]
 
 /* Quads k0 .. k0+3 of 4 rows of unsigned quants (wq) against one packed
  * group block: the products add up in int16 (|sum| <= 4 * 2 * 31 * 128 <
- * 2^15), then widen to the 8 tokens' int32 partial sums of each row. */
+ * 2^15), then widen to the 8 tokens' int32 partial sums of each row.
+ * (VNNI: straight into the int32 sums.) */
+#ifdef QUANT_GEMM_VNNI
+#define QUAD_PRODUCTS(p, w, x) dpbusd(p, w, x)
+#else
+#define QUAD_PRODUCTS(p, w, x) _mm256_add_epi16(p, _mm256_maddubs_epi16(w, x))
+#endif
 ALWAYS_INLINE void quads4_unsigned(const int32_t wq[4][QK / 4], const struct quant_gemm_block *b,
 				   int k0, __m256i out[4])
 {
 	__m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
-#define QUAD(k)                                                                                 \
-	do {                                                                                    \
-		const __m256i x = load256(b->quads[k]);                                         \
-		p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[0][k]), x)); \
-		p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[1][k]), x)); \
-		p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[2][k]), x)); \
-		p3 = _mm256_add_epi16(p3, _mm256_maddubs_epi16(_mm256_set1_epi32(wq[3][k]), x)); \
-		KEEP(p0);                                                                       \
-		KEEP(p1);                                                                       \
-		KEEP(p2);                                                                       \
-		KEEP(p3);                                                                       \
+#define QUAD(k)                                                                  \
+	do {                                                                     \
+		const __m256i x = load256(b->quads[k]);                          \
+		p0 = QUAD_PRODUCTS(p0, _mm256_set1_epi32(wq[0][k]), x);          \
+		p1 = QUAD_PRODUCTS(p1, _mm256_set1_epi32(wq[1][k]), x);          \
+		p2 = QUAD_PRODUCTS(p2, _mm256_set1_epi32(wq[2][k]), x);          \
+		p3 = QUAD_PRODUCTS(p3, _mm256_set1_epi32(wq[3][k]), x);          \
+		KEEP(p0);                                                        \
+		KEEP(p1);                                                        \
+		KEEP(p2);                                                        \
+		KEEP(p3);                                                        \
 	} while (0)
 	QUAD(k0);
 	QUAD(k0 + 1);
 	QUAD(k0 + 2);
 	QUAD(k0 + 3);
 #undef QUAD
+#ifdef QUANT_GEMM_VNNI
+	out[0] = p0, out[1] = p1, out[2] = p2, out[3] = p3;
+#else
 	const __m256i ones = _mm256_set1_epi16(1);
 	out[0] = _mm256_madd_epi16(p0, ones);
 	out[1] = _mm256_madd_epi16(p1, ones);
 	out[2] = _mm256_madd_epi16(p2, ones);
 	out[3] = _mm256_madd_epi16(p3, ones);
+#endif
 }
+#undef QUAD_PRODUCTS
 
 /* Q4_0 / Q5_0: 4 rows x ng groups (at g, nb blocks apart). Each block of
  * the 4 rows is unpacked once, as unsigned quants u = q + o, for all the
@@ -257,6 +301,50 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 	}
 }
 
+#ifdef QUANT_GEMM_VNNI
+/* The exact int32 dots of one Q8_0 block of 4 rows (quants at qs, row j's
+ * j * w_stride on) against nt (1 or 2) packed group blocks xa, xb: ia[j],
+ * ib[j] hold the 8 tokens' sums. VNNI: each broadcast weight quad made
+ * unsigned once, u = q + 128 (q ^ 0x80), for both groups; vpdpbusd sums
+ * u * a into int32 (|sum| <= 32 * 255 * 127), less 128 * sum a. Exact for
+ * every q, so narrow makes no difference. */
+ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
+				   const struct quant_gemm_block *xa, const struct quant_gemm_block *xb,
+				   int nt, bool narrow, __m256i ia[4], __m256i ib[4])
+{
+	(void)narrow;
+	const __m256i flip = _mm256_set1_epi8((char)0x80);
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+	__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+	_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
+		const __m256i x = load256(xa->quads[k]);
+		const __m256i y = nt == 2 ? load256(xb->quads[k]) : x;
+#define QUAD(j, A, B)                                                              \
+	do {                                                                       \
+		int32_t wv;                                                        \
+		memcpy(&wv, qs + (j) * w_stride + 4 * k, sizeof wv);               \
+		const __m256i u = _mm256_xor_si256(_mm256_set1_epi32(wv), flip);   \
+		A = dpbusd(A, u, x);                                               \
+		if (nt == 2)                                                       \
+			B = dpbusd(B, u, y);                                       \
+	} while (0)
+		QUAD(0, a0, b0);
+		QUAD(1, a1, b1);
+		QUAD(2, a2, b2);
+		QUAD(3, a3, b3);
+#undef QUAD
+	}
+	const __m256i ca = _mm256_slli_epi32(load256(xa->sums), 7);
+	ia[0] = _mm256_sub_epi32(a0, ca), ia[1] = _mm256_sub_epi32(a1, ca);
+	ia[2] = _mm256_sub_epi32(a2, ca), ia[3] = _mm256_sub_epi32(a3, ca);
+	if (nt == 2) {
+		const __m256i cb = _mm256_slli_epi32(load256(xb->sums), 7);
+		b0 = _mm256_sub_epi32(b0, cb), b1 = _mm256_sub_epi32(b1, cb);
+		b2 = _mm256_sub_epi32(b2, cb), b3 = _mm256_sub_epi32(b3, cb);
+	}
+	ib[0] = b0, ib[1] = b1, ib[2] = b2, ib[3] = b3;
+}
+#else
 /* The exact int32 dots of one Q8_0 block of 4 rows (quants at qs, row j's
  * j * w_stride on) against nt (1 or 2) packed group blocks xa, xb: ia[j],
  * ib[j] hold the 8 tokens' sums. vpmaddubsw needs one unsigned operand,
@@ -312,6 +400,7 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
 	ia[0] = a0, ia[1] = a1, ia[2] = a2, ia[3] = a3;
 	ib[0] = b0, ib[1] = b1, ib[2] = b2, ib[3] = b3;
 }
+#endif
 
 /* Q8_0: 4 rows x nt (1 or 2, a constant at each instance) groups at ga,
  * gb, block by block (q8_quads_signed, narrow or not); each broadcast
@@ -430,12 +519,24 @@ LEGACY_KERNELS(q4_0, QTYPE_Q4_0)
 LEGACY_KERNELS(q5_0, QTYPE_Q5_0)
 LEGACY_KERNELS(q8_0, QTYPE_Q8_0)
 
-/* Q8_0 weights with no quant of -128 (quant_kernels_narrow) */
+/* Q8_0 weights with no quant of -128 (quant_kernels_narrow); the VNNI
+ * kernel serves every Q8_0 weight alike. */
+#ifdef QUANT_GEMM_VNNI
+#define gemm_q8_0_narrow gemm_q8_0
+#else
 GEMM_ENTRY(gemm_q8_0_narrow, QTYPE_Q8_0, tok_rows4_narrow)
+#endif
+
+/* The build's name: quant_gemm_avx2_register, quant_gemm_avx512_register,
+ * quant_gemm_avxvnni_register (quant_int.h), or the test's. */
+#ifndef QUANT_GEMM_REGISTER
+#define QUANT_GEMM_REGISTER quant_gemm_avx2_register
+#endif
 
 /* Replaces the dot entries of the three types (and clears their dot_multi:
- * quant_dot_multi then calls this dot per row, which agrees with gemm). */
-void quant_gemm_avx2_register(struct quant_kernels *k)
+ * quant_dot_multi then calls this dot per row, which agrees with gemm) and
+ * sets their gemm entries; narrow: the narrow twin's (quant_kernels_narrow). */
+void QUANT_GEMM_REGISTER(struct quant_kernels *k, bool narrow)
 {
 	k->dot[QTYPE_Q4_0] = dot_q4_0;
 	k->dot[QTYPE_Q5_0] = dot_q5_0;
@@ -445,11 +546,5 @@ void quant_gemm_avx2_register(struct quant_kernels *k)
 	k->dot_multi[QTYPE_Q8_0] = NULL;
 	k->gemm[QTYPE_Q4_0] = gemm_q4_0;
 	k->gemm[QTYPE_Q5_0] = gemm_q5_0;
-	k->gemm[QTYPE_Q8_0] = gemm_q8_0;
-}
-
-/* The narrow twin's entries (after quant_gemm_avx2_register). */
-void quant_gemm_avx2_register_narrow(struct quant_kernels *k)
-{
-	k->gemm[QTYPE_Q8_0] = gemm_q8_0_narrow;
+	k->gemm[QTYPE_Q8_0] = narrow ? gemm_q8_0_narrow : gemm_q8_0;
 }

@@ -187,9 +187,17 @@ static_assert(sizeof(struct quant_gemm_kblock) == 2336, "packed super-block layo
 /* Fill the non-NULL entries an ISA file provides. Only called by quant.c
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
-void quant_gemm_avx2_register(struct quant_kernels *k);
-void quant_gemm_avx2_register_narrow(struct quant_kernels *k);
 void quant_gemm_k_avx2_register(struct quant_kernels *k);
-void quant_avx512_register(struct quant_kernels *k);
+
+/* The legacy-type (Q4_0, Q5_0, Q8_0) dot and gemm entries of
+ * quant_gemm_avx2.c, in its AVX2 build and its two VNNI builds (same
+ * results); narrow: the entries of the narrow twin (quant_kernels_narrow). */
+void quant_gemm_avx2_register(struct quant_kernels *k, bool narrow);
+void quant_gemm_avx512_register(struct quant_kernels *k, bool narrow);  /* AVX512-VNNI + VL */
+void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-VNNI */
+
+/* QUANT_GEMM_VNNI in quant_gemm_avx2.c: which vpdpbusd encoding. */
+#define QUANT_GEMM_VNNI_EVEX 1
+#define QUANT_GEMM_VNNI_VEX 2
 
 #endif

@@ -879,29 +879,30 @@ static void test_simd_quantize(const struct quant_kernels *k)
 	free(x), free(r), free(s);
 }
 
+/* The default is the last ISA of the enum the CPU runs; INGOT_ISA picks
+ * any the CPU runs and is ignored otherwise. */
 static void test_isa(void)
 {
 	char *old = getenv("INGOT_ISA") ? strdup(getenv("INGOT_ISA")) : NULL;
 	unsetenv("INGOT_ISA");
 	enum quant_isa best = quant_isa_detect(); /* the default */
-	const bool has512 = quant_kernels_get(QUANT_ISA_AVX512) != NULL;
-	/* AVX-512 CPUs default to the AVX2 table (the AVX-512 one has no
-	 * matrix kernels for the common types) */
-	CHECK(best == (quant_kernels_get(QUANT_ISA_AVX2) ? QUANT_ISA_AVX2 : QUANT_ISA_SCALAR),
-	      "default ISA %s", quant_isa_name(best));
+	enum quant_isa top = QUANT_ISA_SCALAR;
+	for (int i = 0; i < QUANT_ISA_COUNT; i++)
+		if (quant_kernels_get((enum quant_isa)i))
+			top = (enum quant_isa)i;
+	CHECK(best == top, "default ISA %s, not %s", quant_isa_name(best), quant_isa_name(top));
 	printf("detected ISA: %s%s%s\n", quant_isa_name(best), old ? ", INGOT_ISA=" : "", old ? old : "");
 	CHECK(quant_kernels_get(QUANT_ISA_SCALAR) != NULL, "scalar table");
 	CHECK(quant_kernels_best() != NULL && quant_kernels_best()->isa == best, "best table");
 	CHECK(quant_kernels_get(QUANT_ISA_COUNT) == NULL, "bad isa");
-	setenv("INGOT_ISA", "scalar", 1);
-	CHECK(quant_isa_detect() == QUANT_ISA_SCALAR, "INGOT_ISA=scalar");
-	CHECK(quant_kernels_best()->isa == QUANT_ISA_SCALAR, "best follows INGOT_ISA");
-	setenv("INGOT_ISA", "avx512", 1);
-	CHECK(quant_isa_detect() == (has512 ? QUANT_ISA_AVX512 : best),
-	      "INGOT_ISA=avx512 where the CPU has it, ignored elsewhere");
-	setenv("INGOT_ISA", "avx2", 1);
-	CHECK(quant_isa_detect() == (best == QUANT_ISA_SCALAR ? QUANT_ISA_SCALAR : QUANT_ISA_AVX2),
-	      "INGOT_ISA=avx2");
+	for (int i = 0; i < QUANT_ISA_COUNT; i++) {
+		const enum quant_isa isa = (enum quant_isa)i;
+		setenv("INGOT_ISA", quant_isa_name(isa), 1);
+		const enum quant_isa want = quant_kernels_get(isa) ? isa : best;
+		CHECK(quant_isa_detect() == want, "INGOT_ISA=%s gives %s, not %s", quant_isa_name(isa),
+		      quant_isa_name(quant_isa_detect()), quant_isa_name(want));
+		CHECK(quant_kernels_best()->isa == want, "best follows INGOT_ISA=%s", quant_isa_name(isa));
+	}
 	setenv("INGOT_ISA", "bogus", 1);
 	CHECK(quant_isa_detect() == best, "unknown INGOT_ISA ignored");
 	if (old)
@@ -911,44 +912,114 @@ static void test_isa(void)
 	free(old);
 }
 
-/* Where SIMDe's headers are installed (Debian: libsimde-dev), the AVX-512
- * kernels are also compiled into this test (last, as its macros rename
- * intrinsics) through SIMDe's portable
- * emulation, so they get checked against the reference on CPUs without
- * AVX-512 too. */
+/* Signed quant e of block i of a Q4_0 / Q5_0 / Q8_0 row, and its scale. */
+static int legacy_quant(enum qtype t, const uint8_t *row, int64_t i, int e)
+{
+	const uint8_t *b = row + (size_t)i * qtype_traits(t)->block_bytes;
+	if (t == QTYPE_Q8_0)
+		return (int8_t)b[2 + e];
+	int nib = e < 16 ? b[(t == QTYPE_Q5_0 ? 6 : 2) + e] & 15 : b[(t == QTYPE_Q5_0 ? 6 : 2) + e - 16] >> 4;
+	if (t == QTYPE_Q4_0)
+		return nib - 8;
+	uint32_t qh;
+	memcpy(&qh, b + 2, sizeof qh);
+	return (nib | (int)((qh >> e) & 1) << 4) - 16;
+}
+
+/* Every SIMD table's legacy-type dot (and so its gemm, which test_gemm
+ * holds to the dot) is the stated contract of quant_gemm_avx2.c bit for
+ * bit: acc = fma(dw * da, (float)isum, acc) block by block, isum exact.
+ * So the AVX2 and VNNI builds agree with each other. Quantized and
+ * random-bit weights (Q8_0's with quants of -128). */
+static void test_legacy_contract(const struct quant_kernels *k)
+{
+	static const enum qtype types[] = { QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q8_0 };
+	enum { NB = 24 };
+	float x[NB * QK];
+	uint8_t w[NB * sizeof(struct block_q8_0)];
+	struct block_q8_0 a[NB];
+	int bad = 0, total = 0;
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		const enum qtype t = types[ti];
+		for (int round = 0; round < 40; round++) {
+			const int64_t nb = 1 + round % NB, n = nb * QK;
+			fill_data(x, n);
+			weights_make(t, x, w, n, round & 1);
+			fill_data(x, n);
+			if (round == 2)
+				memset(x, 0, sizeof x);
+			quant_quantize_ref(QTYPE_Q8_0, x, a, n);
+			float acc = 0.0f;
+			for (int64_t i = 0; i < nb; i++) {
+				uint16_t dw;
+				memcpy(&dw, w + (size_t)i * qtype_traits(t)->block_bytes, sizeof dw);
+				int isum = 0;
+				for (int e = 0; e < QK; e++)
+					isum += legacy_quant(t, w, i, e) * a[i].qs[e];
+				acc = fmaf(fp16_to_f32(dw) * fp16_to_f32(a[i].d), (float)isum, acc);
+			}
+			float got;
+			k->dot[t](n, &got, w, a);
+			total++;
+			if (memcmp(&got, &acc, sizeof got) != 0 && bad++ < 3)
+				printf("  %s %s n=%lld: dot %.9g, contract %.9g\n", quant_isa_name(k->isa),
+				       qtype_traits(t)->name, (long long)n, got, acc);
+		}
+	}
+	CHECK(bad == 0, "%s legacy dots: %d of %d differ from the contract", quant_isa_name(k->isa), bad,
+	      total);
+}
+
+/* Where SIMDe's headers are installed (Debian: libsimde-dev), the VNNI build
+ * of quant_gemm_avx2.c is also compiled into this test (last, as SIMDe's
+ * macros rename intrinsics), all of it through SIMDe's portable emulation:
+ * so its kernels are checked on CPUs without VNNI (this one) too. */
 #if defined(__has_include)
 #if __has_include(<simde/x86/avx512.h>)
-#define QUANT_AVX512_SIMDE 1
-/* 512-bit vector types passed by value without -mavx512f: ABI notes only */
+#define QUANT_SIMDE 1
+/* 256-bit vector types passed by value without -mavx: ABI notes only */
 #pragma GCC diagnostic ignored "-Wpsabi"
-#include "quant_avx512.c"
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+#include <simde/x86/fma.h>
+/* SIMDe's fallback FMA rounds twice (a * b, then + c); the kernels'
+ * contract is the fused operation. */
+ALWAYS_INLINE simde__m256 fmadd_fused(simde__m256 a, simde__m256 b, simde__m256 c)
+{
+	float fa[8], fb[8], fc[8];
+	simde_mm256_storeu_ps(fa, a);
+	simde_mm256_storeu_ps(fb, b);
+	simde_mm256_storeu_ps(fc, c);
+	for (int i = 0; i < 8; i++)
+		fa[i] = fmaf(fa[i], fb[i], fc[i]);
+	return simde_mm256_loadu_ps(fa);
+}
+#undef _mm256_fmadd_ps
+#define _mm256_fmadd_ps fmadd_fused
+#define QUANT_GEMM_VNNI QUANT_GEMM_VNNI_EVEX
+#define QUANT_GEMM_REGISTER quant_gemm_simde_register
+#include "quant_gemm_avx2.c"
 #endif
 #endif
 
-/* The AVX-512 kernels under SIMDe, on top of the scalar table (only the
- * entries quant_avx512.c provides differ from the reference). */
-static void test_avx512_emulated(void)
+/* The VNNI legacy kernels under SIMDe, in a table otherwise the reference's
+ * (test_legacy_contract ties them to the AVX2 build bit for bit). */
+static void test_vnni_emulated(void)
 {
-#ifdef QUANT_AVX512_SIMDE
+#ifdef QUANT_SIMDE
 	struct quant_kernels k = *quant_kernels_get(QUANT_ISA_SCALAR);
 	k.isa = QUANT_ISA_AVX512;
-	quant_avx512_simde_register(&k);
-	printf("testing avx512 kernels under SIMDe emulation\n");
+	struct quant_kernels kn = k;
+	quant_gemm_simde_register(&k, false);
+	quant_gemm_simde_register(&kn, true);
+	printf("testing the VNNI legacy kernels under SIMDe emulation\n");
+	test_legacy_contract(&k);
 	test_simd_dot(&k);
-	test_dot_multi(&k);
-	/* As quant.c composes the real AVX-512 table: AVX2 first, then the
-	 * AVX-512 file, which must not leave AVX2 multi kernels beside its
-	 * own dots. */
-	if (quant_kernels_get(QUANT_ISA_AVX2)) {
-		k = *quant_kernels_get(QUANT_ISA_AVX2);
-		k.isa = QUANT_ISA_AVX512;
-		quant_avx512_simde_register(&k);
-		printf("testing avx2 + emulated avx512 table composition\n");
-		test_dot_multi(&k);
-		test_gemm(&k, false);
-	}
+	test_gemm(&k, false);
+	test_gemm(&kn, true);
 #else
-	printf("SKIP avx512 emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
+	printf("SKIP VNNI emulation: SIMDe headers not installed (apt-get install libsimde-dev)\n");
 #endif
 }
 
@@ -972,10 +1043,14 @@ int main(void)
 		const struct quant_kernels *k = quant_kernels_get((enum quant_isa)isa);
 		if (!k) {
 			printf("SKIP %s: CPU lacks %s\n", quant_isa_name((enum quant_isa)isa),
-			       isa == QUANT_ISA_AVX512 ? "AVX-512 (F/BW/VL/DQ/VNNI)" : "AVX2/FMA/F16C");
+			       isa == QUANT_ISA_AVX512    ? "AVX-512 (F/BW/VL/DQ/VNNI)"
+			       : isa == QUANT_ISA_AVXVNNI ? "AVX-VNNI"
+							  : "AVX2/FMA/F16C");
 			continue;
 		}
 		printf("testing %s kernels\n", quant_isa_name(k->isa));
+		if (k->isa != QUANT_ISA_SCALAR)
+			test_legacy_contract(k);
 		test_simd_dot(k);
 		test_simd_quantize(k);
 		test_dot_multi(k);
@@ -983,6 +1058,6 @@ int main(void)
 		test_gemm(quant_kernels_narrow(k), true);
 		test_narrow(k);
 	}
-	test_avx512_emulated();
+	test_vnni_emulated();
 	return check_summary("test_quant");
 }

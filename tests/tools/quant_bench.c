@@ -279,7 +279,8 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		rc |= bench_case_run(&cases[i], min_s, bw_stream);
-	if (!quant_kernels_get(QUANT_ISA_AVX512))
-		printf("\n(avx512 not measured: CPU lacks AVX-512)\n");
+	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
+		if (!quant_kernels_get((enum quant_isa)isa))
+			printf("(%s not measured: the CPU lacks it)\n", quant_isa_name((enum quant_isa)isa));
 	return rc ? 1 : 0;
 }
