@@ -211,9 +211,10 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->m = m;
 	f->hp = &m->hp;
 	/* the faster narrow kernels where the weights allow them (every
-	 * quantizer's output does); the same results either way */
+	 * quantizer's output does); the same results either way. Tables
+	 * without a narrow twin skip the weights' scan. */
 	f->k = quant_kernels_best();
-	if (model_weights_narrow(m))
+	if (quant_kernels_narrow(f->k) != f->k && model_weights_narrow(m))
 		f->k = quant_kernels_narrow(f->k);
 	f->cfg = *cfg;
 	const struct model_hparams *hp = f->hp;

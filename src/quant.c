@@ -225,7 +225,12 @@ const struct quant_kernels *quant_kernels_best(void)
 const struct quant_kernels *quant_kernels_narrow(const struct quant_kernels *k)
 {
 	pthread_once(&tables_once, tables_build);
-	return k == &tables[k->isa] ? &tables_narrow[k->isa] : k;
+	if (k != &tables[k->isa])
+		return k;
+	/* the twin differs in gemm entries only; where none does (the VNNI
+	 * tables), the table is its own twin */
+	const struct quant_kernels *nk = &tables_narrow[k->isa];
+	return memcmp(nk->gemm, k->gemm, sizeof k->gemm) == 0 ? k : nk;
 }
 
 /* Whether any of the 8 bytes of x is 0x80: exact (the classic zero-byte

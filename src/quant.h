@@ -215,7 +215,9 @@ const struct quant_kernels *quant_kernels_best(void);
  * per product instead of two). On such weights every entry gives exactly
  * k's results; on others the narrow entries are wrong, so use the twin
  * only for models whose every matrix passes quant_weights_narrow. A twin
- * is its own twin; tables not from quant_kernels_get are returned as is. */
+ * is its own twin; a table with no faster twin (the VNNI ones: their Q8_0
+ * kernel needs no such assumption) and tables not from quant_kernels_get
+ * are returned as is. */
 const struct quant_kernels *quant_kernels_narrow(const struct quant_kernels *k);
 
 /* Whether the nbytes of type t weights at w avoid the type's most negative

@@ -846,6 +846,9 @@ static void test_narrow(const struct quant_kernels *k)
 	const struct quant_kernels *nk = quant_kernels_narrow(k);
 	CHECK(nk && nk->isa == k->isa && quant_kernels_narrow(nk) == nk, "%s narrow twin",
 	      quant_isa_name(k->isa));
+	/* only AVX2's Q8_0 matrix kernel has a narrow form */
+	CHECK((nk != k) == (k->isa == QUANT_ISA_AVX2), "%s: %s narrow twin", quant_isa_name(k->isa),
+	      nk != k ? "a" : "no");
 	for (int t = 0; t < QTYPE_COUNT; t++)
 		CHECK(nk->dot[t] == k->dot[t] && nk->dot_multi[t] == k->dot_multi[t] &&
 			      nk->quantize_act[t] == k->quantize_act[t] && !nk->gemm[t] == !k->gemm[t],
