@@ -250,11 +250,40 @@ static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struc
 	return 0;
 }
 
+/* Completions fields ingot does not implement, refused with a 400 where
+ * ignoring them would change what the client gets back: echo (the prompt
+ * before the text; its main use, lm-eval's loglikelihood requests, also
+ * needs the prompt's logprobs, which ingot does not compute), a non-empty
+ * suffix (insertion) and best_of other than n (candidates ranked by
+ * likelihood). After parse_lengths (r->n). */
+static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request *r,
+			     struct api_error *e)
+{
+	if (chat)
+		return 0;
+	bool echo = false;
+	int64_t best_of = r->n;
+	if (api_get_bool(b, "echo", &echo, e) || api_get_int(b, "best_of", 1, API_MAX_N, &best_of, e))
+		return -1;
+	if (echo)
+		return api_fail(e, 400, "echo", "invalid_value", "'echo' is not supported");
+	const cJSON *suffix = api_get(b, "suffix");
+	if (suffix && !cJSON_IsString(suffix))
+		return api_fail(e, 400, "suffix", "invalid_type", "'suffix' must be a string");
+	if (suffix && suffix->valuestring[0])
+		return api_fail(e, 400, "suffix", "invalid_value", "'suffix' is not supported");
+	if (best_of != r->n)
+		return api_fail(e, 400, "best_of", "invalid_value",
+				"'best_of' other than n (%d) is not supported", r->n);
+	return 0;
+}
+
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e)
 {
 	*r = (struct gen_request){ .chat = chat, .logprobs = -1 };
-	if (parse_lengths(body, chat, r, e) || parse_sampling(a, body, r, e) ||
+	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
+	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e) ||

@@ -184,6 +184,23 @@ def test_json(port):
             body = body.replace('"max_tokens": 2,', "") if field == "max_tokens" else body
             cases.append((f"{field} = {v}", P, body, ok_status,
                           field if ok_status == 400 else None))
+    C = "/v1/completions"
+    comp = {"prompt": "hi", "max_tokens": 2}
+    cases += [
+        # refused, not ignored: ignoring them changes the answer
+        ("echo true (completions)", C, dict(comp, echo=True), 400, "echo"),
+        ("echo a string", C, dict(comp, echo="yes"), 400, "echo"),
+        ("suffix (completions)", C, dict(comp, suffix="end"), 400, "suffix"),
+        ("suffix a number", C, dict(comp, suffix=5), 400, "suffix"),
+        ("best_of 2 > n (completions)", C, dict(comp, best_of=2), 400, "best_of"),
+        ("best_of 1 < n 2 (completions)", C, dict(comp, best_of=1, n=2), 400, "best_of"),
+        ("best_of 0", C, dict(comp, best_of=0), 400, "best_of"),
+        # harmless forms: the default's value
+        ("echo false", C, dict(comp, echo=False), 200, None),
+        ("suffix empty", C, dict(comp, suffix=""), 200, None),
+        ("suffix null", C, dict(comp, suffix=None), 200, None),
+        ("best_of = n", C, dict(comp, best_of=2, n=2), 200, None),
+    ]
     for name, path, body, status, param in cases:
         st, _, b = raw(port, "POST", path, body)
         ok = err_ok(st, b, status, param) if status != 200 else st == 200
