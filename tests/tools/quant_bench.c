@@ -20,6 +20,11 @@
  * single-row passes over the same rows (4 x single time / multi time, hot).
  * Their results must be bit-identical to the single-row dots ("NOT
  * IDENTICAL" otherwise).
+ * Then the matrix kernels (the gemm entries: batched decode and prefill)
+ * on a cache-resident slice of each matrix against 8, 32 and 128 tokens,
+ * in G multiply-adds a second; every SIMD table must give the same bits
+ * ("NOT IDENTICAL" otherwise: they share one float contract, the VNNI ones
+ * differing from AVX2 only in how integer sums are formed).
  * Deterministic data; figures vary with the machine's load (quote ratios to
  * the read bandwidth of the same run, not absolute numbers). */
 #include <math.h>
@@ -260,6 +265,73 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 	return bad ? -1 : 0;
 }
 
+/* ---- matrix kernels (batched decode, prefill) ---- */
+
+#define GEMM_T_MAX 128
+
+/* The gemm entry of every table that has one, on GEMM_ROWS rows of the
+ * case's matrix (hot: about 1 MB or less) against T = 8, 32, 128 tokens:
+ * G multiply-adds a second, one thread. The SIMD tables share one float
+ * contract, so their results must agree bit for bit ("NOT IDENTICAL"). */
+static int bench_gemm_case(const struct bench_case *c, double min_s)
+{
+	static const int64_t Ts[] = { 8, 32, GEMM_T_MAX };
+	const struct qtype_traits *tr = qtype_traits(c->type);
+	const size_t row_bytes = (size_t)(c->n / tr->block_elems) * tr->block_bytes;
+	int64_t rows = (int64_t)((1u << 20) / row_bytes) / 8 * 8;
+	rows = rows > c->rows ? c->rows : rows;
+	uint64_t a_row = 0;
+	qtype_row_bytes(tr->act_type, (uint64_t)c->n, &a_row);
+	uint8_t *w = malloc(row_bytes * (size_t)rows), *a = malloc((size_t)a_row * GEMM_T_MAX);
+	void *packed = malloc(quant_gemm_pack_bytes(tr->act_type, c->n, GEMM_T_MAX));
+	float *x = malloc((size_t)c->n * sizeof *x);
+	float *y = malloc((size_t)rows * GEMM_T_MAX * sizeof *y);
+	float *y0 = malloc((size_t)rows * GEMM_T_MAX * sizeof *y0);
+	if (!w || !a || !packed || !x || !y || !y0) {
+		fprintf(stderr, "quant_bench: out of memory\n");
+		free(w), free(a), free(packed), free(x), free(y), free(y0);
+		return -1;
+	}
+	weights_fill(c->type, w, row_bytes * (size_t)rows);
+	for (int64_t t = 0; t < GEMM_T_MAX; t++) {
+		for (int64_t i = 0; i < c->n; i++)
+			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_quantize_ref(tr->act_type, x, a + (size_t)t * a_row, c->n);
+		quant_gemm_pack_row(tr->act_type, a + (size_t)t * a_row, c->n, t, packed);
+	}
+	int bad = 0;
+	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+		const int64_t T = Ts[ti];
+		int have_y0 = 0;
+		for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
+			const struct quant_kernels *k = quant_kernels_get((enum quant_isa)isa);
+			if (!k || !k->gemm[c->type])
+				continue;
+			double best = 1e30, spent = 0;
+			while (spent < min_s) {
+				double t0 = now_s();
+				k->gemm[c->type](c->n, w, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y,
+						 rows);
+				double dt = now_s() - t0;
+				spent += dt;
+				best = dt < best ? dt : best;
+			}
+			int same = 1;
+			if (have_y0)
+				same = memcmp(y, y0, (size_t)(rows * T) * sizeof *y) == 0;
+			else
+				memcpy(y0, y, (size_t)(rows * T) * sizeof *y), have_y0 = 1;
+			bad |= !same;
+			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-7s %8.1f G multiply-adds/s%s\n", tr->name,
+			       c->name, (long long)c->n, (long long)rows, (long long)T,
+			       quant_isa_name(k->isa), (double)c->n * (double)rows * (double)T / best / 1e9,
+			       same ? "" : "  NOT IDENTICAL");
+		}
+	}
+	free(w), free(a), free(packed), free(x), free(y), free(y0);
+	return bad ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	double min_s = argc > 1 && strcmp(argv[1], "--quick") == 0 ? 0.05 : 0.3;
@@ -279,6 +351,9 @@ int main(int argc, char **argv)
 	int rc = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		rc |= bench_case_run(&cases[i], min_s, bw_stream);
+	printf("\nmatrix kernels, one thread, about 1 MB of rows (cache-resident):\n");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		rc |= bench_gemm_case(&cases[i], min_s);
 	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
 		if (!quant_kernels_get((enum quant_isa)isa))
 			printf("(%s not measured: the CPU lacks it)\n", quant_isa_name((enum quant_isa)isa));
