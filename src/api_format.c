@@ -7,8 +7,13 @@
  *    "strict": true}}                         a value the schema accepts
  *
  * and ingot's own request field "structured": {"regex": "..."} (the whole
- * output matches) or {"grammar": "..."} (GBNF, start rule root), not
- * together with a JSON response_format.
+ * output matches) or {"grammar": "..."} (GBNF, start rule root). vLLM's
+ * names for the same constraints work too, so its clients need no change:
+ * the fields guided_json (a schema: an object, or its JSON text),
+ * guided_regex, guided_choice (a list of strings, the output is one of
+ * them) and guided_grammar (GBNF), and the newer "structured_outputs":
+ * {"json" | "regex" | "choice" | "grammar": ...} or {"json_object": true}.
+ * A request gives at most one constraint (400 naming the second field).
  *
  * "strict" is accepted either way: the output is always constrained. A
  * schema construct we cannot guarantee is refused with 400 naming it
@@ -62,19 +67,142 @@ void api_gcache_put(struct api *a, const char *key, struct grammar *g)
 	pthread_mutex_unlock(&a->gmu);
 }
 
-static int compile_error(int rc, const ing_err *err, struct api_error *e)
+/* A compile failure of the constraint given as field `param`. */
+static int compile_error(int rc, const ing_err *err, const char *param, const char *what,
+			 struct api_error *e)
 {
 	if (rc == ING_ERR_NOMEM)
 		return api_fail(e, 500, NULL, NULL, "out of memory");
-	return api_fail(e, 400, "response_format", rc == ING_ERR_UNSUPPORTED ? "unsupported_schema"
-									  : "invalid_json_schema",
-			"Invalid schema for response_format: %s", err->msg);
+	if (!strcmp(what, "schema"))
+		return api_fail(e, 400, param, rc == ING_ERR_UNSUPPORTED ? "unsupported_schema"
+									 : "invalid_json_schema",
+				"Invalid schema for %s: %s", param, err->msg);
+	return api_fail(e, 400, param, "invalid_value", "Invalid %s: %s", what, err->msg);
 }
 
-/* The grammar of a json_schema response_format into *out. */
-static int schema_grammar(struct api *a, const cJSON *rf, struct grammar **out,
-			  struct api_error *e)
+enum cons_kind { CONS_SCHEMA, CONS_REGEX, CONS_GBNF };
+
+/* The grammar of text (a JSON schema, a regex or GBNF) into *out, from the
+ * cache when an earlier request compiled it. */
+static int cons_compile(struct api *a, enum cons_kind kind, const char *text, const char *param,
+			struct grammar **out, struct api_error *e)
 {
+	static const char *const prefix[] = { "schema", "regex", "gbnf" };
+	static const char *const what[] = { "schema", "regex", "grammar" };
+	const size_t n = strlen(text);
+	char *key = ing_malloc(n + 8);
+	if (!key)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	snprintf(key, n + 8, "%s:%s", prefix[kind], text);
+	int rc = ING_OK;
+	ing_err err = { 0 };
+	if (!(*out = api_gcache_get(a, key))) {
+		rc = kind == CONS_SCHEMA  ? grammar_from_json_schema(text, n, out, &err)
+		     : kind == CONS_REGEX ? grammar_from_regex(text, n, out, &err)
+					  : grammar_from_gbnf(text, n, out, &err);
+		if (rc == ING_OK)
+			api_gcache_put(a, key, *out);
+	}
+	ing_free(key);
+	return rc ? compile_error(rc, &err, param, what[kind], e) : 0;
+}
+
+/* A schema given as an object (or true: any JSON value) or as its JSON
+ * text. */
+static int cons_schema(struct api *a, const cJSON *schema, const char *param,
+		       struct grammar **out, struct api_error *e)
+{
+	if (cJSON_IsString(schema))
+		return cons_compile(a, CONS_SCHEMA, schema->valuestring, param, out, e);
+	if (!cJSON_IsObject(schema) && !cJSON_IsTrue(schema))
+		return api_fail(e, 400, param, "invalid_type", "'%s' must be a JSON schema", param);
+	char *printed = cJSON_PrintUnformatted(schema);
+	if (!printed)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	int rc = cons_compile(a, CONS_SCHEMA, printed, param, out, e);
+	cJSON_free(printed);
+	return rc;
+}
+
+/* A regex or GBNF given as a string. */
+static int cons_text(struct api *a, enum cons_kind kind, const cJSON *v, const char *param,
+		     struct grammar **out, struct api_error *e)
+{
+	if (!cJSON_IsString(v))
+		return api_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+	return cons_compile(a, kind, v->valuestring, param, out, e);
+}
+
+/* One of a list of strings, exactly: the GBNF root ::= "c1" | "c2" | ...,
+ * every byte but letters and digits escaped (\xHH; UTF-8 sequences pass
+ * whole, as GBNF reads its literals as UTF-8). */
+static int cons_choice(struct api *a, const cJSON *list, const char *param,
+		       struct grammar **out, struct api_error *e)
+{
+	if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list))
+		return api_fail(e, 400, param, "invalid_type",
+				"'%s' must be a non-empty array of strings", param);
+	struct sbuf g = { 0 };
+	int bad = sbuf_puts(&g, "root ::=");
+	const cJSON *c;
+	cJSON_ArrayForEach(c, list) {
+		if (!cJSON_IsString(c)) {
+			sbuf_free(&g);
+			return api_fail(e, 400, param, "invalid_type",
+					"'%s' must be a non-empty array of strings", param);
+		}
+		bad |= sbuf_puts(&g, c == list->child ? " \"" : " | \"");
+		for (const unsigned char *p = (const unsigned char *)c->valuestring; *p; p++) {
+			char hex[8];
+			if ((*p >= '0' && *p <= '9') || ((*p | 0x20) >= 'a' && (*p | 0x20) <= 'z') ||
+			    *p >= 0x80) {
+				bad |= sbuf_put(&g, (const char *)p, 1);
+			} else {
+				snprintf(hex, sizeof hex, "\\x%02x", *p);
+				bad |= sbuf_puts(&g, hex);
+			}
+		}
+		bad |= sbuf_puts(&g, "\"");
+	}
+	if (bad) {
+		sbuf_free(&g);
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
+	int rc = cons_compile(a, CONS_GBNF, g.p, param, out, e);
+	sbuf_free(&g);
+	return rc;
+}
+
+static int cons_json_object(struct api *a, const char *param, struct grammar **out,
+			    struct api_error *e)
+{
+	if ((*out = api_gcache_get(a, "json_object")))
+		return 0;
+	ing_err err = { 0 };
+	int rc = grammar_json_object(out, &err);
+	if (rc)
+		return compile_error(rc, &err, param, "schema", e);
+	api_gcache_put(a, "json_object", *out);
+	return 0;
+}
+
+/* response_format into *out (NULL for text). */
+static int response_format(struct api *a, const cJSON *rf, struct grammar **out,
+			   struct api_error *e)
+{
+	const cJSON *type = api_get(rf, "type");
+	if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+		return api_fail(e, 400, "response_format", "invalid_type",
+				"'response_format' must be an object with a string 'type'");
+	const char *t = type->valuestring;
+	if (!strcmp(t, "text"))
+		return 0;
+	if (!strcmp(t, "json_object"))
+		return cons_json_object(a, "response_format", out, e);
+	if (strcmp(t, "json_schema"))
+		return api_fail(e, 400, "response_format", "invalid_value",
+				"'response_format.type' must be 'text', 'json_object' or 'json_schema', "
+				"not '%.64s'", t);
 	const cJSON *js = api_get(rf, "json_schema");
 	if (!cJSON_IsObject(js))
 		return api_fail(e, 400, "response_format", js ? "invalid_type" : "missing_required_parameter",
@@ -85,104 +213,91 @@ static int schema_grammar(struct api *a, const cJSON *rf, struct grammar **out,
 				"'response_format.json_schema.strict' must be a boolean");
 	const cJSON *schema = api_get(js, "schema");
 	/* no schema: any JSON value */
-	char *printed = schema ? cJSON_PrintUnformatted(schema) : NULL;
-	const char *text = schema ? printed : "true";
-	size_t n = text ? strlen(text) : 0;
-	char *key = ing_malloc(n + 8);
-	if (!key || !text) {
-		cJSON_free(printed);
-		ing_free(key);
-		return api_fail(e, 500, NULL, NULL, "out of memory");
-	}
-	snprintf(key, n + 8, "schema:%s", text);
-	int rc = ING_OK;
-	ing_err err = { 0 };
-	if (!(*out = api_gcache_get(a, key))) {
-		rc = grammar_from_json_schema(text, n, out, &err);
-		if (rc == ING_OK)
-			api_gcache_put(a, key, *out);
-	}
-	cJSON_free(printed);
-	ing_free(key);
-	return rc ? compile_error(rc, &err, e) : 0;
+	return schema ? cons_schema(a, schema, "response_format", out, e)
+		      : cons_compile(a, CONS_SCHEMA, "true", "response_format", out, e);
 }
 
-/* "structured": {"regex": ...} or {"grammar": ...} into *out. */
-static int structured_grammar(struct api *a, const cJSON *st, struct grammar **out,
-			      struct api_error *e)
+/* "structured" (ingot: regex or grammar) or "structured_outputs" (vLLM:
+ * json, regex, choice, grammar or json_object), exactly one key. */
+static int structured(struct api *a, const cJSON *st, const char *param, bool vllm,
+		      struct grammar **out, struct api_error *e)
 {
-	const cJSON *re = api_get(st, "regex"), *gbnf = api_get(st, "grammar");
-	if (!cJSON_IsObject(st) || !!re == !!gbnf || !cJSON_IsString(re ? re : gbnf))
-		return api_fail(e, 400, "structured", "invalid_value",
-				"'structured' must be {\"regex\": string} or {\"grammar\": string}");
-	const char *text = (re ? re : gbnf)->valuestring;
-	size_t n = strlen(text);
-	char *key = ing_malloc(n + 8);
-	if (!key)
-		return api_fail(e, 500, NULL, NULL, "out of memory");
-	snprintf(key, n + 8, "%s:%s", re ? "regex" : "gbnf", text);
-	int rc = ING_OK;
-	ing_err err = { 0 };
-	if (!(*out = api_gcache_get(a, key))) {
-		rc = re ? grammar_from_regex(text, n, out, &err) : grammar_from_gbnf(text, n, out, &err);
-		if (rc == ING_OK)
-			api_gcache_put(a, key, *out);
+	static const char *const keys[] = { "regex", "grammar", "json", "choice", "json_object" };
+	const int nkeys = vllm ? 5 : 2;
+	const cJSON *v = NULL;
+	int k = -1, given = 0;
+	for (int i = 0; cJSON_IsObject(st) && i < nkeys; i++)
+		if (api_get(st, keys[i]))
+			given++, k = i, v = api_get(st, keys[i]);
+	if (given != 1)
+		return api_fail(e, 400, param, "invalid_value",
+				vllm ? "'%s' must have exactly one of regex, grammar, json, choice, "
+				       "json_object"
+				     : "'%s' must be {\"regex\": string} or {\"grammar\": string}",
+				param);
+	switch (k) {
+	case 0: return cons_text(a, CONS_REGEX, v, param, out, e);
+	case 1: return cons_text(a, CONS_GBNF, v, param, out, e);
+	case 2: return cons_schema(a, v, param, out, e);
+	case 3: return cons_choice(a, v, param, out, e);
+	default:
+		if (!cJSON_IsTrue(v))
+			return api_fail(e, 400, param, "invalid_value",
+					"'%s.json_object' must be true", param);
+		return cons_json_object(a, param, out, e);
 	}
-	ing_free(key);
-	if (rc == ING_ERR_NOMEM)
-		return api_fail(e, 500, NULL, NULL, "out of memory");
-	if (rc)
-		return api_fail(e, 400, "structured", "invalid_value", "Invalid %s: %s",
-				re ? "regex" : "grammar", err.msg);
-	return 0;
 }
 
-static int response_format(struct api *a, const cJSON *body, struct grammar **out,
-			   struct api_error *e);
+/* The constraint of field `name` (present) into *out, NULL for none. */
+static int field_grammar(struct api *a, const char *name, const cJSON *v, struct grammar **out,
+			 struct api_error *e)
+{
+	if (!strcmp(name, "response_format"))
+		return response_format(a, v, out, e);
+	if (!strcmp(name, "structured"))
+		return structured(a, v, name, false, out, e);
+	if (!strcmp(name, "structured_outputs"))
+		return structured(a, v, name, true, out, e);
+	if (!strcmp(name, "guided_json"))
+		return cons_schema(a, v, name, out, e);
+	if (!strcmp(name, "guided_regex"))
+		return cons_text(a, CONS_REGEX, v, name, out, e);
+	if (!strcmp(name, "guided_grammar"))
+		return cons_text(a, CONS_GBNF, v, name, out, e);
+	return cons_choice(a, v, name, out, e); /* guided_choice */
+}
 
 int api_parse_response_format(struct api *a, const cJSON *body, struct grammar **out,
 			      struct api_error *e)
 {
+	static const char *const fields[] = { "response_format", "structured", "structured_outputs",
+					      "guided_json",     "guided_regex", "guided_choice",
+					      "guided_grammar" };
 	*out = NULL;
-	const cJSON *st = api_get(body, "structured");
-	if (!st)
-		return response_format(a, body, out, e);
-	if (response_format(a, body, out, e))
-		return -1;
-	if (*out) {
-		grammar_free(*out);
-		*out = NULL;
-		return api_fail(e, 400, "structured", "invalid_value",
-				"'structured' cannot be combined with a JSON 'response_format'");
+	const char *first = NULL;
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+		const cJSON *v = api_get(body, fields[i]);
+		struct grammar *g = NULL;
+		if (!v)
+			continue;
+		if (field_grammar(a, fields[i], v, &g, e)) {
+			grammar_free(*out);
+			*out = NULL;
+			return -1;
+		}
+		if (!g)
+			continue;
+		if (*out) {
+			grammar_free(g);
+			grammar_free(*out);
+			*out = NULL;
+			return api_fail(e, 400, fields[i], "invalid_value",
+					"'%s' cannot be combined with '%s': one output constraint per "
+					"request",
+					fields[i], first);
+		}
+		*out = g;
+		first = fields[i];
 	}
-	return structured_grammar(a, st, out, e);
-}
-
-static int response_format(struct api *a, const cJSON *body, struct grammar **out,
-			   struct api_error *e)
-{
-	const cJSON *rf = api_get(body, "response_format");
-	if (!rf)
-		return 0;
-	const cJSON *type = api_get(rf, "type");
-	if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
-		return api_fail(e, 400, "response_format", "invalid_type",
-				"'response_format' must be an object with a string 'type'");
-	const char *t = type->valuestring;
-	if (!strcmp(t, "text"))
-		return 0;
-	if (!strcmp(t, "json_schema"))
-		return schema_grammar(a, rf, out, e);
-	if (strcmp(t, "json_object"))
-		return api_fail(e, 400, "response_format", "invalid_value",
-				"'response_format.type' must be 'text', 'json_object' or 'json_schema', "
-				"not '%.64s'", t);
-	if ((*out = api_gcache_get(a, "json_object")))
-		return 0;
-	ing_err err = { 0 };
-	int rc = grammar_json_object(out, &err);
-	if (rc)
-		return compile_error(rc, &err, e);
-	api_gcache_put(a, "json_object", *out);
 	return 0;
 }

@@ -36,6 +36,15 @@ static const char *const bodies[] = {
 	"{\"messages\":[{\"role\":\"wizard\",\"content\":5}],\"model\":\"gpt-17\"}",
 	"{\"messages\":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}",
 	"{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1,\"99999999\":1,\"1x\":2,\"3\":1e400}}",
+	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
+	"\"guided_regex\":\"[a-z]{1,3}\"}",
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"
+	"\"{\\\"type\\\":\\\"integer\\\",\\\"minimum\\\":0}\",\"response_format\":{\"type\":"
+	"\"text\"}}",
+	"{\"prompt\":\"x\",\"structured_outputs\":{\"json\":{\"type\":\"array\",\"items\":"
+	"{\"enum\":[1,\"a\",null]},\"maxItems\":3}},\"guided_grammar\":\"root ::= [0-9]+\"}",
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"structured\":{\"regex\":"
+	"\"(a|b)*c\"},\"structured_outputs\":{\"json_object\":true,\"choice\":[]}}",
 };
 
 void harness_request_seeds(harness_seed_fn emit, void *ctx)

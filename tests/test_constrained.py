@@ -3,7 +3,8 @@ response_format json_object and json_schema over several prompts, schemas
 and seeds (greedy and temperature > 0, chat and completions, streamed and
 not), every output parsed with json and validated with the `jsonschema`
 package (formats checked); unsupported schemas answered 400 naming the
-construct; ingot's "structured" regex and GBNF outputs match. Schemas bound
+construct; ingot's "structured" regex and GBNF outputs match, and so do
+vLLM's guided_* and structured_outputs fields. Schemas bound
 their strings and arrays so that every output is complete well within
 max_tokens: finish_reason must be "stop"."""
 import json
@@ -282,6 +283,77 @@ def test_structured(cl):
             check(f"structured {st} refused with 400", needle in body.get("message", ""), e.body)
 
 
+def test_vllm_names(cl):
+    """vLLM's request fields for the same constraints: guided_json / _regex /
+    _choice / _grammar and structured_outputs."""
+    import re
+    msgs = [{"role": "user", "content": "Is the sky blue? Answer."}]
+
+    def out(seed, **extra):
+        r = cl.chat.completions.create(model=MODEL, messages=msgs, seed=seed, temperature=1.5,
+                                       max_tokens=40, extra_body=extra)
+        return r.choices[0].message.content, r.choices[0].finish_reason
+
+    # choices with GBNF/regex metacharacters and UTF-8 come out verbatim
+    choices = ["a.b", "c|d", 'say "hi"', "e\\f (x)", "日本", "yes"]
+    seen = set()
+    for seed in range(6):
+        text, fin = out(seed, guided_choice=choices)
+        seen.add(text)
+        check(f"guided_choice (seed {seed})", text in choices and fin == "stop", repr(text))
+    check("guided_choice: not always the same choice", len(seen) > 1, seen)
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"},
+                                               "n": {"type": "integer", "minimum": 0,
+                                                     "maximum": 99}},
+              "required": ["ok", "n"], "additionalProperties": False}
+    for seed, given in ((0, schema), (1, json.dumps(schema))):
+        text, fin = out(seed, guided_json=given)
+        ok = fin == "stop"
+        try:
+            validator(schema).validate(json.loads(text))
+        except Exception:
+            ok = False
+        check(f"guided_json as {type(given).__name__}", ok, repr(text))
+    pattern = r"(Yes|No), [a-z ]{3,20}\."
+    text, fin = out(2, guided_regex=pattern)
+    check("guided_regex", fin == "stop" and re.fullmatch(pattern, text), repr(text))
+    text, fin = out(3, guided_grammar='root ::= "Answer: " ("yes" | "no")')
+    check("guided_grammar", fin == "stop" and text in ("Answer: yes", "Answer: no"), repr(text))
+    for so, good in (({"json": schema}, lambda t: validator(schema).is_valid(json.loads(t))),
+                     ({"choice": ["up", "down"]}, lambda t: t in ("up", "down")),
+                     ({"regex": pattern}, lambda t: re.fullmatch(pattern, t)),
+                     ({"grammar": 'root ::= "x" [0-9]'}, lambda t: re.fullmatch(r"x[0-9]", t)),
+                     ({"json_object": True}, lambda t: isinstance(json.loads(t), dict))):
+        text, fin = out(4, structured_outputs=so)
+        try:
+            ok = fin == "stop" and good(text)
+        except ValueError:
+            ok = False
+        if "json_object" in so and fin == "length":  # an unbounded object may run on
+            ok = text.lstrip().startswith("{") and json_prefix_ok(text)
+        check(f"structured_outputs {list(so)[0]}", ok, repr(text))
+    r = cl.completions.create(model=MODEL, prompt="Colour of grass:", max_tokens=8,
+                              extra_body={"guided_choice": ["green", "blue"]})
+    check("guided_choice on completions", r.choices[0].text in ("green", "blue"), r.choices[0])
+    for extra, rf, needle in (({"guided_choice": []}, None, "guided_choice"),
+                              ({"guided_choice": ["a", 5]}, None, "guided_choice"),
+                              ({"guided_json": 5}, None, "guided_json"),
+                              ({"guided_regex": "a(?=b)"}, None, "lookaround"),
+                              ({"structured_outputs": {"regex": "a", "choice": ["b"]}}, None,
+                               "exactly one"),
+                              ({"guided_choice": ["a"], "guided_regex": "b"}, None,
+                               "cannot be combined"),
+                              ({"guided_choice": ["a"]}, {"type": "json_object"},
+                               "cannot be combined")):
+        try:
+            cl.chat.completions.create(model=MODEL, messages=msgs, max_tokens=8,
+                                       response_format=rf or openai.NOT_GIVEN, extra_body=extra)
+            check(f"{extra} refused", False, "no error")
+        except openai.BadRequestError as e:
+            body = e.body if isinstance(e.body, dict) else {}
+            check(f"{extra} refused with 400", needle in body.get("message", ""), e.body)
+
+
 def test_refused(cl):
     cases = [
         ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}}, "oneOf"),
@@ -323,6 +395,7 @@ def main():
                              ("json_schema", lambda: test_json_schema(cl, pool)),
                              ("stream and completions", lambda: test_stream_and_completions(cl)),
                              ("structured", lambda: test_structured(cl)),
+                             ("vLLM's field names", lambda: test_vllm_names(cl)),
                              ("refused", lambda: test_refused(cl))):
                 t = time.time()
                 fn()
