@@ -94,6 +94,7 @@ void harness_api_init(struct api *a, unsigned sel)
 {
 	templates_load();
 	memset(a, 0, sizeof *a);
+	pthread_mutex_init(&a->gmu, NULL); /* the grammar cache's (api_gcache_free empties it) */
 	a->tk = harness_vocab(sel & 7);
 	a->model_name = "m";
 	a->max_model_len = 4096;
@@ -158,6 +159,8 @@ int harness_request(const uint8_t *data, size_t size)
 		}
 		cJSON_Delete(body);
 	}
+	api_gcache_free(&a); /* grammars response_format and the like compiled */
+	pthread_mutex_destroy(&a.gmu);
 	if (ing_mem_live() != live)
 		harness_fail("request path leaked %zu bytes", ing_mem_live() - live);
 	return 0;

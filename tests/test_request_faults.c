@@ -25,6 +25,11 @@ static const struct { unsigned sel; const char *body; } cases[] = {
 	{ 0x39, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}" },
 	{ 0x00, "{\"prompt\":[\"Once upon a time\",\"b <s>\"],\"stop\":\"x\",\"seed\":3}" },
 	{ 0x02, "{\"prompt\":[[1,2,3],[4]],\"logit_bias\":{\"1\":2,\"3\":-1}}" },
+	/* output constraints: a choice list and a schema compiled, then refused together */
+	{ 0x00, "{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\\u65e5\"]}" },
+	{ 0x18, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":"
+		"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":"
+		"\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0}}}}}}" },
 };
 
 static int run(struct api *a, const char *body, bool chat, struct api_error *e)
@@ -37,6 +42,7 @@ static int run(struct api *a, const char *body, bool chat, struct api_error *e)
 	if (!rc)
 		gen_request_free(&r);
 	cJSON_Delete(b);
+	api_gcache_free(a); /* compiled afresh each run, so every allocation is walked */
 	return rc;
 }
 
