@@ -30,6 +30,7 @@
  * Tracing (a->tracer): the final event's counts and times are kept per
  * choice; when the connection side lets go, the request's spans are built
  * from them and handed to the exporter (trace.h), which never blocks. */
+#include <assert.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1059,6 +1060,8 @@ static int submit_error(int rc, const ing_err *err, struct api_error *e)
 	return api_fail(e, 500, NULL, NULL, "%s", err->msg);
 }
 
+static_assert(API_MAX_STOP_IDS <= ENGINE_MAX_STOP_IDS, "stop_token_ids fit the engine's");
+
 static int call_submit(struct gen_call *k, struct api_error *e)
 {
 	for (int i = 0; i < k->n_ch; i++) {
@@ -1070,7 +1073,8 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.sample = k->r.sp, .ignore_eos = k->r.ignore_eos, .no_spec = k->r.no_spec,
 			.top_logprobs = k->r.logprobs, .bias_ids = k->r.bias_ids,
 			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias,
-			.grammar = k->r.grammar };
+			.grammar = k->r.grammar, .stop_ids = k->r.stop_ids,
+			.n_stop_ids = k->r.n_stop_ids, .min_tokens = k->r.min_tokens };
 		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
 		ing_err err = { 0 };
 		if (k->a->tracer)

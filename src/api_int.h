@@ -33,6 +33,7 @@ struct grammar;
 #define API_MAX_N 128          /* choices per request */
 #define API_MAX_PROMPTS 256    /* engine requests per HTTP request */
 #define API_MAX_STOP 16
+#define API_MAX_STOP_IDS 64 /* ENGINE_MAX_STOP_IDS */
 #define API_MAX_STOP_LEN 256
 #define API_MAX_BIAS 1024
 #define API_GRAMMAR_CACHE 32     /* compiled response_format grammars kept */
@@ -103,6 +104,9 @@ struct gen_request {
 	int64_t max_tokens;          /* 0: up to max_model_len */
 	struct sample_params sp;
 	bool ignore_eos;
+	int32_t stop_ids[API_MAX_STOP_IDS]; /* stop_token_ids (vLLM) */
+	int n_stop_ids;
+	int64_t min_tokens;          /* (vLLM) 0: none */
 	int logprobs;                /* -1 none, else alternatives per token */
 	char *stop[API_MAX_STOP];
 	int n_stop;

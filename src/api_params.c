@@ -173,6 +173,36 @@ static int parse_bias(struct api *a, const cJSON *b, struct gen_request *r, stru
 	return 0;
 }
 
+/* vLLM's stop_token_ids (ids in the vocabulary that end the output, as
+ * EOS does) and min_tokens (no end before that many tokens, <= max_tokens). */
+static int parse_stop_ids(struct api *a, const cJSON *b, struct gen_request *r,
+			  struct api_error *e)
+{
+	const cJSON *ids = api_get(b, "stop_token_ids");
+	if (ids && !cJSON_IsArray(ids))
+		return api_fail(e, 400, "stop_token_ids", "invalid_type",
+				"'stop_token_ids' must be an array of token ids");
+	if (ids && cJSON_GetArraySize(ids) > API_MAX_STOP_IDS)
+		return api_fail(e, 400, "stop_token_ids", "invalid_value", "at most %d stop_token_ids",
+				API_MAX_STOP_IDS);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, ids) {
+		double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+		if (!cJSON_IsNumber(it) || v != (double)(int64_t)v || v < 0 || v >= (double)a->n_vocab)
+			return api_fail(e, 400, "stop_token_ids", "invalid_value",
+					"'stop_token_ids' must hold token ids in 0..%lld",
+					(long long)a->n_vocab - 1);
+		r->stop_ids[r->n_stop_ids++] = (int32_t)v;
+	}
+	if (api_get_int(b, "min_tokens", 0, INT32_MAX, &r->min_tokens, e))
+		return -1;
+	if (r->max_tokens > 0 && r->min_tokens > r->max_tokens)
+		return api_fail(e, 400, "min_tokens", "invalid_value",
+				"'min_tokens' (%lld) must not exceed max_tokens (%lld)",
+				(long long)r->min_tokens, (long long)r->max_tokens);
+	return 0;
+}
+
 /* ---- logprobs: chat {logprobs: bool, top_logprobs: int}, completions {logprobs: int} ---- */
 
 static int parse_logprobs(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
@@ -284,7 +314,7 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	*r = (struct gen_request){ .chat = chat, .logprobs = -1 };
 	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
 	    parse_sampling(a, body, r, e) ||
-	    parse_stop(body, r, e) || parse_bias(a, body, r, e) ||
+	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e) ||
 	    api_parse_response_format(a, body, &r->grammar, e))

@@ -58,6 +58,9 @@ struct req {
 	int32_t *bias_ids;
 	float *bias_values;
 	int n_bias;
+	int32_t stop_ids[ENGINE_MAX_STOP_IDS];
+	int n_stop_ids;
+	int64_t min_tokens;
 	struct sampler *sampler;  /* its slot's while running, else NULL */
 	uint64_t rng[4];          /* the sampler's random state across a preemption */
 	bool has_rng;             /* rng holds it (q was preempted) */
@@ -104,6 +107,8 @@ struct engine {
 	struct req **b_req;       /* [step_tokens] request of each row */
 	struct sampler **samplers; /* [max_num_seqs] one per slot; [0] owns the candidates */
 	float *lp;                /* [V] log-softmax scratch */
+	int32_t *eog_ids;         /* [n_eog] the vocabulary's end-of-generation tokens */
+	int n_eog;
 	struct spec_seq **spec;   /* [max_num_seqs] drafter per slot, when cfg.spec */
 	struct spec_cache *spec_cache;
 	struct spec_draft *draft; /* cfg.spec == SPEC_DRAFT */
@@ -162,6 +167,16 @@ static int req_check(const struct engine *e, const struct engine_params *p, ing_
 	if (p->top_logprobs > ENGINE_MAX_LOGPROBS)
 		return ing_err_set(err, ING_ERR_RANGE, "top_logprobs must be at most %d",
 				   ENGINE_MAX_LOGPROBS);
+	if (p->n_stop_ids < 0 || p->n_stop_ids > ENGINE_MAX_STOP_IDS)
+		return ing_err_set(err, ING_ERR_RANGE, "at most %d stop token ids",
+				   ENGINE_MAX_STOP_IDS);
+	for (int i = 0; i < p->n_stop_ids; i++)
+		if (p->stop_ids[i] < 0 || p->stop_ids[i] >= V)
+			return ing_err_set(err, ING_ERR_RANGE, "stop token id %d is outside the "
+					   "vocabulary (0..%lld)", p->stop_ids[i], (long long)V - 1);
+	if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
+		return ing_err_set(err, ING_ERR_RANGE, "min_tokens must be between 0 and max_tokens "
+				   "(%lld)", (long long)p->max_tokens);
 	return sample_params_check(&p->sample, err);
 }
 
@@ -204,6 +219,10 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 		q->sp.penalty_last_n = (int32_t)e->cfg.max_model_len;
 	q->ignore_eos = p->ignore_eos;
 	q->top_logprobs = p->top_logprobs;
+	if (p->n_stop_ids > 0)
+		memcpy(q->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *q->stop_ids);
+	q->n_stop_ids = p->n_stop_ids;
+	q->min_tokens = p->min_tokens;
 	/* constrained requests do not draft (yet: verify_rows masks every
 	 * row through emit_token, so drafting would stay correct) */
 	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
@@ -596,7 +615,31 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 /* q picks plain argmaxes of unmodified logits: the LM head finds them */
 static bool req_takes_argmax(const struct req *q)
 {
-	return q->n_bias == 0 && !q->matcher && sampler_is_plain_greedy(q->sampler);
+	return q->n_bias == 0 && !q->matcher && q->n_generated >= q->min_tokens &&
+	       sampler_is_plain_greedy(q->sampler);
+}
+
+/* Whether tok ends q's generation: an end-of-generation token (unless
+ * ignore_eos) or one of its stop ids. */
+static bool req_stops_at(const struct engine *e, const struct req *q, int32_t tok)
+{
+	if (!q->ignore_eos && tokenizer_is_eog(e->tk, tok))
+		return true;
+	for (int i = 0; i < q->n_stop_ids; i++)
+		if (q->stop_ids[i] == tok)
+			return true;
+	return false;
+}
+
+/* Before min_tokens are out, no token may end q's generation. */
+static void req_mask_stops(const struct engine *e, const struct req *q, float *logits)
+{
+	if (q->n_generated >= q->min_tokens)
+		return;
+	for (int i = 0; !q->ignore_eos && i < e->n_eog; i++)
+		logits[e->eog_ids[i]] = -INFINITY;
+	for (int i = 0; i < q->n_stop_ids; i++)
+		logits[q->stop_ids[i]] = -INFINITY;
 }
 
 /* Samples the next token of q from its logits row (row o of the step's
@@ -611,6 +654,7 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
+	req_mask_stops(e, q, logits);
 	*same = false;
 	if (q->matcher && grammar_matcher_mask(q->matcher, logits) <= 0)
 		return ENGINE_FINISH_STOP; /* the grammar cannot go on (or no memory) */
@@ -638,7 +682,7 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	if (!q->t_first)
 		q->t_first = gen_now();
 	ev.token = tok;
-	ev.is_eos = !q->ignore_eos && tokenizer_is_eog(e->tk, tok);
+	ev.is_eos = req_stops_at(e, q, tok);
 	if (q->matcher)
 		grammar_matcher_accept_token(q->matcher, tok); /* allowed by the mask */
 	q->cb(q->ud, &ev);
@@ -845,6 +889,22 @@ static int64_t kv_blocks_for(const struct engine *e)
 
 /* One sampler per slot, its ring long enough for any request's window
  * (req_new clamps it to max_model_len). */
+/* The vocabulary's end-of-generation ids (min_tokens masks them). */
+static int eog_list(struct engine *e, ing_err *err)
+{
+	const int64_t V = e->m->hp.n_vocab;
+	int n = 0;
+	for (int64_t i = 0; i < V; i++)
+		n += tokenizer_is_eog(e->tk, (int32_t)i);
+	e->eog_ids = ing_malloc_array((size_t)n + 1, sizeof *e->eog_ids);
+	if (!e->eog_ids)
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	for (int64_t i = 0; i < V; i++)
+		if (tokenizer_is_eog(e->tk, (int32_t)i))
+			e->eog_ids[e->n_eog++] = (int32_t)i;
+	return ING_OK;
+}
+
 static int samplers_create(struct engine *e, ing_err *err)
 {
 	const int n = e->cfg.max_num_seqs;
@@ -910,6 +970,8 @@ static int setup(struct engine *e, ing_err *err)
 	e->lp = ing_malloc_array((size_t)e->m->hp.n_vocab, sizeof *e->lp);
 	if (!e->b_tok || !e->b_pos || !e->b_seq || !e->b_want || !e->b_req || !e->lp)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	if ((rc = eog_list(e, err)))
+		return rc;
 	if ((rc = samplers_create(e, err)))
 		return rc;
 	if (c->spec == SPEC_NONE)
@@ -963,8 +1025,8 @@ static void free_engine(struct engine *e)
 	grammar_vocab_free(e->gvocab);
 	tokenizer_close(e->tk);
 	model_close(e->m);
-	void *p[] = { e->b_tok, e->b_pos, e->b_seq, e->b_want, e->b_req, e->lp, e->running,
-		      e->free_slots, e->live };
+	void *p[] = { e->b_tok, e->b_pos, e->b_seq, e->b_want, e->b_req, e->lp, e->eog_ids,
+		      e->running, e->free_slots, e->live };
 	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
 		ing_free(p[i]);
 	pthread_mutex_destroy(&e->mu);

@@ -54,6 +54,7 @@ struct engine_config {
 struct engine_config engine_config_default(void);
 
 #define ENGINE_MAX_LOGPROBS 20
+#define ENGINE_MAX_STOP_IDS 64
 
 struct engine_params {
 	const int32_t *prompt;   /* copied at submit */
@@ -71,6 +72,14 @@ struct engine_params {
 	 * stays in the grammar; it stops (ENGINE_FINISH_STOP) once the output
 	 * is complete and nothing may follow. NULL: unconstrained. */
 	struct grammar *grammar;
+	/* stop_token_ids: n_stop_ids ids that end generation as an end-of-
+	 * generation token does (ENGINE_FINISH_STOP, is_eos: not text), even
+	 * with ignore_eos; copied. */
+	const int32_t *stop_ids;
+	int n_stop_ids;          /* 0..ENGINE_MAX_STOP_IDS */
+	/* min_tokens: until this many tokens are out, the end-of-generation
+	 * tokens (unless ignore_eos) and the stop ids are masked (0: none) */
+	int64_t min_tokens;
 };
 
 enum engine_event_kind {

@@ -36,6 +36,8 @@ static const char *const bodies[] = {
 	"{\"messages\":[{\"role\":\"wizard\",\"content\":5}],\"model\":\"gpt-17\"}",
 	"{\"messages\":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]}",
 	"{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1,\"99999999\":1,\"1x\":2,\"3\":1e400}}",
+	"{\"prompt\":\"x\",\"stop_token_ids\":[1,106,0],\"min_tokens\":3,\"max_tokens\":4,"
+	"\"best_of\":1,\"suffix\":\"\",\"echo\":false}",
 	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
 	"\"guided_regex\":\"[a-z]{1,3}\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"

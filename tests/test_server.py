@@ -108,6 +108,49 @@ def test_basics(srv, cl):
           multi.choices[0].text == r.choices[0].text[:len(multi.choices[0].text)], multi)
 
 
+def test_stop_ids(srv, cl):
+    """vLLM's stop_token_ids and min_tokens."""
+    M = "gemma-3-270m-q4_k_m"
+
+    def comp(**extra):
+        r = cl.completions.create(model=M, prompt="The capital of France is", max_tokens=12,
+                                  temperature=0, extra_body=extra)
+        return r.choices[0].text, r.choices[0].finish_reason, r.usage.completion_tokens
+
+    text, _, _ = comp(ignore_eos=True)
+    st, _, ids = raw(srv, "POST", "/tokenize", {"prompt": text, "add_special_tokens": False})
+    ids = ids.get("tokens", [])
+    check("greedy text tokenizes", st == 200 and len(ids) >= 4, (st, ids))
+    if len(ids) < 4:
+        return
+    st, _, de = raw(srv, "POST", "/detokenize", {"tokens": ids[:2]})
+    got = comp(stop_token_ids=[ids[2]], ignore_eos=True)
+    check("stop_token_ids: stops at the id, not in the text, finish stop (even with ignore_eos)",
+          got == (de.get("prompt"), "stop", 3), (got, de))
+    # EOS made certain by logit_bias: the first token, unless min_tokens holds it back
+    st, _, eos = raw(srv, "POST", "/tokenize", {"prompt": "<eos>", "add_special_tokens": False})
+    check("<eos> is one token", st == 200 and len(eos.get("tokens", [])) == 1, eos)
+    eos_id = (eos.get("tokens") or [1])[0]
+    got = comp(logit_bias={str(eos_id): 100})
+    check("EOS forced by logit_bias ends at once", got[1:] == ("stop", 1), got)
+    got = comp(logit_bias={str(eos_id): 100}, min_tokens=5)
+    check("min_tokens 5: EOS masked for 5 tokens, then taken", got[1:] == ("stop", 6), got)
+    got = comp(stop_token_ids=[ids[0]], min_tokens=3)
+    check("min_tokens holds stop_token_ids back too",
+          got[2] > 3 and got[0] != "" and not got[0].startswith(text[:4]), got)
+    for extra, needle in (({"stop_token_ids": [-1]}, "stop_token_ids"),
+                          ({"stop_token_ids": 5}, "stop_token_ids"),
+                          ({"stop_token_ids": [1.5]}, "stop_token_ids"),
+                          ({"stop_token_ids": list(range(65))}, "stop_token_ids"),
+                          ({"min_tokens": 13}, "min_tokens"),
+                          ({"min_tokens": -1}, "min_tokens")):
+        st, _, b = raw(srv, "POST", "/v1/completions",
+                    dict(model=M, prompt="x", max_tokens=12, **extra))
+        err = b.get("error", {}) if isinstance(b, dict) else {}
+        check(f"{extra} -> 400 naming {needle}", st == 400 and err.get("param") == needle,
+              (st, b))
+
+
 def stream_chat(cl, msgs, usage=False, **kw):
     """(role, content, finish_reason, usage, chunks) of a streamed chat."""
     extra = {"stream_options": {"include_usage": True}} if usage else {}
@@ -544,7 +587,8 @@ def main():
     t0 = time.time()
     try:
         for name, fn in [("basics", test_basics), ("streaming", test_streaming),
-                         ("sampling", test_sampling), ("logprobs", test_logprobs),
+                         ("sampling", test_sampling), ("stop ids", test_stop_ids),
+                         ("logprobs", test_logprobs),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
