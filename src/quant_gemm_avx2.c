@@ -301,50 +301,6 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 	}
 }
 
-#ifdef QUANT_GEMM_VNNI
-/* The exact int32 dots of one Q8_0 block of 4 rows (quants at qs, row j's
- * j * w_stride on) against nt (1 or 2) packed group blocks xa, xb: ia[j],
- * ib[j] hold the 8 tokens' sums. VNNI: each broadcast weight quad made
- * unsigned once, u = q + 128 (q ^ 0x80), for both groups; vpdpbusd sums
- * u * a into int32 (|sum| <= 32 * 255 * 127), less 128 * sum a. Exact for
- * every q, so narrow makes no difference. */
-ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
-				   const struct quant_gemm_block *xa, const struct quant_gemm_block *xb,
-				   int nt, bool narrow, __m256i ia[4], __m256i ib[4])
-{
-	(void)narrow;
-	const __m256i flip = _mm256_set1_epi8((char)0x80);
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-	_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
-		const __m256i x = load256(xa->quads[k]);
-		const __m256i y = nt == 2 ? load256(xb->quads[k]) : x;
-#define QUAD(j, A, B)                                                              \
-	do {                                                                       \
-		int32_t wv;                                                        \
-		memcpy(&wv, qs + (j) * w_stride + 4 * k, sizeof wv);               \
-		const __m256i u = _mm256_xor_si256(_mm256_set1_epi32(wv), flip);   \
-		A = dpbusd(A, u, x);                                               \
-		if (nt == 2)                                                       \
-			B = dpbusd(B, u, y);                                       \
-	} while (0)
-		QUAD(0, a0, b0);
-		QUAD(1, a1, b1);
-		QUAD(2, a2, b2);
-		QUAD(3, a3, b3);
-#undef QUAD
-	}
-	const __m256i ca = _mm256_slli_epi32(load256(xa->sums), 7);
-	ia[0] = _mm256_sub_epi32(a0, ca), ia[1] = _mm256_sub_epi32(a1, ca);
-	ia[2] = _mm256_sub_epi32(a2, ca), ia[3] = _mm256_sub_epi32(a3, ca);
-	if (nt == 2) {
-		const __m256i cb = _mm256_slli_epi32(load256(xb->sums), 7);
-		b0 = _mm256_sub_epi32(b0, cb), b1 = _mm256_sub_epi32(b1, cb);
-		b2 = _mm256_sub_epi32(b2, cb), b3 = _mm256_sub_epi32(b3, cb);
-	}
-	ib[0] = b0, ib[1] = b1, ib[2] = b2, ib[3] = b3;
-}
-#else
 /* The exact int32 dots of one Q8_0 block of 4 rows (quants at qs, row j's
  * j * w_stride on) against nt (1 or 2) packed group blocks xa, xb: ia[j],
  * ib[j] hold the 8 tokens' sums. vpmaddubsw needs one unsigned operand,
@@ -354,12 +310,30 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
  * vpsignb per broadcast weight quad and group, valid only when no quant
  * is -128 (its negation does not fit in a byte). Otherwise |q| against
  * sign(a, q), which holds for every q (a is never -128): a second
- * vpsignb per broadcast quad. */
+ * vpsignb per broadcast quad.
+ *
+ * VNNI: each broadcast weight quad is made unsigned once, u = q + 128
+ * (q ^ 0x80), for both groups; vpdpbusd sums u * a into int32 (|sum| <=
+ * 32 * 255 * 127), less 128 * sum a at the end. Exact for every q, so
+ * narrow makes no difference (the VNNI builds never set it). */
+#ifdef QUANT_GEMM_VNNI
+#define Q8_WEIGHTS(q) _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80))
+#define Q8_PRODUCTS(A, q, x, ux) ((void)(ux), dpbusd(A, q, x))
+#define Q8_FINISH(A, b) _mm256_sub_epi32(A, _mm256_slli_epi32(load256((b)->sums), 7))
+#else
+#define Q8_WEIGHTS(q) (q)
+#define Q8_PRODUCTS(A, q, x, ux)                                                            \
+	_mm256_add_epi32(A, _mm256_madd_epi16(                                              \
+				    narrow ? _mm256_maddubs_epi16(ux, _mm256_sign_epi8(q, x))     \
+					   : _mm256_maddubs_epi16(_mm256_sign_epi8(q, q),     \
+								  _mm256_sign_epi8(x, q)), \
+				    _mm256_set1_epi16(1)))
+#define Q8_FINISH(A, b) (A)
+#endif
 ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
 				   const struct quant_gemm_block *xa, const struct quant_gemm_block *xb,
 				   int nt, bool narrow, __m256i ia[4], __m256i ib[4])
 {
-	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
 	__m256i b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 	_Pragma("GCC unroll 8") for (int k = 0; k < QK / 4; k++) {
@@ -368,24 +342,20 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
 		/* |a|, for the narrow form only */
 		const __m256i ux = narrow ? _mm256_sign_epi8(x, x) : x;
 		const __m256i uy = narrow ? _mm256_sign_epi8(y, y) : y;
-#define PRODUCTS(q, x, ux) \
-	(narrow ? _mm256_maddubs_epi16(ux, _mm256_sign_epi8(q, x)) \
-		  : _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)))
-#define QUAD(j, A, B)                                                                   \
-	do {                                                                            \
-		int32_t wv;                                                             \
-		memcpy(&wv, qs + (j) * w_stride + 4 * k, sizeof wv);                    \
-		const __m256i q = _mm256_set1_epi32(wv);                                \
-		A = _mm256_add_epi32(A, _mm256_madd_epi16(PRODUCTS(q, x, ux), ones));  \
-		if (nt == 2)                                                            \
-			B = _mm256_add_epi32(B, _mm256_madd_epi16(PRODUCTS(q, y, uy), ones)); \
+#define QUAD(j, A, B)                                                         \
+	do {                                                                  \
+		int32_t wv;                                                   \
+		memcpy(&wv, qs + (j) * w_stride + 4 * k, sizeof wv);          \
+		const __m256i q = Q8_WEIGHTS(_mm256_set1_epi32(wv));          \
+		A = Q8_PRODUCTS(A, q, x, ux);                                 \
+		if (nt == 2)                                                  \
+			B = Q8_PRODUCTS(B, q, y, uy);                         \
 	} while (0)
 		QUAD(0, a0, b0);
 		QUAD(1, a1, b1);
 		QUAD(2, a2, b2);
 		QUAD(3, a3, b3);
 #undef QUAD
-#undef PRODUCTS
 		KEEP(a0);
 		KEEP(a1);
 		KEEP(a2);
@@ -397,10 +367,17 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
 			KEEP(b3);
 		}
 	}
-	ia[0] = a0, ia[1] = a1, ia[2] = a2, ia[3] = a3;
+	ia[0] = Q8_FINISH(a0, xa), ia[1] = Q8_FINISH(a1, xa);
+	ia[2] = Q8_FINISH(a2, xa), ia[3] = Q8_FINISH(a3, xa);
+	if (nt == 2) {
+		b0 = Q8_FINISH(b0, xb), b1 = Q8_FINISH(b1, xb);
+		b2 = Q8_FINISH(b2, xb), b3 = Q8_FINISH(b3, xb);
+	}
 	ib[0] = b0, ib[1] = b1, ib[2] = b2, ib[3] = b3;
 }
-#endif
+#undef Q8_WEIGHTS
+#undef Q8_PRODUCTS
+#undef Q8_FINISH
 
 /* Q8_0: 4 rows x nt (1 or 2, a constant at each instance) groups at ga,
  * gb, block by block (q8_quads_signed, narrow or not); each broadcast
