@@ -563,20 +563,23 @@ static size_t stop_partial(const char *s, size_t n, const char *stop)
 }
 
 /* Bytes of held text that may be released; *hit when a stop string
- * starts there. */
+ * starts there (the text then ends before it, or after it with
+ * include_stop_str_in_output). */
 static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bool *hit)
 {
-	size_t first = n, hold = 0;
+	size_t first = n, first_len = 0, hold = 0;
 	*hit = false;
 	for (int i = 0; i < r->n_stop; i++) {
-		const char *p = memmem(s, n, r->stop[i], strlen(r->stop[i]));
+		const size_t len = strlen(r->stop[i]);
+		const char *p = memmem(s, n, r->stop[i], len);
 		if (p && (size_t)(p - s) < first) {
 			first = (size_t)(p - s);
+			first_len = len;
 			*hit = true;
 		}
 	}
 	if (*hit)
-		return first;
+		return r->include_stop ? first + first_len : first;
 	for (int i = 0; i < r->n_stop; i++) {
 		size_t h = stop_partial(s, n, r->stop[i]);
 		hold = h > hold ? h : hold;

@@ -110,6 +110,7 @@ struct gen_request {
 	int logprobs;                /* -1 none, else alternatives per token */
 	char *stop[API_MAX_STOP];
 	int n_stop;
+	bool include_stop;           /* include_stop_str_in_output (vLLM) */
 	int32_t *bias_ids;
 	float *bias_vals;
 	int n_bias;

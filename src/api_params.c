@@ -316,7 +316,9 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
-	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) || parse_speculative(body, r, e) ||
+	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) ||
+	    api_get_bool(body, "include_stop_str_in_output", &r->include_stop, e) ||
+	    parse_speculative(body, r, e) ||
 	    api_parse_response_format(a, body, &r->grammar, e))
 		return -1;
 	return 0;

@@ -237,6 +237,12 @@ def test_sampling(srv, cl):
     check("stop string: output cut before it, finish_reason stop",
           r.choices[0].text == want and r.choices[0].finish_reason == "stop",
           (stop, want, r.choices[0].text))
+    r = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
+                              max_tokens=16, temperature=0, stop=[stop],
+                              extra_body={"ignore_eos": True, "include_stop_str_in_output": True})
+    check("include_stop_str_in_output (vLLM): cut after the stop string",
+          r.choices[0].text == want + stop and r.choices[0].finish_reason == "stop",
+          (stop, want, r.choices[0].text))
     s = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
                               max_tokens=16, temperature=0, stop=stop, stream=True,
                               extra_body={"ignore_eos": True})
