@@ -986,7 +986,8 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 	}
 	ing_err err;
 	if (!ch->toks || (k->top > 0 && (!ch->top_ids || !ch->top_lps)) ||
-	    tokenizer_stream_init(&ch->ts, k->a->tk, k->r.tools_on ? TOKENIZER_RENDER_SPECIAL : 0,
+	    tokenizer_stream_init(&ch->ts, k->a->tk,
+				  k->r.tools_on || !k->r.skip_special ? TOKENIZER_RENDER_SPECIAL : 0,
 				  &err))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	/* tool-call markup may be special tokens; a forced call start is output */

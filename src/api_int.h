@@ -111,6 +111,8 @@ struct gen_request {
 	char *stop[API_MAX_STOP];
 	int n_stop;
 	bool include_stop;           /* include_stop_str_in_output (vLLM) */
+	bool skip_special;           /* skip_special_tokens (vLLM; default true): control
+				      * tokens are not rendered in the text */
 	int32_t *bias_ids;
 	float *bias_vals;
 	int n_bias;

@@ -311,13 +311,14 @@ static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e)
 {
-	*r = (struct gen_request){ .chat = chat, .logprobs = -1 };
+	*r = (struct gen_request){ .chat = chat, .logprobs = -1, .skip_special = true };
 	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
 	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) ||
 	    api_get_bool(body, "include_stop_str_in_output", &r->include_stop, e) ||
+	    api_get_bool(body, "skip_special_tokens", &r->skip_special, e) ||
 	    parse_speculative(body, r, e) ||
 	    api_parse_response_format(a, body, &r->grammar, e))
 		return -1;

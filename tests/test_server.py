@@ -240,6 +240,22 @@ def test_sampling(srv, cl):
     r = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="The capital of France is",
                               max_tokens=16, temperature=0, stop=[stop],
                               extra_body={"ignore_eos": True, "include_stop_str_in_output": True})
+    st, _, sot = raw(srv, "POST", "/tokenize", {"prompt": "<start_of_turn>",
+                                                "add_special_tokens": False})
+    sot = (sot.get("tokens") or [0])[0]
+    for skip, want_text in ((True, ""), (False, "<start_of_turn>" * 3)):
+        texts = []
+        for stream in (False, True):
+            kw = dict(model="gemma-3-270m-q4_k_m", prompt="Hi", max_tokens=3, temperature=0,
+                      logit_bias={str(sot): 100}, extra_body={"skip_special_tokens": skip})
+            if stream:
+                texts.append("".join(ch.choices[0].text for ch in
+                                     cl.completions.create(stream=True, **kw) if ch.choices))
+            else:
+                texts.append(cl.completions.create(**kw).choices[0].text)
+        check(f"skip_special_tokens {skip} (vLLM): a forced control token "
+              f"{'dropped' if skip else 'rendered'}, streamed or not",
+              texts == [want_text, want_text], texts)
     check("include_stop_str_in_output (vLLM): cut after the stop string",
           r.choices[0].text == want + stop and r.choices[0].finish_reason == "stop",
           (stop, want, r.choices[0].text))
