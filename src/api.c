@@ -128,6 +128,29 @@ static int prompt_add_text(struct api *a, const char *text, struct token_ids *t,
 	return 0;
 }
 
+/* vLLM's truncate_prompt_tokens: k keeps each prompt's last k tokens
+ * (left truncation); -1 keeps the last max_model_len. */
+static int prompts_truncate(struct api *a, const cJSON *body, struct gen_request *r,
+			    struct api_error *e)
+{
+	int64_t k = 0;
+	if (api_get_int(body, "truncate_prompt_tokens", -1, INT32_MAX, &k, e))
+		return -1;
+	if (k == 0 && api_get(body, "truncate_prompt_tokens"))
+		return api_fail(e, 400, "truncate_prompt_tokens", "invalid_value",
+				"'truncate_prompt_tokens' must be -1 or at least 1");
+	if (k == -1)
+		k = a->max_model_len;
+	for (int i = 0; k > 0 && i < r->n_prompts; i++) {
+		struct token_ids *t = &r->prompts[i];
+		if (t->n > (size_t)k) {
+			memmove(t->ids, t->ids + (t->n - (size_t)k), (size_t)k * sizeof *t->ids);
+			t->n = (size_t)k;
+		}
+	}
+	return 0;
+}
+
 void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r)
 {
 	if (!a->tracer)
@@ -157,6 +180,8 @@ int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct ser
 	}
 	if (!rc && chat && r->tool_prefix)
 		rc = prompt_add_text(a, r->tool_prefix, &r->prompts[0], e);
+	if (!rc)
+		rc = prompts_truncate(a, body, r, e);
 	if (rc)
 		gen_request_free(r);
 	return rc;

@@ -280,8 +280,9 @@ static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struc
 	return 0;
 }
 
-/* Completions fields ingot does not implement, refused with a 400 where
- * ignoring them would change what the client gets back: echo (the prompt
+/* Fields ingot does not implement, refused with a 400 where ignoring them
+ * would change what the client gets back: vLLM's use_beam_search and
+ * prompt_logprobs, and on completions echo (the prompt
  * before the text; its main use, lm-eval's loglikelihood requests, also
  * needs the prompt's logprobs, which ingot does not compute), a non-empty
  * suffix (insertion) and best_of other than n (candidates ranked by
@@ -289,6 +290,16 @@ static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struc
 static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request *r,
 			     struct api_error *e)
 {
+	/* vLLM's beam search and prompt logprobs, on either endpoint */
+	bool beam = false;
+	if (api_get_bool(b, "use_beam_search", &beam, e))
+		return -1;
+	if (beam)
+		return api_fail(e, 400, "use_beam_search", "invalid_value",
+				"'use_beam_search' is not supported");
+	if (api_get(b, "prompt_logprobs"))
+		return api_fail(e, 400, "prompt_logprobs", "invalid_value",
+				"'prompt_logprobs' is not supported");
 	if (chat)
 		return 0;
 	bool echo = false;

@@ -138,6 +138,17 @@ def test_stop_ids(srv, cl):
     got = comp(stop_token_ids=[ids[0]], min_tokens=3)
     check("min_tokens holds stop_token_ids back too",
           got[2] > 3 and got[0] != "" and not got[0].startswith(text[:4]), got)
+    # truncate_prompt_tokens keeps the prompt's last k tokens
+    st, _, pt = raw(srv, "POST", "/tokenize", {"prompt": "The capital of France is"})
+    pt = pt.get("tokens", [])
+    a = cl.completions.create(model=M, prompt="The capital of France is", max_tokens=6,
+                              temperature=0, extra_body={"truncate_prompt_tokens": 3})
+    b = cl.completions.create(model=M, prompt=pt[-3:], max_tokens=6, temperature=0)
+    c = cl.completions.create(model=M, prompt="The capital of France is", max_tokens=6,
+                              temperature=0, extra_body={"truncate_prompt_tokens": -1})
+    check("truncate_prompt_tokens 3 (vLLM): the last 3 prompt tokens, -1: all of them",
+          len(pt) > 3 and a.usage.prompt_tokens == 3 and a.choices[0].text == b.choices[0].text
+          and c.usage.prompt_tokens == len(pt), (pt, a, b, c))
     for extra, needle in (({"stop_token_ids": [-1]}, "stop_token_ids"),
                           ({"stop_token_ids": 5}, "stop_token_ids"),
                           ({"stop_token_ids": [1.5]}, "stop_token_ids"),

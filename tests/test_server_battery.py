@@ -195,11 +195,20 @@ def test_json(port):
         ("best_of 2 > n (completions)", C, dict(comp, best_of=2), 400, "best_of"),
         ("best_of 1 < n 2 (completions)", C, dict(comp, best_of=1, n=2), 400, "best_of"),
         ("best_of 0", C, dict(comp, best_of=0), 400, "best_of"),
+        ("use_beam_search (vLLM)", C, dict(comp, use_beam_search=True), 400, "use_beam_search"),
+        ("use_beam_search, chat", P, dict(good, use_beam_search=True), 400, "use_beam_search"),
+        ("prompt_logprobs (vLLM)", C, dict(comp, prompt_logprobs=1), 400, "prompt_logprobs"),
+        ("truncate_prompt_tokens 0", C, dict(comp, truncate_prompt_tokens=0), 400,
+         "truncate_prompt_tokens"),
+        ("truncate_prompt_tokens -2", C, dict(comp, truncate_prompt_tokens=-2), 400,
+         "truncate_prompt_tokens"),
         # harmless forms: the default's value
         ("echo false", C, dict(comp, echo=False), 200, None),
         ("suffix empty", C, dict(comp, suffix=""), 200, None),
         ("suffix null", C, dict(comp, suffix=None), 200, None),
         ("best_of = n", C, dict(comp, best_of=2, n=2), 200, None),
+        ("use_beam_search false", C, dict(comp, use_beam_search=False), 200, None),
+        ("prompt_logprobs null", C, dict(comp, prompt_logprobs=None), 200, None),
     ]
     for name, path, body, status, param in cases:
         st, _, b = raw(port, "POST", path, body)
