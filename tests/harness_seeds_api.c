@@ -38,6 +38,9 @@ static const char *const bodies[] = {
 	"{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1,\"99999999\":1,\"1x\":2,\"3\":1e400}}",
 	"{\"prompt\":\"x\",\"stop_token_ids\":[1,106,0],\"min_tokens\":3,\"max_tokens\":4,"
 	"\"best_of\":1,\"suffix\":\"\",\"echo\":false}",
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}],\"truncate_prompt_tokens\":2,"
+	"\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"use_beam_search\":false,"
+	"\"prompt_logprobs\":null}",
 	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
 	"\"guided_regex\":\"[a-z]{1,3}\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"
