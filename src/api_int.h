@@ -94,6 +94,10 @@ int api_get_num(const cJSON *o, const char *key, double lo, double hi, double *o
 		struct api_error *e);
 /* Present and not null. */
 const cJSON *api_get(const cJSON *o, const char *key);
+/* Element v of an array of token ids (field key) into *out: an integer in
+ * the vocabulary, else a 400 naming key. */
+int api_token_id(const struct api *a, const cJSON *v, const char *key, int32_t *out,
+		 struct api_error *e);
 
 /* Parsed generation parameters. */
 struct gen_request {

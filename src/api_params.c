@@ -66,6 +66,20 @@ int api_get_int(const cJSON *o, const char *key, int64_t lo, int64_t hi, int64_t
 	return 0;
 }
 
+int api_token_id(const struct api *a, const cJSON *v, const char *key, int32_t *out,
+		 struct api_error *e)
+{
+	double d = v->valuedouble;
+	/* floor, not an int64_t round trip: casting 1e19 is undefined */
+	if (!cJSON_IsNumber(v) || d != floor(d))
+		return api_fail(e, 400, key, "invalid_type", "'%s' token ids must be integers", key);
+	if (d < 0 || d >= a->n_vocab)
+		return api_fail(e, 400, key, "invalid_value",
+				"token id %.0f is outside the vocabulary (0..%d)", d, a->n_vocab - 1);
+	*out = (int32_t)d;
+	return 0;
+}
+
 /* ---- sampling ---- */
 
 static int parse_sampling(struct api *a, const cJSON *b, struct gen_request *r,
@@ -186,14 +200,9 @@ static int parse_stop_ids(struct api *a, const cJSON *b, struct gen_request *r,
 		return api_fail(e, 400, "stop_token_ids", "invalid_value", "at most %d stop_token_ids",
 				API_MAX_STOP_IDS);
 	const cJSON *it;
-	cJSON_ArrayForEach(it, ids) {
-		double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
-		if (!cJSON_IsNumber(it) || v != (double)(int64_t)v || v < 0 || v >= (double)a->n_vocab)
-			return api_fail(e, 400, "stop_token_ids", "invalid_value",
-					"'stop_token_ids' must hold token ids in 0..%lld",
-					(long long)a->n_vocab - 1);
-		r->stop_ids[r->n_stop_ids++] = (int32_t)v;
-	}
+	cJSON_ArrayForEach(it, ids)
+		if (api_token_id(a, it, "stop_token_ids", &r->stop_ids[r->n_stop_ids++], e))
+			return -1;
 	if (api_get_int(b, "min_tokens", 0, INT32_MAX, &r->min_tokens, e))
 		return -1;
 	if (r->max_tokens > 0 && r->min_tokens > r->max_tokens)

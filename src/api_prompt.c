@@ -30,7 +30,6 @@
  * vLLM and llama.cpp do) or token ids. */
 #include <ctype.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,16 +642,10 @@ static int prompt_ids(struct api *a, const cJSON *arr, struct gen_request *r, st
 		return -1;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, arr) {
-		double d = it->valuedouble;
-		/* floor, not an int64_t round trip: casting 1e19 is undefined */
-		if (!cJSON_IsNumber(it) || d != floor(d))
-			return api_fail(e, 400, "prompt", "invalid_type",
-					"'prompt' token ids must be integers");
-		if (d < 0 || d >= a->n_vocab)
-			return api_fail(e, 400, "prompt", "invalid_value",
-					"token id %.0f is outside the vocabulary (0..%d)", d,
-					a->n_vocab - 1);
-		if (token_ids_push(&r->prompts[r->n_prompts - 1], (int32_t)d))
+		int32_t id;
+		if (api_token_id(a, it, "prompt", &id, e))
+			return -1;
+		if (token_ids_push(&r->prompts[r->n_prompts - 1], id))
 			return api_fail(e, 500, NULL, NULL, "out of memory");
 	}
 	return 0;

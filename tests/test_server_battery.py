@@ -195,6 +195,8 @@ def test_json(port):
         ("best_of 2 > n (completions)", C, dict(comp, best_of=2), 400, "best_of"),
         ("best_of 1 < n 2 (completions)", C, dict(comp, best_of=1, n=2), 400, "best_of"),
         ("best_of 0", C, dict(comp, best_of=0), 400, "best_of"),
+        ("stop_token_ids [1e19] (no int64 cast)", C, dict(comp, stop_token_ids=[1e19]), 400,
+         "stop_token_ids"),
         ("use_beam_search (vLLM)", C, dict(comp, use_beam_search=True), 400, "use_beam_search"),
         ("use_beam_search, chat", P, dict(good, use_beam_search=True), 400, "use_beam_search"),
         ("prompt_logprobs (vLLM)", C, dict(comp, prompt_logprobs=1), 400, "prompt_logprobs"),
