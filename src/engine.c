@@ -887,8 +887,6 @@ static int64_t kv_blocks_for(const struct engine *e)
 	return n > 0 ? n : 1;
 }
 
-/* One sampler per slot, its ring long enough for any request's window
- * (req_new clamps it to max_model_len). */
 /* The vocabulary's end-of-generation ids (min_tokens masks them). */
 static int eog_list(struct engine *e, ing_err *err)
 {
@@ -905,6 +903,8 @@ static int eog_list(struct engine *e, ing_err *err)
 	return ING_OK;
 }
 
+/* One sampler per slot, its ring long enough for any request's window
+ * (req_new clamps it to max_model_len). */
 static int samplers_create(struct engine *e, ing_err *err)
 {
 	const int n = e->cfg.max_num_seqs;
