@@ -67,20 +67,21 @@ void api_gcache_put(struct api *a, const char *key, struct grammar *g)
 	pthread_mutex_unlock(&a->gmu);
 }
 
-/* A compile failure of the constraint given as field `param`. */
-static int compile_error(int rc, const ing_err *err, const char *param, const char *what,
+enum cons_kind { CONS_SCHEMA, CONS_REGEX, CONS_GBNF };
+
+/* A compile failure of the constraint of that kind given as field `param`. */
+static int compile_error(int rc, const ing_err *err, const char *param, enum cons_kind kind,
 			 struct api_error *e)
 {
 	if (rc == ING_ERR_NOMEM)
 		return api_fail(e, 500, NULL, NULL, "out of memory");
-	if (!strcmp(what, "schema"))
+	if (kind == CONS_SCHEMA)
 		return api_fail(e, 400, param, rc == ING_ERR_UNSUPPORTED ? "unsupported_schema"
 									 : "invalid_json_schema",
 				"Invalid schema for %s: %s", param, err->msg);
-	return api_fail(e, 400, param, "invalid_value", "Invalid %s: %s", what, err->msg);
+	return api_fail(e, 400, param, "invalid_value", "Invalid %s: %s",
+			kind == CONS_REGEX ? "regex" : "grammar", err->msg);
 }
-
-enum cons_kind { CONS_SCHEMA, CONS_REGEX, CONS_GBNF };
 
 /* The grammar of text (a JSON schema, a regex or GBNF) into *out, from the
  * cache when an earlier request compiled it. */
@@ -88,7 +89,6 @@ static int cons_compile(struct api *a, enum cons_kind kind, const char *text, co
 			struct grammar **out, struct api_error *e)
 {
 	static const char *const prefix[] = { "schema", "regex", "gbnf" };
-	static const char *const what[] = { "schema", "regex", "grammar" };
 	const size_t n = strlen(text);
 	char *key = ing_malloc(n + 8);
 	if (!key)
@@ -104,7 +104,7 @@ static int cons_compile(struct api *a, enum cons_kind kind, const char *text, co
 			api_gcache_put(a, key, *out);
 	}
 	ing_free(key);
-	return rc ? compile_error(rc, &err, param, what[kind], e) : 0;
+	return rc ? compile_error(rc, &err, param, kind, e) : 0;
 }
 
 /* A schema given as an object (or true: any JSON value) or as its JSON
@@ -181,7 +181,7 @@ static int cons_json_object(struct api *a, const char *param, struct grammar **o
 	ing_err err = { 0 };
 	int rc = grammar_json_object(out, &err);
 	if (rc)
-		return compile_error(rc, &err, param, "schema", e);
+		return compile_error(rc, &err, param, CONS_SCHEMA, e);
 	api_gcache_put(a, "json_object", *out);
 	return 0;
 }
@@ -249,38 +249,45 @@ static int structured(struct api *a, const cJSON *st, const char *param, bool vl
 }
 
 /* The constraint of field `name` (present) into *out, NULL for none. */
-static int field_grammar(struct api *a, const char *name, const cJSON *v, struct grammar **out,
+/* The request fields that carry a constraint, in the order they are read. */
+enum field_kind { F_RESPONSE_FORMAT, F_STRUCTURED, F_STRUCTURED_OUTPUTS, F_SCHEMA, F_REGEX,
+		  F_CHOICE, F_GBNF };
+static const struct {
+	const char *name;
+	enum field_kind kind;
+} fields[] = {
+	{ "response_format", F_RESPONSE_FORMAT }, { "structured", F_STRUCTURED },
+	{ "structured_outputs", F_STRUCTURED_OUTPUTS }, { "guided_json", F_SCHEMA },
+	{ "guided_regex", F_REGEX }, { "guided_choice", F_CHOICE }, { "guided_grammar", F_GBNF },
+};
+
+/* The constraint of field f (present, value v) into *out, NULL for none. */
+static int field_grammar(struct api *a, int f, const cJSON *v, struct grammar **out,
 			 struct api_error *e)
 {
-	if (!strcmp(name, "response_format"))
-		return response_format(a, v, out, e);
-	if (!strcmp(name, "structured"))
-		return structured(a, v, name, false, out, e);
-	if (!strcmp(name, "structured_outputs"))
-		return structured(a, v, name, true, out, e);
-	if (!strcmp(name, "guided_json"))
-		return cons_schema(a, v, name, out, e);
-	if (!strcmp(name, "guided_regex"))
-		return cons_text(a, CONS_REGEX, v, name, out, e);
-	if (!strcmp(name, "guided_grammar"))
-		return cons_text(a, CONS_GBNF, v, name, out, e);
-	return cons_choice(a, v, name, out, e); /* guided_choice */
+	const char *name = fields[f].name;
+	switch (fields[f].kind) {
+	case F_RESPONSE_FORMAT: return response_format(a, v, out, e);
+	case F_STRUCTURED: return structured(a, v, name, false, out, e);
+	case F_STRUCTURED_OUTPUTS: return structured(a, v, name, true, out, e);
+	case F_SCHEMA: return cons_schema(a, v, name, out, e);
+	case F_REGEX: return cons_text(a, CONS_REGEX, v, name, out, e);
+	case F_GBNF: return cons_text(a, CONS_GBNF, v, name, out, e);
+	default: return cons_choice(a, v, name, out, e);
+	}
 }
 
 int api_parse_response_format(struct api *a, const cJSON *body, struct grammar **out,
 			      struct api_error *e)
 {
-	static const char *const fields[] = { "response_format", "structured", "structured_outputs",
-					      "guided_json",     "guided_regex", "guided_choice",
-					      "guided_grammar" };
 	*out = NULL;
 	const char *first = NULL;
-	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-		const cJSON *v = api_get(body, fields[i]);
+	for (int i = 0; i < (int)(sizeof fields / sizeof fields[0]); i++) {
+		const cJSON *v = api_get(body, fields[i].name);
 		struct grammar *g = NULL;
 		if (!v)
 			continue;
-		if (field_grammar(a, fields[i], v, &g, e)) {
+		if (field_grammar(a, i, v, &g, e)) {
 			grammar_free(*out);
 			*out = NULL;
 			return -1;
@@ -291,13 +298,13 @@ int api_parse_response_format(struct api *a, const cJSON *body, struct grammar *
 			grammar_free(g);
 			grammar_free(*out);
 			*out = NULL;
-			return api_fail(e, 400, fields[i], "invalid_value",
+			return api_fail(e, 400, fields[i].name, "invalid_value",
 					"'%s' cannot be combined with '%s': one output constraint per "
 					"request",
-					fields[i], first);
+					fields[i].name, first);
 		}
 		*out = g;
-		first = fields[i];
+		first = fields[i].name;
 	}
 	return 0;
 }
