@@ -915,17 +915,20 @@ static void test_isa(void)
 	free(old);
 }
 
-/* Signed quant e of block i of a Q4_0 / Q5_0 / Q8_0 row, and its scale. */
+/* Signed quant e of block i of a Q4_0 / Q5_0 / Q8_0 row (the layouts of
+ * quant_int.h, read element by element). */
 static int legacy_quant(enum qtype t, const uint8_t *row, int64_t i, int e)
 {
-	const uint8_t *b = row + (size_t)i * qtype_traits(t)->block_bytes;
 	if (t == QTYPE_Q8_0)
-		return (int8_t)b[2 + e];
-	int nib = e < 16 ? b[(t == QTYPE_Q5_0 ? 6 : 2) + e] & 15 : b[(t == QTYPE_Q5_0 ? 6 : 2) + e - 16] >> 4;
-	if (t == QTYPE_Q4_0)
-		return nib - 8;
+		return ((const struct block_q8_0 *)row)[i].qs[e];
+	if (t == QTYPE_Q4_0) {
+		const struct block_q4_0 *b = (const struct block_q4_0 *)row + i;
+		return (e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4) - 8;
+	}
+	const struct block_q5_0 *b = (const struct block_q5_0 *)row + i;
 	uint32_t qh;
-	memcpy(&qh, b + 2, sizeof qh);
+	memcpy(&qh, b->qh, sizeof qh);
+	int nib = e < 16 ? b->qs[e] & 15 : b->qs[e - 16] >> 4;
 	return (nib | (int)((qh >> e) & 1) << 4) - 16;
 }
 
