@@ -27,6 +27,11 @@
  * except a forced call to a known function, whose head goes out at once
  * and whose arguments stream as they are written.
  *
+ * Prompt scoring (completions' echo with logprobs, vLLM's prompt_logprobs):
+ * the engine reports each prompt token's score before the first generated
+ * token, into a log of its own allocated at submit; echo sends the prompt
+ * (text, and scores when asked) once they are all in.
+ *
  * Tracing (a->tracer): the final event's counts and times are kept per
  * choice; when the connection side lets go, the request's spans are built
  * from them and handed to the exporter (trace.h), which never blocks. */
@@ -51,6 +56,7 @@
 struct tokrec {
 	int32_t token;
 	float logprob;
+	int32_t rank;              /* prompt tokens: 1 + ids more likely */
 	bool is_eos;
 	uint8_t n_top;
 };
@@ -66,6 +72,10 @@ struct gen_choice {
 	int32_t *top_ids;          /* [cap * k->top] */
 	float *top_lps;            /* [cap * k->top] */
 	int n_toks, cap;
+	struct tokrec *ptoks;      /* [n_prompt - 1] scored prompt tokens (positions 1 ..) */
+	int32_t *ptop_ids;         /* [(n_prompt - 1) * k->ptop] */
+	float *ptop_lps;
+	int n_ptoks;
 	bool final, failed, stop_hit;
 	enum engine_finish finish;
 	char errmsg[256];
@@ -82,6 +92,7 @@ struct gen_choice {
 	cJSON *lp;                 /* logprobs of a non-streamed answer */
 	size_t text_offset;        /* completions logprobs */
 	int64_t n_gen;
+	bool echoed;               /* r.echo: the prompt went out */
 	bool done;
 	const char *finish_reason;
 	/* function calling (k->r.tools_on): text holds the whole output, also
@@ -100,6 +111,9 @@ struct gen_call {
 	struct gen_choice *ch;     /* [n_ch] */
 	int n_ch;
 	int top;                   /* logprob alternatives stored per token */
+	int ptop;                  /* ... per scored prompt token */
+	bool score;                /* prompt tokens are scored (echo + logprobs,
+				    * prompt_logprobs) */
 	char id[48];
 	long long created;
 	int64_t prompt_tokens;
@@ -120,6 +134,9 @@ static void call_free(struct gen_call *k)
 		ing_free(ch->toks);
 		ing_free(ch->top_ids);
 		ing_free(ch->top_lps);
+		ing_free(ch->ptoks);
+		ing_free(ch->ptop_ids);
+		ing_free(ch->ptop_lps);
 		tokenizer_stream_free(&ch->ts);
 		sbuf_free(&ch->held);
 		sbuf_free(&ch->text);
@@ -326,6 +343,21 @@ static void on_token(struct gen_choice *ch, const struct engine_event *ev)
 	ch->n_toks++;
 }
 
+static void on_prompt_token(struct gen_choice *ch, const struct engine_event *ev)
+{
+	const struct gen_call *k = ch->k;
+	int i = ch->n_ptoks, top = k->ptop, nt = ev->n_top < top ? ev->n_top : top;
+	if (!ch->ptoks || ev->pos != i + 1 || i + 1 >= (int)k->r.prompts[ch->prompt].n)
+		return; /* cannot happen: the engine scores each position once, in order */
+	ch->ptoks[i] = (struct tokrec){ .token = ev->token, .logprob = ev->logprob,
+					.rank = ev->rank, .n_top = (uint8_t)(nt > 0 ? nt : 0) };
+	for (int j = 0; j < nt; j++) {
+		ch->ptop_ids[(size_t)i * top + j] = ev->top_ids[j];
+		ch->ptop_lps[(size_t)i * top + j] = ev->top_logprobs[j];
+	}
+	ch->n_ptoks++;
+}
+
 static void on_event(void *ud, const struct engine_event *ev)
 {
 	struct gen_choice *ch = ud;
@@ -333,6 +365,8 @@ static void on_event(void *ud, const struct engine_event *ev)
 	pthread_mutex_lock(&k->mu);
 	if (ev->kind == ENGINE_EV_TOKEN)
 		on_token(ch, ev);
+	else if (ev->kind == ENGINE_EV_PROMPT_TOKEN)
+		on_prompt_token(ch, ev);
 	else
 		on_final(ch, ev);
 	bool last = ch->final && --k->refs == 0;
@@ -415,30 +449,67 @@ static cJSON *lp_legacy_new(void)
 	return o;
 }
 
-static void lp_legacy_add(const struct gen_call *k, struct gen_choice *ch, int t, cJSON *o)
+/* Appends token r (alternatives ids/lps) to legacy logprobs o; r NULL:
+ * token `token` with no logprob (an echoed prompt's first). */
+static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON *o,
+			  int32_t token, const struct tokrec *r, const int32_t *ids,
+			  const float *lps)
 {
-	const struct tokrec *r = &ch->toks[t];
 	size_t n;
-	const char *p = tokenizer_piece(k->a->tk, r->token, 0, &n);
+	const char *p = tokenizer_piece(k->a->tk, token, 0, &n);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), api_json_text(p, n));
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"),
-			     cJSON_CreateNumber(isfinite(r->logprob) ? r->logprob : -9999.0));
-	cJSON *top = cJSON_CreateObject();
-	for (int i = 0; i < r->n_top && i < k->r.logprobs; i++) {
-		int32_t id = ch->top_ids[(size_t)t * k->top + i];
+			     !r ? cJSON_CreateNull()
+				: cJSON_CreateNumber(isfinite(r->logprob) ? r->logprob : -9999.0));
+	cJSON *top = r ? cJSON_CreateObject() : cJSON_CreateNull();
+	for (int i = 0; r && i < r->n_top && i < k->r.logprobs; i++) {
 		size_t tn;
-		const char *tp = tokenizer_piece(k->a->tk, id, 0, &tn);
+		const char *tp = tokenizer_piece(k->a->tk, ids[i], 0, &tn);
 		cJSON *tok = api_json_text(tp, tn);
-		if (tok && !cJSON_GetObjectItemCaseSensitive(top, tok->valuestring)) {
-			float lp = ch->top_lps[(size_t)t * k->top + i];
-			cJSON_AddNumberToObject(top, tok->valuestring, isfinite(lp) ? lp : -9999.0);
-		}
+		if (tok && !cJSON_GetObjectItemCaseSensitive(top, tok->valuestring))
+			cJSON_AddNumberToObject(top, tok->valuestring,
+						isfinite(lps[i]) ? lps[i] : -9999.0);
 		cJSON_Delete(tok);
 	}
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "top_logprobs"), top);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "text_offset"),
 			     cJSON_CreateNumber((double)ch->text_offset));
 	ch->text_offset += n;
+}
+
+static void lp_legacy_add(const struct gen_call *k, struct gen_choice *ch, int t, cJSON *o)
+{
+	lp_legacy_put(k, ch, o, ch->toks[t].token, &ch->toks[t], ch->top_ids + (size_t)t * k->top,
+		      ch->top_lps + (size_t)t * k->top);
+}
+
+/* vLLM's prompt_logprobs: null for the first token, then per token
+ * {"id": {logprob, rank, decoded_token}} for the token itself followed by
+ * its alternatives (ranks 1 ..). NULL when out of memory. */
+static cJSON *lp_prompt_json(const struct gen_call *k, const struct gen_choice *ch)
+{
+	cJSON *arr = cJSON_CreateArray();
+	cJSON_AddItemToArray(arr, cJSON_CreateNull());
+	for (int i = 0; arr && i < ch->n_ptoks; i++) {
+		const struct tokrec *r = &ch->ptoks[i];
+		cJSON *d = cJSON_CreateObject();
+		for (int j = -1; d && j < r->n_top && j < k->r.prompt_logprobs; j++) {
+			int32_t id = j < 0 ? r->token : ch->ptop_ids[(size_t)i * k->ptop + j];
+			float lp = j < 0 ? r->logprob : ch->ptop_lps[(size_t)i * k->ptop + j];
+			char key[16];
+			snprintf(key, sizeof key, "%" PRId32, id);
+			if (cJSON_GetObjectItemCaseSensitive(d, key))
+				continue; /* the token is among its alternatives */
+			size_t n;
+			const char *p = tokenizer_piece(k->a->tk, id, TOKENIZER_RENDER_SPECIAL, &n);
+			cJSON *e = cJSON_AddObjectToObject(d, key);
+			cJSON_AddNumberToObject(e, "logprob", isfinite(lp) ? lp : -9999.0);
+			cJSON_AddNumberToObject(e, "rank", j < 0 ? r->rank : j + 1);
+			cJSON_AddItemToObject(e, "decoded_token", api_json_text(p, n));
+		}
+		cJSON_AddItemToArray(arr, d);
+	}
+	return arr;
 }
 
 static cJSON *usage_new(const struct gen_call *k)
@@ -796,9 +867,43 @@ static cJSON *token_logprobs(struct gen_call *k, struct gen_choice *ch, int t)
 	return k->r.stream ? o : NULL;
 }
 
+/* echo: the prompt's text, decoded by the choice's own stream so that
+ * the output continues it as one text would, and with logprobs its
+ * tokens' (the first has none; the np scored after it). */
+static void choice_echo(struct gen_call *k, struct gen_choice *ch, int np)
+{
+	const struct token_ids *p = &k->r.prompts[ch->prompt];
+	struct sbuf text = { 0 };
+	ing_err err;
+	for (size_t i = 0; i < p->n; i++) {
+		const char *s = "";
+		size_t n = 0;
+		tokenizer_stream_feed(&ch->ts, p->ids[i], &s, &n, &err);
+		sbuf_put(&text, s, n);
+	}
+	cJSON *lp = NULL;
+	if (k->r.logprobs >= 0) {
+		lp = k->r.stream ? lp_legacy_new() : ch->lp;
+		for (size_t i = 0; i < p->n; i++) {
+			const struct tokrec *r = i >= 1 && (int)i <= np ? &ch->ptoks[i - 1] : NULL;
+			size_t at = r ? (i - 1) * (size_t)k->ptop : 0;
+			lp_legacy_put(k, ch, lp, p->ids[i], r, r ? ch->ptop_ids + at : NULL,
+				      r ? ch->ptop_lps + at : NULL);
+		}
+	}
+	if (k->r.stream)
+		sse_chunk(k, ch, NULL, text.p ? text.p : "", text.len, lp, NULL);
+	else
+		sbuf_put(&ch->text, text.p, text.len);
+	if (text.oom)
+		k->out.oom = true;
+	sbuf_free(&text);
+	ch->echoed = true;
+}
+
 static void choice_token(struct gen_call *k, struct gen_choice *ch, int t)
 {
-	if (ch->done)
+	if (ch->done || k->r.echo_only) /* echo_only: the one token made is not shown */
 		return;
 	ch->n_gen++;
 	const struct tokrec *r = &ch->toks[t];
@@ -845,7 +950,9 @@ static bool call_has_news(const struct gen_call *k)
 {
 	for (int i = 0; i < k->n_ch; i++) {
 		const struct gen_choice *ch = &k->ch[i];
-		if (!ch->done && (ch->n_toks > ch->cursor || ch->final))
+		int need = k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
+		if (!ch->done && (ch->n_toks > ch->cursor || ch->final ||
+				  (k->r.echo && !ch->echoed && ch->n_ptoks >= need)))
 			return true;
 	}
 	return false;
@@ -880,13 +987,17 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		wait_until(&k->cv, &k->mu, wait_ms);
 	for (int i = 0; i < k->n_ch; i++) {
 		struct gen_choice *ch = &k->ch[i];
-		int upto = ch->n_toks;
+		int upto = ch->n_toks, np = ch->n_ptoks;
 		bool final = ch->final, failed = ch->failed;
 		enum engine_finish finish = ch->finish;
 		char errmsg[sizeof ch->errmsg];
 		memcpy(errmsg, ch->errmsg, sizeof errmsg);
 		pthread_mutex_unlock(&k->mu);
-		/* entries below upto are never written again: read unlocked */
+		/* entries below upto (np) are never written again: read unlocked.
+		 * The prompt's scores all come before the first token. */
+		int need = k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
+		if (k->r.echo && !ch->echoed && !failed && (np >= need || upto > 0 || final))
+			choice_echo(k, ch, np);
 		for (; ch->cursor < upto; ch->cursor++)
 			choice_token(k, ch, ch->cursor);
 		if (final && !ch->done)
@@ -943,6 +1054,8 @@ static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
 	cJSON_AddItemToObject(c, "logprobs",
 			      ch->lp ? cJSON_Duplicate(ch->lp, true) : cJSON_CreateNull());
 	cJSON_AddStringToObject(c, "finish_reason", ch->finish_reason ? ch->finish_reason : "abort");
+	if (!k->r.chat && k->r.prompt_logprobs >= 0)
+		cJSON_AddItemToObject(c, "prompt_logprobs", lp_prompt_json(k, ch));
 	return c;
 }
 
@@ -968,6 +1081,9 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	cJSON *arr = cJSON_AddArrayToObject(o, "choices");
 	for (int i = 0; i < k->n_ch; i++)
 		cJSON_AddItemToArray(arr, choice_json(k, &k->ch[i]));
+	/* chat has one prompt: vLLM puts its logprobs beside the choices */
+	if (k->r.chat && k->r.prompt_logprobs >= 0)
+		cJSON_AddItemToObject(o, "prompt_logprobs", lp_prompt_json(k, &k->ch[0]));
 	cJSON_AddItemToObject(o, "usage", usage_new(k));
 	api_respond_json(c, 200, o);
 }
@@ -983,6 +1099,14 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 	if (k->top > 0) {
 		ch->top_ids = ing_malloc_array((size_t)ch->cap * k->top, sizeof *ch->top_ids);
 		ch->top_lps = ing_malloc_array((size_t)ch->cap * k->top, sizeof *ch->top_lps);
+	}
+	size_t np = k->r.prompts[ch->prompt].n;
+	if (k->score && np > 1) {
+		ch->ptoks = ing_malloc_array(np - 1, sizeof *ch->ptoks);
+		ch->ptop_ids = ing_malloc_array((np - 1) * (size_t)k->ptop + 1, sizeof *ch->ptop_ids);
+		ch->ptop_lps = ing_malloc_array((np - 1) * (size_t)k->ptop + 1, sizeof *ch->ptop_lps);
+		if (!ch->ptoks || !ch->ptop_ids || !ch->ptop_lps)
+			return api_fail(e, 500, NULL, NULL, "out of memory");
 	}
 	ing_err err;
 	if (!ch->toks || (k->top > 0 && (!ch->top_ids || !ch->top_lps)) ||
@@ -1036,6 +1160,11 @@ static int call_setup(struct gen_call *k, struct api_error *e)
 	if (!(k->ch = ing_calloc((size_t)k->n_ch, sizeof *k->ch)))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	k->top = k->r.logprobs > 0 ? k->r.logprobs : 0;
+	/* echo with logprobs scores the prompt with the output's alternatives */
+	int echo_top = k->r.echo && k->r.logprobs >= 0 ? k->r.logprobs : -1;
+	k->score = echo_top >= 0 || k->r.prompt_logprobs >= 0;
+	k->ptop = echo_top > k->r.prompt_logprobs ? echo_top : k->r.prompt_logprobs;
+	k->ptop = k->ptop > 0 ? k->ptop : 0;
 	for (int p = 0; p < k->r.n_prompts; p++) {
 		int64_t mt = budget(k, p, e);
 		if (mt < 0)
@@ -1078,7 +1207,8 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.top_logprobs = k->r.logprobs, .bias_ids = k->r.bias_ids,
 			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias,
 			.grammar = k->r.grammar, .stop_ids = k->r.stop_ids,
-			.n_stop_ids = k->r.n_stop_ids, .min_tokens = k->r.min_tokens };
+			.n_stop_ids = k->r.n_stop_ids, .min_tokens = k->r.min_tokens,
+			.score_prompt = k->score, .prompt_top = k->ptop };
 		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
 		ing_err err = { 0 };
 		if (k->a->tracer)

@@ -112,6 +112,11 @@ struct gen_request {
 	int n_stop_ids;
 	int64_t min_tokens;          /* (vLLM) 0: none */
 	int logprobs;                /* -1 none, else alternatives per token */
+	bool echo;                   /* completions: each choice begins with its prompt's text
+				      * (and, with logprobs, its tokens' logprobs) */
+	bool echo_only;              /* echo with max_tokens 0: the prompt, nothing generated
+				      * (one token is, and dropped, as vLLM does) */
+	int prompt_logprobs;         /* vLLM: -1 none, else alternatives per prompt token */
 	char *stop[API_MAX_STOP];
 	int n_stop;
 	bool include_stop;           /* include_stop_str_in_output (vLLM) */

@@ -277,46 +277,58 @@ static int parse_speculative(const cJSON *b, struct gen_request *r, struct api_e
 	return 0;
 }
 
+/* n, max_tokens (0 only with completions' echo: the prompt alone, as
+ * OpenAI's legacy API and vLLM allow) and echo. */
 static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
 {
-	int64_t n = 1, mt = 0;
+	int64_t n = 1, mt = -1;
 	if (api_get_int(b, "n", 1, API_MAX_N, &n, e) ||
-	    api_get_int(b, "max_tokens", 1, INT32_MAX, &mt, e) ||
-	    (chat && api_get_int(b, "max_completion_tokens", 1, INT32_MAX, &mt, e)))
+	    api_get_int(b, "max_tokens", chat ? 1 : 0, INT32_MAX, &mt, e) ||
+	    (chat && api_get_int(b, "max_completion_tokens", 1, INT32_MAX, &mt, e)) ||
+	    (!chat && api_get_bool(b, "echo", &r->echo, e)))
 		return -1;
+	if (mt == 0 && !r->echo)
+		return api_fail(e, 400, "max_tokens", "invalid_value",
+				"'max_tokens' must be at least 1 (0 only with 'echo')");
 	r->n = (int)n;
-	r->max_tokens = mt;
+	r->echo_only = mt == 0;
+	r->max_tokens = mt == 0 ? 1 : mt < 0 ? 0 : mt;
+	return 0;
+}
+
+/* vLLM's prompt_logprobs: each prompt token's logprob, rank and that many
+ * alternatives. Not with a stream (vLLM refuses it there too, but for 0,
+ * which it ignores). After parse_stream. */
+static int parse_prompt_logprobs(const cJSON *b, struct gen_request *r, struct api_error *e)
+{
+	int64_t k = -1;
+	if (api_get_int(b, "prompt_logprobs", 0, ENGINE_MAX_LOGPROBS, &k, e))
+		return -1;
+	if (r->stream && k > 0)
+		return api_fail(e, 400, "prompt_logprobs", "invalid_value",
+				"'prompt_logprobs' is not available when 'stream' is true");
+	r->prompt_logprobs = r->stream ? -1 : (int)k;
 	return 0;
 }
 
 /* Fields ingot does not implement, refused with a 400 where ignoring them
- * would change what the client gets back: vLLM's use_beam_search and
- * prompt_logprobs, and on completions echo (the prompt
- * before the text; its main use, lm-eval's loglikelihood requests, also
- * needs the prompt's logprobs, which ingot does not compute), a non-empty
- * suffix (insertion) and best_of other than n (candidates ranked by
- * likelihood). After parse_lengths (r->n). */
+ * would change what the client gets back: vLLM's use_beam_search, and on
+ * completions a non-empty suffix (insertion) and best_of other than n
+ * (candidates ranked by likelihood). After parse_lengths (r->n). */
 static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request *r,
 			     struct api_error *e)
 {
-	/* vLLM's beam search and prompt logprobs, on either endpoint */
 	bool beam = false;
 	if (api_get_bool(b, "use_beam_search", &beam, e))
 		return -1;
 	if (beam)
 		return api_fail(e, 400, "use_beam_search", "invalid_value",
 				"'use_beam_search' is not supported");
-	if (api_get(b, "prompt_logprobs"))
-		return api_fail(e, 400, "prompt_logprobs", "invalid_value",
-				"'prompt_logprobs' is not supported");
 	if (chat)
 		return 0;
-	bool echo = false;
 	int64_t best_of = r->n;
-	if (api_get_bool(b, "echo", &echo, e) || api_get_int(b, "best_of", 1, API_MAX_N, &best_of, e))
+	if (api_get_int(b, "best_of", 1, API_MAX_N, &best_of, e))
 		return -1;
-	if (echo)
-		return api_fail(e, 400, "echo", "invalid_value", "'echo' is not supported");
 	const cJSON *suffix = api_get(b, "suffix");
 	if (suffix && !cJSON_IsString(suffix))
 		return api_fail(e, 400, "suffix", "invalid_type", "'suffix' must be a string");
@@ -331,11 +343,13 @@ static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e)
 {
-	*r = (struct gen_request){ .chat = chat, .logprobs = -1, .skip_special = true };
+	*r = (struct gen_request){ .chat = chat, .logprobs = -1, .prompt_logprobs = -1,
+				   .skip_special = true };
 	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
 	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
+	    parse_prompt_logprobs(body, r, e) ||
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) ||
 	    api_get_bool(body, "include_stop_str_in_output", &r->include_stop, e) ||
 	    api_get_bool(body, "skip_special_tokens", &r->skip_special, e) ||

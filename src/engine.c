@@ -13,6 +13,13 @@
  * later from tokens[], prompt and generated alike, but for what the prefix
  * cache still holds of it then.
  *
+ * Prompt scoring (score_prompt): the prefill rows before the prompt's last
+ * want logits too, and each reports the log-probability of the prompt
+ * token after it. Those rows share the logits rows that drafts use
+ * (extra_rows a step), which bounds a scored request's prefill chunk; a
+ * request preempted mid-prompt takes from the prefix cache only what it
+ * has already scored.
+ *
  * Samplers belong to KV slots, like the KV itself: made once at start
  * (sharing one set of candidate buffers, since only this thread samples),
  * so that no request allocates vocabulary-sized buffers. A request made
@@ -61,6 +68,9 @@ struct req {
 	int32_t stop_ids[ENGINE_MAX_STOP_IDS];
 	int n_stop_ids;
 	int64_t min_tokens;
+	bool score_prompt;        /* prompt tokens' logprobs are reported */
+	int prompt_top;
+	int64_t n_scored;         /* prompt positions scored so far (position 0 has none) */
 	struct sampler *sampler;  /* its slot's while running, else NULL */
 	uint64_t rng[4];          /* the sampler's random state across a preemption */
 	bool has_rng;             /* rng holds it (q was preempted) */
@@ -114,6 +124,8 @@ struct engine {
 	struct spec_draft *draft; /* cfg.spec == SPEC_DRAFT */
 	char draft_path[4096];
 	int64_t spec_rows;        /* draft rows allowed per step */
+	int64_t extra_rows;       /* logits rows beyond one per sequence: drafts and
+				   * scored prompt positions share them */
 	struct engine_stats st_spec; /* speculation counters (engine thread) */
 	pthread_mutex_t gv_mu;    /* guards gvocab's lazy creation */
 	struct grammar_vocab *gvocab; /* token trie for constrained requests */
@@ -174,6 +186,9 @@ static int req_check(const struct engine *e, const struct engine_params *p, ing_
 		if (p->stop_ids[i] < 0 || p->stop_ids[i] >= V)
 			return ing_err_set(err, ING_ERR_RANGE, "stop token id %d is outside the "
 					   "vocabulary (0..%lld)", p->stop_ids[i], (long long)V - 1);
+	if (p->score_prompt && (p->prompt_top < 0 || p->prompt_top > ENGINE_MAX_LOGPROBS))
+		return ing_err_set(err, ING_ERR_RANGE, "prompt_logprobs must be between 0 and %d",
+				   ENGINE_MAX_LOGPROBS);
 	if (p->min_tokens < 0 || p->min_tokens > p->max_tokens)
 		return ing_err_set(err, ING_ERR_RANGE, "min_tokens must be between 0 and max_tokens "
 				   "(%lld)", (long long)p->max_tokens);
@@ -223,6 +238,9 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 		memcpy(q->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *q->stop_ids);
 	q->n_stop_ids = p->n_stop_ids;
 	q->min_tokens = p->min_tokens;
+	q->score_prompt = p->score_prompt;
+	q->prompt_top = p->prompt_top;
+	q->n_scored = 1;
 	/* constrained requests do not draft (yet: verify_rows masks every
 	 * row through emit_token, so drafting would stay correct) */
 	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
@@ -392,6 +410,12 @@ static void reap_cancelled(struct engine *e)
 
 /* ---- scheduling ---- */
 
+/* Whether the row at position p of q scores the prompt token after it. */
+static bool req_scores_at(const struct req *q, int64_t p)
+{
+	return q->score_prompt && p < q->n_prompt - 1 && p + 1 >= q->n_scored;
+}
+
 /* Appends rows feeding tokens[n_computed, n_computed + count) of q. */
 static int64_t add_rows(struct engine *e, int64_t n, struct req *q, int64_t count)
 {
@@ -401,7 +425,8 @@ static int64_t add_rows(struct engine *e, int64_t n, struct req *q, int64_t coun
 		e->b_pos[n] = (int32_t)p;
 		e->b_seq[n] = q->slot;
 		e->b_req[n] = q;
-		e->b_want[n] = p == q->n_tokens - 1; /* logits only where a token comes next */
+		/* logits where a token comes next, or a prompt token is scored */
+		e->b_want[n] = p == q->n_tokens - 1 || req_scores_at(q, p);
 	}
 	return n;
 }
@@ -445,8 +470,13 @@ static void admit(struct engine *e, int64_t budget)
 			e->stats.prompt_tokens += (uint64_t)q->n_prompt;
 			pthread_mutex_unlock(&e->mu);
 		}
-		/* keep >= 1 token to compute: its logits pick the next token */
-		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens, q->n_tokens - 1);
+		/* reuse at most all but 1 token: its logits pick the next token;
+		 * a prompt still being scored needs the logits of the rows from
+		 * its last scored position on */
+		int64_t reuse = q->n_tokens - 1;
+		if (q->score_prompt && q->n_scored < q->n_prompt && q->n_scored - 1 < reuse)
+			reuse = q->n_scored - 1;
+		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens, reuse);
 		q->n_computed = hit;
 		if (q->n_generated == 0)
 			q->n_cached_prompt = hit;
@@ -520,6 +550,7 @@ static int64_t build_batch(struct engine *e, bool allow_admit)
 	int64_t spec_room = SPEC_TARGET_ROWS - n_decode;
 	spec_room = spec_room < e->spec_rows ? spec_room : e->spec_rows;
 	spec_room = spec_room > 0 ? spec_room : 0;
+	const int64_t spec_room0 = spec_room;
 	for (int i = 0; i < e->n_running && n < cap; i++) {
 		struct req *q = e->running[i];
 		q->n_draft = 0;
@@ -538,13 +569,24 @@ static int64_t build_batch(struct engine *e, bool allow_admit)
 		pcap = n + e->cfg.mixed_prefill_tokens;
 	if (allow_admit)
 		admit(e, pcap - n);
+	/* scored prompt positions take the logits rows drafts left */
+	int64_t score_room = e->extra_rows - (spec_room0 - spec_room);
 	for (int i = 0; i < e->n_running && n < pcap; i++) {
 		struct req *q = e->running[i];
 		int64_t pending = q->n_tokens - q->n_computed;
-		if (q->in_step != step && pending >= 1) {
-			n = add_rows(e, n, q, pending < pcap - n ? pending : pcap - n);
-			q->in_step = step;
-		}
+		int64_t take = pending < pcap - n ? pending : pcap - n;
+		if (q->in_step == step || take < 1)
+			continue;
+		int64_t scored = 0; /* rows of the chunk that score */
+		while (scored < take && req_scores_at(q, q->n_computed + scored))
+			scored++;
+		if (scored > score_room)
+			take = scored = score_room;
+		if (take < 1)
+			continue;
+		score_room -= scored;
+		n = add_rows(e, n, q, take);
+		q->in_step = step;
 	}
 	return n;
 }
@@ -610,6 +652,24 @@ static void fill_logprobs(struct engine *e, const float *logits, struct engine_e
 		ev->top_ids[k] = (int32_t)i;
 		ev->top_logprobs[k] = v;
 	}
+}
+
+/* Reports the prompt token after position p of q, scored from logits row
+ * o of the step: its log-probability, rank and q's prompt_top
+ * alternatives, from the model's own logits (no bias, penalty or mask). */
+static void score_row(struct engine *e, struct req *q, int64_t o, int64_t p)
+{
+	int64_t n_out;
+	const float *logits = fwd_logits(e->f, &n_out) + (size_t)o * (size_t)e->m->hp.n_vocab;
+	struct engine_event ev = { .kind = ENGINE_EV_PROMPT_TOKEN, .id = q->id, .pos = p + 1,
+				   .token = q->tokens[p + 1] };
+	fill_logprobs(e, logits, &ev, q->prompt_top);
+	ev.logprob = e->lp[ev.token];
+	ev.rank = 1;
+	for (int64_t i = 0; i < e->m->hp.n_vocab; i++)
+		ev.rank += e->lp[i] > ev.logprob;
+	q->n_scored = p + 2;
+	q->cb(q->ud, &ev);
 }
 
 /* q picks plain argmaxes of unmodified logits: the LM head finds them */
@@ -758,9 +818,12 @@ static void after_step(struct engine *e, int64_t n)
 		int64_t cnt = 1;
 		while (i + cnt < n && e->b_req[i + cnt] == q)
 			cnt++;
+		for (int64_t r = i; r < i + cnt; r++) /* logits rows come in row order */
+			if (e->b_want[r] && req_scores_at(q, e->b_pos[r]))
+				score_row(e, q, o++, e->b_pos[r]);
 		i += cnt;
 		q->n_computed += cnt - q->n_draft; /* draft rows count once confirmed */
-		if (!e->b_want[i - 1])
+		if (!e->b_want[i - 1] || e->b_pos[i - 1] < q->n_prompt - 1)
 			continue; /* a prefill chunk that does not reach the end yet */
 		int why = verify_rows(e, q, o, &gen);
 		o += 1 + q->n_draft;
@@ -948,8 +1011,9 @@ static int setup(struct engine *e, ing_err *err)
 	e->spec_rows = c->spec == SPEC_NONE ? 0 : SPEC_STEP_ROWS;
 	if (e->spec_rows > c->step_tokens - c->max_num_seqs)
 		e->spec_rows = c->step_tokens - c->max_num_seqs;
+	e->extra_rows = e->spec_rows > ENGINE_SCORE_ROWS ? e->spec_rows : ENGINE_SCORE_ROWS;
 	struct fwd_config fc = { .max_batch = c->step_tokens,
-				 .max_logits = c->max_num_seqs + e->spec_rows,
+				 .max_logits = c->max_num_seqs + e->extra_rows,
 				 .n_ctx = c->max_model_len, .n_seq = c->max_num_seqs,
 				 .n_threads = threads, .kv_type = QTYPE_F32,
 				 .kv_blocks = kv_blocks_for(e) };

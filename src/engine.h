@@ -80,10 +80,22 @@ struct engine_params {
 	/* min_tokens: until this many tokens are out, the end-of-generation
 	 * tokens (unless ignore_eos) and the stop ids are masked (0: none) */
 	int64_t min_tokens;
+	/* Prompt scoring (vLLM's prompt_logprobs; completions' echo with
+	 * logprobs): the log-probability of every prompt token after the first,
+	 * with prompt_top (0..ENGINE_MAX_LOGPROBS) alternatives each, as
+	 * ENGINE_EV_PROMPT_TOKEN events in prompt order, all before the first
+	 * generated token. The logits of those positions must be computed, so
+	 * the request does not take them from the prefix cache, and it scores
+	 * at most ENGINE_SCORE_ROWS positions a step. */
+	bool score_prompt;
+	int prompt_top;
 };
+
+#define ENGINE_SCORE_ROWS 32
 
 enum engine_event_kind {
 	ENGINE_EV_TOKEN,    /* one generated token */
+	ENGINE_EV_PROMPT_TOKEN, /* one scored prompt token (score_prompt) */
 	ENGINE_EV_FINISHED, /* final: reason in finish */
 	ENGINE_EV_ERROR,    /* final: message in error */
 };
@@ -93,9 +105,11 @@ enum engine_finish { ENGINE_FINISH_STOP, ENGINE_FINISH_LENGTH, ENGINE_FINISH_CAN
 struct engine_event {
 	enum engine_event_kind kind;
 	uint64_t id;
-	/* ENGINE_EV_TOKEN */
+	/* ENGINE_EV_TOKEN and ENGINE_EV_PROMPT_TOKEN */
 	int32_t token;
-	float logprob;                       /* of token, when top_logprobs >= 0 */
+	float logprob;                       /* of token, when top_logprobs >= 0 (prompt: always) */
+	int64_t pos;                         /* prompt token: its position (1 ..) */
+	int32_t rank;                        /* prompt token: 1 + ids more likely than it */
 	int n_top;                           /* alternatives filled below */
 	int32_t top_ids[ENGINE_MAX_LOGPROBS];
 	float top_logprobs[ENGINE_MAX_LOGPROBS];

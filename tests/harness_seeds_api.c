@@ -41,6 +41,9 @@ static const char *const bodies[] = {
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi there\"}],\"truncate_prompt_tokens\":2,"
 	"\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"use_beam_search\":false,"
 	"\"prompt_logprobs\":null}",
+	"{\"prompt\":[[2,100,7],[2]],\"echo\":true,\"max_tokens\":0,\"logprobs\":1,"
+	"\"prompt_logprobs\":20}",
+	"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"prompt_logprobs\":0,\"max_tokens\":0}",
 	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
 	"\"guided_regex\":\"[a-z]{1,3}\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"

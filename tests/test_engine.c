@@ -5,7 +5,10 @@
  * sampler with its random state and penalty window), nor does
  * speculative decoding (with and without preemption); prefix caching
  * (token-granular reuse gives the tokens of a cold engine), cancellation,
- * and submit errors. */
+ * submit errors, and prompt scoring (every prompt token's logprob, rank
+ * and alternatives exactly as one forward pass over the prompt gives
+ * them, alone, cached, batched and preempted mid-prompt). */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,10 @@
 
 #include "check.h"
 #include "engine.h"
+#include "forward.h"
+#include "model.h"
+#include "pool.h"
+#include "runner.h"
 #include "generate.h"
 #include "grammar.h"
 #include "mem.h"
@@ -24,11 +31,24 @@
 #define NREQ 6
 #define GEN 16
 
+#define SCORE_N 80  /* prompt tokens of the scoring scenario */
+#define SCORE_TOP 3 /* alternatives per scored token */
+
+/* What a request reported of its prompt (score_prompt). */
+struct scores {
+	int64_t n;                  /* events seen; event i is position i + 1 */
+	bool in_order;              /* positions 1, 2, ... before any generated token */
+	float lp[SCORE_N];
+	int32_t rank[SCORE_N];
+	int32_t top[SCORE_N][SCORE_TOP];
+};
+
 struct result {
 	int32_t toks[256];
 	int n;
 	int done, finish, error;
 	int64_t cached;
+	struct scores sc;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -38,9 +58,21 @@ static void on_event(void *ud, const struct engine_event *ev)
 {
 	struct result *r = ud;
 	pthread_mutex_lock(&mu);
-	if (ev->kind == ENGINE_EV_TOKEN && r->n < 256)
+	if (ev->kind == ENGINE_EV_PROMPT_TOKEN) {
+		struct scores *sc = &r->sc;
+		if (sc->n == 0)
+			sc->in_order = true;
+		sc->in_order = sc->in_order && ev->pos == sc->n + 1 && r->n == 0 &&
+			       sc->n < SCORE_N && ev->n_top == SCORE_TOP;
+		if (sc->in_order) {
+			sc->lp[sc->n] = ev->logprob;
+			sc->rank[sc->n] = ev->rank;
+			memcpy(sc->top[sc->n], ev->top_ids, sizeof sc->top[0]);
+		}
+		sc->n++;
+	} else if (ev->kind == ENGINE_EV_TOKEN && r->n < 256) {
 		r->toks[r->n++] = ev->token;
-	if (ev->kind != ENGINE_EV_TOKEN) {
+	} else if (ev->kind != ENGINE_EV_TOKEN) {
 		r->done = 1;
 		r->finish = ev->finish;
 		r->error = ev->kind == ENGINE_EV_ERROR;
@@ -361,6 +393,140 @@ static void test_grammar_requests(void)
 	engine_destroy(e, true);
 }
 
+/* The scores of prompt p[0, n) from one forward pass over it (graph
+ * runner, every row's logits): log-softmax as the engine forms it (max in
+ * float, sum in double), rank and the best SCORE_TOP ids. */
+static void score_reference(const int32_t *p, int n, struct scores *ref)
+{
+	struct model *m = NULL;
+	struct fwd *f = NULL;
+	struct pool *pool = NULL;
+	struct runner *r = NULL;
+	ing_err err = { 0 };
+	struct fwd_config fc = { .max_batch = n, .max_logits = n, .n_ctx = n, .n_seq = 1,
+				 .n_threads = 2, .kv_type = QTYPE_F32 };
+	int rc = model_open(check_default_model(), &m, &err);
+	if (!rc)
+		rc = fwd_create(m, &fc, &f, &err);
+	if (!rc)
+		rc = pool_create(2, 1, &pool, &err);
+	if (!rc)
+		rc = runner_create(RUNNER_GRAPH, f, pool, &r, &err);
+	int32_t pos[SCORE_N], seq[SCORE_N] = { 0 };
+	bool want[SCORE_N];
+	for (int i = 0; i < n; i++) {
+		pos[i] = i;
+		want[i] = true;
+	}
+	struct fwd_batch b = { .n = n, .tokens = p, .pos = pos, .seq = seq, .want_logits = want };
+	if (!rc)
+		rc = runner_step(r, &b, &err);
+	CHECK(rc == ING_OK, "reference forward pass: %s", err.msg);
+	ref->n = rc ? 0 : n - 1;
+	ref->in_order = true;
+	const int64_t V = m ? m->hp.n_vocab : 0;
+	int64_t n_out;
+	const float *logits = rc ? NULL : fwd_logits(f, &n_out);
+	for (int i = 0; i < ref->n; i++) {
+		const float *l = logits + (size_t)i * (size_t)V;
+		float mx = l[0];
+		for (int64_t v = 1; v < V; v++)
+			mx = l[v] > mx ? l[v] : mx;
+		double sum = 0;
+		for (int64_t v = 0; v < V; v++)
+			sum += exp((double)l[v] - mx);
+		const float lse = mx + (float)log(sum);
+		ref->lp[i] = l[p[i + 1]] - lse;
+		ref->rank[i] = 1;
+		for (int k = 0; k < SCORE_TOP; k++)
+			ref->top[i][k] = -1;
+		for (int64_t v = 0; v < V; v++) {
+			float lv = l[v] - lse;
+			ref->rank[i] += lv > ref->lp[i];
+			for (int k = 0; k < SCORE_TOP; k++) {
+				int32_t t = ref->top[i][k];
+				if (t < 0 || lv > l[t] - lse) {
+					memmove(&ref->top[i][k + 1], &ref->top[i][k],
+						sizeof(int32_t) * (SCORE_TOP - 1 - k));
+					ref->top[i][k] = (int32_t)v;
+					break;
+				}
+			}
+		}
+	}
+	runner_destroy(r);
+	pool_destroy(pool);
+	fwd_destroy(f);
+	model_close(m);
+}
+
+static void scores_compare(const struct scores *ref, const struct result *r, const char *what)
+{
+	bool same = r->sc.n == ref->n && r->sc.in_order;
+	for (int64_t i = 0; same && i < ref->n; i++)
+		same = r->sc.lp[i] == ref->lp[i] && r->sc.rank[i] == ref->rank[i] &&
+		       !memcmp(r->sc.top[i], ref->top[i], sizeof ref->top[i]);
+	CHECK(same, "%s: %lld prompt scores (of %lld) in order and equal to the forward pass's",
+	      what, (long long)r->sc.n, (long long)ref->n);
+	CHECK(r->done && !r->error && r->n == 4, "%s: 4 tokens follow (%d)", what, r->n);
+}
+
+/* score_prompt: alone, again with the prompt in the prefix cache (which
+ * it must not use), batched with decoding requests, and in a pool small
+ * enough that it is preempted while scoring; its generated tokens are
+ * those of the same request unscored. */
+static void test_prompt_scoring(const struct result *solo)
+{
+	int32_t p[SCORE_N];
+	for (int j = 0; j < SCORE_N; j++)
+		p[j] = j ? 5000 + 11 * j : 2;
+	struct scores ref = { 0 };
+	score_reference(p, SCORE_N, &ref);
+	struct engine_params ep = { .prompt = p, .n_prompt = SCORE_N, .max_tokens = 4,
+				    .top_logprobs = -1, .sample = sample_params_default(),
+				    .score_prompt = true, .prompt_top = SCORE_TOP };
+	ep.sample.temperature = 0;
+	static struct result a, b, c, d, plain, others[2], tiny[2];
+	uint64_t id;
+	ing_err err = { 0 };
+	struct engine *e = start(3, 0, 4);
+	if (!e)
+		return;
+	run_greedy(e, p, SCORE_N, 4, &plain);
+	CHECK(engine_submit(e, &ep, on_event, &a, &id, &err) == ING_OK, "%s", err.msg);
+	wait_all(&a, 1);
+	scores_compare(&ref, &a, "alone");
+	CHECK(a.cached == 0 && a.n == plain.n && !memcmp(a.toks, plain.toks, sizeof a.toks),
+	      "scoring skips the prefix cache and changes no token");
+	CHECK(engine_submit(e, &ep, on_event, &b, &id, &err) == ING_OK, "%s", err.msg);
+	wait_all(&b, 1);
+	scores_compare(&ref, &b, "cached prompt");
+	submit(e, 0, &others[0], GEN);
+	CHECK(engine_submit(e, &ep, on_event, &c, &id, &err) == ING_OK, "%s", err.msg);
+	submit(e, 1, &others[1], GEN);
+	wait_all(&c, 1);
+	wait_all(others, 2);
+	scores_compare(&ref, &c, "batched");
+	CHECK(!memcmp(others[0].toks, solo[0].toks, sizeof others[0].toks) &&
+	      !memcmp(others[1].toks, solo[1].toks, sizeof others[1].toks),
+	      "requests batched with a scoring one get their solo tokens");
+	engine_destroy(e, true);
+	e = start(3, 4, 4); /* 6 blocks of 16 positions: 84 for d, 20 and 21 for the others */
+	if (!e)
+		return;
+	submit(e, 0, &tiny[0], GEN);
+	submit(e, 1, &tiny[1], GEN);
+	CHECK(engine_submit(e, &ep, on_event, &d, &id, &err) == ING_OK, "%s", err.msg);
+	wait_all(&d, 1);
+	wait_all(tiny, 2);
+	struct engine_stats st;
+	engine_stats_get(e, &st);
+	CHECK(st.preemptions > 0, "the small pool preempts (%llu)", (unsigned long long)st.preemptions);
+	scores_compare(&ref, &d, "preempted");
+	CHECK(!memcmp(d.toks, plain.toks, sizeof d.toks), "preempted: the same tokens");
+	engine_destroy(e, true);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -393,6 +559,7 @@ int main(void)
 	SCENARIO(test_prefix_cancel_errors());
 	SCENARIO(test_partial_prefix());
 	SCENARIO(test_grammar_requests());
+	SCENARIO(test_prompt_scoring(solo));
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
 }

@@ -301,6 +301,68 @@ def test_logprobs(srv, cl):
           l)
 
 
+
+def test_prompt_scoring(srv, cl):
+    """echo and prompt_logprobs (lm-eval's loglikelihood requests): a
+    prompt's own tokens scored as the model scores them when it generates
+    them, with no oracle needed: the greedy continuation G of a prompt P,
+    echoed back as the prompt P + G, gets G's generation logprobs, and each
+    of G's tokens is its position's top alternative."""
+    M = "gemma-3-270m-q4_k_m"
+    g = cl.completions.create(model=M, prompt="The river flows", max_tokens=6, temperature=0,
+                              logprobs=1, extra_body={"ignore_eos": True})
+    gl = g.choices[0].logprobs
+    ids = raw(srv, "POST", "/tokenize", {"prompt": "The river flows"})[2]["tokens"]
+    gen_ids = raw(srv, "POST", "/tokenize",
+                  {"prompt": "The river flows" + g.choices[0].text,
+                   "add_special_tokens": True})[2]["tokens"]
+    ok_ids = gen_ids[:len(ids)] == ids and len(gen_ids) == len(ids) + 6
+    check("the greedy text tokenizes back to prompt + 6 tokens", ok_ids, (ids, gen_ids))
+    # lm-eval's request: token ids, echo, max_tokens 1, logprobs 1
+    e = cl.completions.create(model=M, prompt=gen_ids, max_tokens=1, temperature=0, echo=True,
+                              logprobs=1)
+    el = e.choices[0].logprobs
+    n = len(gen_ids)
+    shape = (len(el.tokens) == n + 1 and len(el.token_logprobs) == n + 1 and
+             el.token_logprobs[0] is None and el.top_logprobs[0] is None and
+             all(v is not None and v <= 0 for v in el.token_logprobs[1:]))
+    check("echo + logprobs: prompt tokens (the first unscored), then the new one", shape, el)
+    tail = el.token_logprobs[len(ids):n]
+    same = ok_ids and tail == gl.token_logprobs  # bit for bit: a row alone = in a batch
+    check("echoed continuation scores as it was generated", same, (tail, gl.token_logprobs))
+    greedy = all(abs(el.token_logprobs[i] - max(el.top_logprobs[i].values())) < 1e-6
+                 for i in range(len(ids), n))
+    check("greedy continuation: each token is its position's top one", greedy, el.top_logprobs)
+    check("echo text: the prompt's, then the completion's",
+          e.choices[0].text.startswith("The river flows" + g.choices[0].text), e.choices[0].text)
+    z = cl.completions.create(model=M, prompt="The river flows", max_tokens=0, echo=True)
+    check("echo + max_tokens 0: the prompt alone, nothing generated",
+          z.choices[0].text == "The river flows" and z.usage.completion_tokens == 0 and
+          z.choices[0].finish_reason == "length", z)
+    st, _, b = raw(srv, "POST", "/v1/completions",
+                   {"prompt": gen_ids, "max_tokens": 1, "prompt_logprobs": 2})
+    pl = b["choices"][0].get("prompt_logprobs") if st == 200 else None
+    ok = pl is not None and len(pl) == n and pl[0] is None
+    for i in range(1, n if ok else 0):
+        d = pl[i]
+        mine = d.get(str(gen_ids[i]))
+        ok = ok and mine is not None and 2 <= len(d) <= 3 and mine["rank"] >= 1
+        ok = ok and all(v["logprob"] >= mine["logprob"] for v in d.values()
+                        if v["rank"] < mine["rank"])
+        ok = ok and abs(mine["logprob"] - el.token_logprobs[i]) < 1e-6
+    check("prompt_logprobs (vLLM): per token itself and 2 alternatives, with ranks", ok, b)
+    st, _, b = raw(srv, "POST", "/v1/chat/completions",
+                   {"messages": chat_msgs("Hi"), "max_tokens": 1, "prompt_logprobs": 0})
+    check("chat prompt_logprobs: beside the choices", st == 200 and
+          b.get("prompt_logprobs", [0])[0] is None and len(b["prompt_logprobs"]) > 3, b)
+    chunks = list(cl.completions.create(model=M, prompt="The river flows", max_tokens=3,
+                                        echo=True, stream=True, logprobs=1))
+    first = chunks[0].choices[0]
+    check("streamed echo: the prompt's text and logprobs come first",
+          first.text == "The river flows" and first.logprobs.token_logprobs[0] is None and
+          len(first.logprobs.tokens) == len(ids), first)
+
+
 def one_stream(port, prompt):
     cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0,
                        timeout=120)
@@ -622,6 +684,7 @@ def main():
         for name, fn in [("basics", test_basics), ("streaming", test_streaming),
                          ("sampling", test_sampling), ("stop ids", test_stop_ids),
                          ("logprobs", test_logprobs),
+                         ("prompt scoring", test_prompt_scoring),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
