@@ -162,7 +162,6 @@ void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r
 int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct server_call *c,
 			 struct gen_request *r, struct api_error *e)
 {
-	bool agp = true;
 	int rc = gen_request_parse(a, body, chat, r, e);
 	if (!rc && c)
 		api_trace_begin(a, c, r);
@@ -170,13 +169,11 @@ int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct ser
 		rc = api_prompt_completion(a, api_get(body, "prompt"), true, r, e);
 	if (!rc && chat)
 		rc = api_tools_parse(a, body, r, e);
-	if (!rc && chat)
-		rc = api_get_bool(body, "add_generation_prompt", &agp, e);
 	if (!rc && chat && !(r->prompts = ing_calloc(1, sizeof *r->prompts)))
 		rc = api_fail(e, 500, NULL, NULL, "out of memory");
 	if (!rc && chat) {
 		r->n_prompts = 1;
-		rc = api_prompt_chat(a, body, agp, r->tools_on, &r->prompts[0], e);
+		rc = api_prompt_chat(a, body, r->tools_on, &r->prompts[0], e);
 	}
 	if (!rc && chat && r->tool_prefix)
 		rc = prompt_add_text(a, r->tool_prefix, &r->prompts[0], e);
@@ -219,12 +216,11 @@ static cJSON *ids_json(const struct token_ids *t)
 static int tokenize_body(struct api *a, const cJSON *body, struct token_ids *t,
 			 struct api_error *e)
 {
-	bool agp = true, special = !api_get(body, "messages");
-	if (api_get_bool(body, "add_generation_prompt", &agp, e) ||
-	    api_get_bool(body, "add_special_tokens", &special, e))
+	bool special = !api_get(body, "messages");
+	if (api_get_bool(body, "add_special_tokens", &special, e))
 		return -1;
 	if (api_get(body, "messages"))
-		return api_prompt_chat(a, body, agp, api_tools_rendered(body), t, e);
+		return api_prompt_chat(a, body, api_tools_rendered(body), t, e);
 	const cJSON *p = api_get(body, "prompt");
 	if (!cJSON_IsString(p))
 		return api_fail(e, 400, "prompt", p ? "invalid_type" : "missing_required_parameter",

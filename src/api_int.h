@@ -176,9 +176,12 @@ int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct ser
 
 /* Renders body.messages (and body.tools when with_tools) with the chat
  * template and tokenizes the result so that only the template's own text
- * can produce control tokens. */
-int api_prompt_chat(struct api *a, const cJSON *body, bool add_generation_prompt,
-		    bool with_tools, struct token_ids *out, struct api_error *e);
+ * can produce control tokens. body.add_generation_prompt (default true)
+ * and vLLM's continue_final_message (the rendering ends with the last
+ * message's content, for the model to go on with it; not with an explicit
+ * add_generation_prompt: true) choose how it ends. */
+int api_prompt_chat(struct api *a, const cJSON *body, bool with_tools, struct token_ids *out,
+		    struct api_error *e);
 
 /* body.prompt: a string, an array of strings, an array of token ids or an
  * array of such arrays. Appends one token_ids per prompt to r. */

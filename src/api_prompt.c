@@ -573,13 +573,47 @@ static int check_user_json(struct api *a, const cJSON *body, bool tools, struct 
 	return 0;
 }
 
-int api_prompt_chat(struct api *a, const cJSON *body, bool agp, bool with_tools,
-		    struct token_ids *out, struct api_error *e)
+/* add_generation_prompt and continue_final_message into *agp and *cont. */
+static int ending_read(const cJSON *body, bool *agp, bool *cont, struct api_error *e)
+{
+	*agp = true;
+	*cont = false;
+	if (api_get_bool(body, "add_generation_prompt", agp, e) ||
+	    api_get_bool(body, "continue_final_message", cont, e))
+		return -1;
+	if (*cont && *agp && api_get(body, "add_generation_prompt"))
+		return api_fail(e, 400, "continue_final_message", "invalid_value",
+				"'continue_final_message' and 'add_generation_prompt' cannot both "
+				"be true");
+	*agp = *agp && !*cont;
+	return 0;
+}
+
+/* continue_final_message: drops what the template put after the last
+ * message's content (its end-of-turn markup). Fails when that content is
+ * empty: nothing marks where it would end. */
+static int segs_cut_final(const struct chat *ch, const struct seg *s, int *n,
+			  struct api_error *e)
+{
+	for (int i = *n - 1; i >= 0; i--)
+		if (s[i].msg == ch->n - 1) {
+			*n = i + 1;
+			return 0;
+		}
+	return api_fail(e, 400, "continue_final_message", "invalid_value",
+			"'continue_final_message' needs a final message with content");
+}
+
+int api_prompt_chat(struct api *a, const cJSON *body, bool with_tools, struct token_ids *out,
+		    struct api_error *e)
 {
 	struct chat ch = { 0 };
 	char *ph = NULL, *real = NULL;
 	size_t ph_len = 0, real_len = 0;
 	struct seg *s = NULL;
+	bool agp, cont;
+	if (ending_read(body, &agp, &cont, e))
+		return -1;
 	struct render_opts o = { .agp = agp, .tools = with_tools && api_get(body, "tools"),
 				 .args_obj = true };
 	int n = 0, rc = chat_read(a, cJSON_GetObjectItemCaseSensitive(body, "messages"), &ch, e);
@@ -600,8 +634,11 @@ int api_prompt_chat(struct api *a, const cJSON *body, bool agp, bool with_tools,
 		rc = api_fail(e, 500, NULL, NULL, "out of memory");
 	if (!rc) {
 		subst_choose(&ch, ph, s, n, real, real_len);
-		rc = tokenize_final(a, &ch, ph, s, n, out, e);
+		if (cont)
+			rc = segs_cut_final(&ch, s, &n, e);
 	}
+	if (!rc)
+		rc = tokenize_final(a, &ch, ph, s, n, out, e);
 	ing_free(s);
 	ing_free(ph);
 	ing_free(real);

@@ -44,6 +44,8 @@ static const char *const bodies[] = {
 	"{\"prompt\":[[2,100,7],[2]],\"echo\":true,\"max_tokens\":0,\"logprobs\":1,"
 	"\"prompt_logprobs\":20}",
 	"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"prompt_logprobs\":0,\"max_tokens\":0}",
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+	"\"content\":\"b \"}],\"continue_final_message\":true,\"add_generation_prompt\":false}",
 	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
 	"\"guided_regex\":\"[a-z]{1,3}\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"

@@ -51,7 +51,7 @@ static int chat(const char *json, struct token_ids *out, struct api_error *e)
 	if (!b)
 		return -2;
 	*out = (struct token_ids){ 0 };
-	int rc = api_prompt_chat(&A, b, true, true, out, e);
+	int rc = api_prompt_chat(&A, b, true, out, e);
 	cJSON_Delete(b);
 	return rc;
 }
@@ -162,6 +162,62 @@ static void test_chat_errors(void)
 	token_ids_free(&t);
 }
 
+/* vLLM's continue_final_message: the rendering stops right after the last
+ * message's content (as the template wrote it: the Hugging Face Gemma
+ * template trims it), so the model goes on with that message. */
+static void test_continue_final(void)
+{
+	struct token_ids t = { 0 };
+	struct api_error e;
+	const char *turns = "{\"messages\":[{\"role\":\"user\",\"content\":\"Count to five.\"},"
+			    "{\"role\":\"assistant\",\"content\":\"One, two, \"}],"
+			    "\"continue_final_message\":true%s}";
+	char body[512];
+	static const char *const ok_forms[] = { "", ",\"add_generation_prompt\":false" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(body, sizeof body, turns, ok_forms[i]);
+		CHECK(!chat(body, &t, &e), "%s", e.message);
+		CHECK(same_as_special(&t, "<bos><start_of_turn>user\nCount to five.<end_of_turn>\n"
+					  "<start_of_turn>model\nOne, two, "),
+		      "built-in template: ends with the assistant's text (%s)", body);
+		token_ids_free(&t);
+	}
+	struct template *builtin = A.tpl;
+	ing_err err;
+	CHECK(!template_parse(hf_gemma, sizeof hf_gemma - 1, &A.tpl, &err), "%s", err.msg);
+	snprintf(body, sizeof body, turns, "");
+	CHECK(!chat(body, &t, &e), "%s", e.message);
+	CHECK(same_as_special(&t, "<bos><start_of_turn>user\nCount to five.<end_of_turn>\n"
+				  "<start_of_turn>model\nOne, two,"),
+	      "trimming template: ends with the content as rendered");
+	token_ids_free(&t);
+	template_free(A.tpl);
+	A.tpl = builtin;
+	static const char *const bad[] = {
+		",\"add_generation_prompt\":true",
+	};
+	snprintf(body, sizeof body, turns, bad[0]);
+	e.status = 0;
+	CHECK(chat(body, &t, &e) == -1 && e.status == 400 && !strcmp(e.param, "continue_final_message"),
+	      "with add_generation_prompt true: 400 (%d %s)", e.status, e.message);
+	token_ids_free(&t);
+	static const char *const empty[] = {
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+		"\"content\":\"\"}],\"continue_final_message\":true}",
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\","
+		"\"content\":null}],\"continue_final_message\":true}",
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
+		"\"continue_final_message\":\"yes\"}",
+	};
+	for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+		e.status = 0;
+		CHECK(chat(empty[i], &t, &e) == -1 && e.status == 400 &&
+		      !strcmp(e.param, "continue_final_message"), "refused: %s (%d %s)", empty[i],
+		      e.status, e.message);
+		token_ids_free(&t);
+	}
+}
+
 static int completion(const char *json, struct gen_request *r, struct api_error *e)
 {
 	cJSON *b = cJSON_Parse(json);
@@ -250,7 +306,7 @@ static char *tool_render(const char *tpl, const char *content, bool with_tools)
 	cJSON *b = cJSON_Parse(body);
 	struct token_ids t = { 0 };
 	struct api_error e;
-	int rc = api_prompt_chat(&A, b, true, with_tools, &t, &e);
+	int rc = api_prompt_chat(&A, b, with_tools, &t, &e);
 	CHECK(!rc, "%s: %s", tpl ? tpl : "built-in", e.message);
 	char *text = rc ? NULL : decoded(&t);
 	token_ids_free(&t);
@@ -351,6 +407,7 @@ int main(void)
 	test_builtin();
 	test_hf_template();
 	test_chat_errors();
+	test_continue_final();
 	test_completion_prompts();
 	test_tools();
 	template_free(A.tpl);

@@ -201,6 +201,12 @@ def test_json(port):
          "stop_token_ids"),
         ("use_beam_search (vLLM)", C, dict(comp, use_beam_search=True), 400, "use_beam_search"),
         ("use_beam_search, chat", P, dict(good, use_beam_search=True), 400, "use_beam_search"),
+        ("continue_final_message + add_generation_prompt", P,
+         dict(good, continue_final_message=True, add_generation_prompt=True), 400,
+         "continue_final_message"),
+        ("continue_final_message, empty final content", P,
+         dict(good, messages=msgs + [{"role": "assistant", "content": ""}],
+              continue_final_message=True), 400, "continue_final_message"),
         ("prompt_logprobs 21", C, dict(comp, prompt_logprobs=21), 400, "prompt_logprobs"),
         ("prompt_logprobs -1", C, dict(comp, prompt_logprobs=-1), 400, "prompt_logprobs"),
         ("prompt_logprobs with stream", C, dict(comp, prompt_logprobs=1, stream=True), 400,
@@ -220,6 +226,9 @@ def test_json(port):
         ("suffix null", C, dict(comp, suffix=None), 200, None),
         ("best_of = n", C, dict(comp, best_of=2, n=2), 200, None),
         ("use_beam_search false", C, dict(comp, use_beam_search=False), 200, None),
+        ("continue_final_message (vLLM)", P,
+         dict(good, messages=msgs + [{"role": "assistant", "content": "Sure, "}],
+              continue_final_message=True, add_generation_prompt=False), 200, None),
         ("prompt_logprobs null", C, dict(comp, prompt_logprobs=None), 200, None),
     ]
     for name, path, body, status, param in cases:
