@@ -84,10 +84,8 @@ static void on_health(struct api *a, struct server_call *c, const cJSON *body)
 	server_call_respond(c, 200, "application/json", ok, sizeof ok - 1);
 }
 
-static void on_models(struct api *a, struct server_call *c, const cJSON *body)
+static cJSON *model_json(const struct api *a)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "object", "list");
 	cJSON *m = cJSON_CreateObject();
 	cJSON_AddStringToObject(m, "id", a->model_name);
 	cJSON_AddStringToObject(m, "object", "model");
@@ -96,8 +94,27 @@ static void on_models(struct api *a, struct server_call *c, const cJSON *body)
 	cJSON_AddStringToObject(m, "root", a->model_name);
 	cJSON_AddNullToObject(m, "parent");
 	cJSON_AddNumberToObject(m, "max_model_len", (double)a->max_model_len);
-	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), m);
+	return m;
+}
+
+static void on_models(struct api *a, struct server_call *c, const cJSON *body)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "object", "list");
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_json(a));
 	api_respond_json(c, 200, o);
+}
+
+/* GET /v1/models/{id} (OpenAI's retrieve): ours, or 404. */
+static void on_model_one(struct api *a, struct server_call *c, const char *id)
+{
+	if (!strcmp(id, a->model_name)) {
+		api_respond_json(c, 200, model_json(a));
+		return;
+	}
+	struct api_error e;
+	api_fail(&e, 404, "model", "model_not_found", "The model `%.200s` does not exist.", id);
+	api_respond_error(c, &e);
 }
 
 static void on_metrics(struct api *a, struct server_call *c, const cJSON *body)
@@ -352,6 +369,12 @@ void api_handle(void *ud, struct server_call *c)
 	const char *path = server_call_path(c), *method = server_call_method(c);
 	const struct route *r = NULL;
 	bool path_known = false;
+	static const char one_model[] = "/v1/models/";
+	if (!strncmp(path, one_model, sizeof one_model - 1) &&
+	    (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
+		on_model_one(a, c, path + sizeof one_model - 1);
+		return;
+	}
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {
 		if (strcmp(routes[i].path, path))
 			continue;

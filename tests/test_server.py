@@ -79,6 +79,14 @@ def test_basics(srv, cl):
     models = cl.models.list()
     check("/v1/models lists the model", len(models.data) == 1 and
           models.data[0].id == "gemma-3-270m-q4_k_m", models)
+    one = cl.models.retrieve("gemma-3-270m-q4_k_m")
+    check("/v1/models/{id} gives the model", one.id == "gemma-3-270m-q4_k_m", one)
+    try:
+        cl.models.retrieve("gpt-17")
+        check("/v1/models/{other id} -> 404", False, "no error")
+    except openai.NotFoundError as e:
+        check("/v1/models/{other id} -> 404", e.body and e.body.get("code") == "model_not_found",
+              e.body)
     r = cl.chat.completions.create(model="gemma-3-270m-q4_k_m",
                                    messages=chat_msgs("What is the capital of France?"), **GREEDY)
     u = r.usage
