@@ -584,7 +584,9 @@ static void sse_chunk(struct gen_call *k, const struct gen_choice *ch, cJSON *de
 	cJSON_AddItemToObject(c, "finish_reason",
 			      finish ? cJSON_CreateString(finish) : cJSON_CreateNull());
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-	if (k->r.include_usage)
+	if (k->r.usage_each)
+		cJSON_AddItemToObject(o, "usage", usage_new(k));
+	else if (k->r.include_usage)
 		cJSON_AddNullToObject(o, "usage");
 	sse_put(k, o);
 }
@@ -1208,7 +1210,10 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias,
 			.grammar = k->r.grammar, .stop_ids = k->r.stop_ids,
 			.n_stop_ids = k->r.n_stop_ids, .min_tokens = k->r.min_tokens,
-			.score_prompt = k->score, .prompt_top = k->ptop };
+			.score_prompt = k->score, .prompt_top = k->ptop,
+			.allowed_ids = k->r.allowed_ids, .n_allowed = k->r.n_allowed,
+			.bad_words = k->r.bad_words, .bad_word_len = k->r.bad_word_len,
+			.n_bad_words = k->r.n_bad_words };
 		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
 		ing_err err = { 0 };
 		if (k->a->tracer)

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "api.h"
+#include "logit_mask.h"
 #include "sample.h"
 #include "tokenizer.h"
 #include "toolcall.h"
@@ -125,7 +126,13 @@ struct gen_request {
 	int32_t *bias_ids;
 	float *bias_vals;
 	int n_bias;
+	int32_t *allowed_ids;        /* allowed_token_ids (vLLM); n_allowed 0: any */
+	int64_t n_allowed;
+	int32_t *bad_words;          /* bad_words (vLLM) as token sequences, back to back */
+	int32_t bad_word_len[LOGIT_MASK_MAX_WORDS];
+	int n_bad_words;
 	bool stream, include_usage;
+	bool usage_each;             /* vLLM's continuous_usage_stats: usage on every chunk */
 	bool no_spec;                /* "speculative": {"method": "none"} */
 	struct grammar *grammar;     /* response_format constraint (a reference), or NULL */
 	/* function calling (chat) */

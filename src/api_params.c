@@ -5,6 +5,7 @@
  * type, non-finite or out of range is refused with 400 naming the field,
  * following OpenAI's documented ranges. Defaults are OpenAI's (temperature
  * 1, top_p 1, no top-k/min-p, no penalties, a fresh seed per request). */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +188,92 @@ static int parse_bias(struct api *a, const cJSON *b, struct gen_request *r, stru
 	return 0;
 }
 
+/* ---- vLLM's allowed_token_ids and bad_words (logit_mask.h) ---- */
+
+static int parse_allowed(struct api *a, const cJSON *b, struct gen_request *r,
+			 struct api_error *e)
+{
+	const cJSON *ids = api_get(b, "allowed_token_ids"), *it;
+	if (!ids)
+		return 0;
+	int n = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : 0;
+	if (n == 0)
+		return api_fail(e, 400, "allowed_token_ids", cJSON_IsArray(ids) ? "invalid_value"
+									 : "invalid_type",
+				"'allowed_token_ids' must be a non-empty array of token ids");
+	if (!(r->allowed_ids = ing_malloc_array((size_t)n, sizeof *r->allowed_ids)))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	cJSON_ArrayForEach(it, ids)
+		if (api_token_id(a, it, "allowed_token_ids", &r->allowed_ids[r->n_allowed++], e))
+			return -1;
+	return 0;
+}
+
+/* Appends word's tokens (no special-token parsing) as a bad word, unless
+ * it is the same as the previous one. */
+static int bad_word_add(struct api *a, struct gen_request *r, const char *word,
+			struct token_ids *all, struct api_error *e)
+{
+	struct token_ids t = { 0 };
+	ing_err err;
+	int rc = 0;
+	if (tokenizer_encode(a->tk, word, strlen(word), 0, &t, &err))
+		rc = api_fail(e, 400, "bad_words", "invalid_value", "cannot tokenize a bad word: %s",
+			      err.msg);
+	int prev = r->n_bad_words - 1;
+	size_t at = all->n;
+	if (!rc && prev >= 0 && (size_t)r->bad_word_len[prev] == t.n &&
+	    !memcmp(all->ids + at - t.n, t.ids, t.n * sizeof *t.ids))
+		t.n = 0; /* the spaced form tokenizes as the bare one */
+	if (!rc && t.n > LOGIT_MASK_MAX_WORD_LEN)
+		rc = api_fail(e, 400, "bad_words", "invalid_value",
+			      "a bad word may be at most %d tokens", LOGIT_MASK_MAX_WORD_LEN);
+	else if (!rc && t.n > 0 && r->n_bad_words == LOGIT_MASK_MAX_WORDS)
+		rc = api_fail(e, 400, "bad_words", "invalid_value", "at most %d bad words (each "
+			      "counts once alone and once after a space)", LOGIT_MASK_MAX_WORDS / 2);
+	for (size_t i = 0; !rc && i < t.n; i++)
+		if (token_ids_push(all, t.ids[i]))
+			rc = api_fail(e, 500, NULL, NULL, "out of memory");
+	if (!rc && t.n > 0)
+		r->bad_word_len[r->n_bad_words++] = (int32_t)t.n;
+	token_ids_free(&t);
+	return rc;
+}
+
+/* Each word is banned as it tokenizes alone and after a space (vLLM:
+ * leading whitespace stripped first); empty words are skipped. */
+static int parse_bad_words(struct api *a, const cJSON *b, struct gen_request *r,
+			   struct api_error *e)
+{
+	const cJSON *words = api_get(b, "bad_words"), *it;
+	if (!words)
+		return 0;
+	if (!cJSON_IsArray(words))
+		return api_fail(e, 400, "bad_words", "invalid_type",
+				"'bad_words' must be an array of strings");
+	struct token_ids all = { 0 };
+	char buf[1 + API_MAX_STOP_LEN + 1];
+	int rc = 0;
+	cJSON_ArrayForEach(it, words) {
+		if (!cJSON_IsString(it) || strlen(it->valuestring) > API_MAX_STOP_LEN) {
+			rc = api_fail(e, 400, "bad_words", "invalid_value",
+				      "'bad_words' must hold strings of at most %d bytes",
+				      API_MAX_STOP_LEN);
+			break;
+		}
+		const char *w = it->valuestring;
+		while (isspace((unsigned char)*w))
+			w++;
+		if (!*w)
+			continue;
+		snprintf(buf, sizeof buf, " %s", w);
+		if ((rc = bad_word_add(a, r, w, &all, e)) || (rc = bad_word_add(a, r, buf, &all, e)))
+			break;
+	}
+	r->bad_words = all.ids; /* owned by r from here (freed with it) */
+	return rc;
+}
+
 /* vLLM's stop_token_ids (ids in the vocabulary that end the output, as
  * EOS does) and min_tokens (no end before that many tokens, <= max_tokens). */
 static int parse_stop_ids(struct api *a, const cJSON *b, struct gen_request *r,
@@ -250,7 +337,12 @@ static int parse_stream(const cJSON *b, struct gen_request *r, struct api_error 
 	if (!r->stream)
 		return api_fail(e, 400, "stream_options", "invalid_value",
 				"'stream_options' is only allowed when 'stream' is true");
-	return api_get_bool(so, "include_usage", &r->include_usage, e);
+	bool each = false;
+	if (api_get_bool(so, "include_usage", &r->include_usage, e) ||
+	    api_get_bool(so, "continuous_usage_stats", &each, e))
+		return -1;
+	r->usage_each = each && r->include_usage;
+	return 0;
 }
 
 /* "speculative": {"method": "none"} opts a request out of the server's
@@ -312,18 +404,35 @@ static int parse_prompt_logprobs(const cJSON *b, struct gen_request *r, struct a
 }
 
 /* Fields ingot does not implement, refused with a 400 where ignoring them
- * would change what the client gets back: vLLM's use_beam_search, and on
- * completions a non-empty suffix (insertion) and best_of other than n
- * (candidates ranked by likelihood). After parse_lengths (r->n). */
+ * would change what the client gets back: vLLM's use_beam_search,
+ * logits_processors (vLLM too refuses them unless started to accept
+ * them), priority other than 0 (vLLM: only with priority scheduling) and
+ * a chat_template in the request (vLLM: only with
+ * --trust-request-chat-template), and on completions a non-empty suffix
+ * (insertion) and best_of other than n (candidates ranked by likelihood).
+ * After parse_lengths (r->n). */
 static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request *r,
 			     struct api_error *e)
 {
 	bool beam = false;
-	if (api_get_bool(b, "use_beam_search", &beam, e))
+	int64_t prio = 0;
+	if (api_get_bool(b, "use_beam_search", &beam, e) ||
+	    api_get_int(b, "priority", INT32_MIN, INT32_MAX, &prio, e))
 		return -1;
 	if (beam)
 		return api_fail(e, 400, "use_beam_search", "invalid_value",
 				"'use_beam_search' is not supported");
+	if (prio != 0)
+		return api_fail(e, 400, "priority", "invalid_value", "'priority' other than 0 needs "
+				"priority scheduling, which this server does not do");
+	const cJSON *lp = api_get(b, "logits_processors");
+	if (lp && !(cJSON_IsArray(lp) && cJSON_GetArraySize(lp) == 0))
+		return api_fail(e, 400, "logits_processors", "invalid_value",
+				"'logits_processors' are not accepted by this server");
+	if (chat && api_get(b, "chat_template"))
+		return api_fail(e, 400, "chat_template", "invalid_value",
+				"a 'chat_template' in the request is not accepted; the server "
+				"renders the model's own");
 	if (chat)
 		return 0;
 	int64_t best_of = r->n;
@@ -348,6 +457,7 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
 	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
+	    parse_allowed(a, body, r, e) || parse_bad_words(a, body, r, e) ||
 	    parse_logprobs(body, chat, r, e) || parse_stream(body, r, e) ||
 	    parse_prompt_logprobs(body, r, e) ||
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) ||
@@ -368,6 +478,8 @@ void gen_request_free(struct gen_request *r)
 		ing_free(r->stop[i]);
 	ing_free(r->bias_ids);
 	ing_free(r->bias_vals);
+	ing_free(r->allowed_ids);
+	ing_free(r->bad_words);
 	grammar_free(r->grammar);
 	ing_free(r->tool_prefix);
 	ing_free(r->tool_name);

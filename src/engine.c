@@ -42,6 +42,7 @@
 #include "gguf.h"
 #include "grammar.h"
 #include "kv.h"
+#include "logit_mask.h"
 #include "mem.h"
 #include "model.h"
 #include "pool.h"
@@ -71,6 +72,7 @@ struct req {
 	bool score_prompt;        /* prompt tokens' logprobs are reported */
 	int prompt_top;
 	int64_t n_scored;         /* prompt positions scored so far (position 0 has none) */
+	struct logit_mask mask;   /* allowed ids, bad words */
 	struct sampler *sampler;  /* its slot's while running, else NULL */
 	uint64_t rng[4];          /* the sampler's random state across a preemption */
 	bool has_rng;             /* rng holds it (q was preempted) */
@@ -150,6 +152,7 @@ static void req_free(struct req *q)
 	if (!q)
 		return;
 	grammar_matcher_free(q->matcher);
+	logit_mask_free(&q->mask);
 	ing_free(q->tokens);
 	ing_free(q->bias_ids);
 	ing_free(q->bias_values);
@@ -215,7 +218,9 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 	q->bias_values = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_values);
 	const struct grammar_vocab *gv = p->grammar ? engine_gvocab(e, err) : NULL;
 	if (!q->tokens || !q->bias_ids || !q->bias_values || (p->grammar && !gv) ||
-	    (p->grammar && grammar_matcher_create(p->grammar, gv, &q->matcher, err))) {
+	    (p->grammar && grammar_matcher_create(p->grammar, gv, &q->matcher, err)) ||
+	    logit_mask_init(&q->mask, p->allowed_ids, p->n_allowed, p->bad_words, p->bad_word_len,
+			    p->n_bad_words, e->m->hp.n_vocab, err)) {
 		req_free(q);
 		return NULL;
 	}
@@ -675,7 +680,8 @@ static void score_row(struct engine *e, struct req *q, int64_t o, int64_t p)
 /* q picks plain argmaxes of unmodified logits: the LM head finds them */
 static bool req_takes_argmax(const struct req *q)
 {
-	return q->n_bias == 0 && !q->matcher && q->n_generated >= q->min_tokens &&
+	return q->n_bias == 0 && !q->matcher && !logit_mask_active(&q->mask) &&
+	       q->n_generated >= q->min_tokens &&
 	       sampler_is_plain_greedy(q->sampler);
 }
 
@@ -714,8 +720,13 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	struct engine_event ev = { .kind = ENGINE_EV_TOKEN, .id = q->id };
 	for (int i = 0; i < q->n_bias; i++)
 		logits[q->bias_ids[i]] += q->bias_values[i];
+	if (logit_mask_active(&q->mask))
+		logit_mask_apply(&q->mask, logits, e->m->hp.n_vocab, q->tokens + q->n_prompt,
+				 q->n_generated);
 	req_mask_stops(e, q, logits);
 	*same = false;
+	if (!logit_mask_any_left(&q->mask, logits))
+		return ENGINE_FINISH_STOP; /* no allowed token may come next */
 	if (q->matcher && grammar_matcher_mask(q->matcher, logits) <= 0)
 		return ENGINE_FINISH_STOP; /* the grammar cannot go on (or no memory) */
 	if (q->top_logprobs >= 0)

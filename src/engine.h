@@ -89,6 +89,14 @@ struct engine_params {
 	 * at most ENGINE_SCORE_ROWS positions a step. */
 	bool score_prompt;
 	int prompt_top;
+	/* vLLM's allowed_token_ids (n_allowed 0: any) and bad_words (n_bad_words
+	 * token sequences, word i bad_word_len[i] ids from bad_words, back to
+	 * back); see logit_mask.h. Copied. */
+	const int32_t *allowed_ids;
+	int64_t n_allowed;
+	const int32_t *bad_words;
+	const int32_t *bad_word_len;
+	int n_bad_words;
 };
 
 #define ENGINE_SCORE_ROWS 32

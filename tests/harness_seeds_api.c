@@ -46,6 +46,9 @@ static const char *const bodies[] = {
 	"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"prompt_logprobs\":0,\"max_tokens\":0}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
 	"\"content\":\"b \"}],\"continue_final_message\":true,\"add_generation_prompt\":false}",
+	"{\"prompt\":\"x\",\"allowed_token_ids\":[1,1,262143],\"bad_words\":[\" a b\",\"\",\"  \"],"
+	"\"priority\":0,\"logits_processors\":[],\"stream\":true,\"stream_options\":"
+	"{\"include_usage\":true,\"continuous_usage_stats\":true}}",
 	"{\"prompt\":\"x\",\"guided_choice\":[\"a.b\",\"\\\"q\\\"\",\"\",\"\\u65e5\"],"
 	"\"guided_regex\":\"[a-z]{1,3}\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"guided_json\":"

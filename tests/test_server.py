@@ -371,6 +371,37 @@ def test_prompt_scoring(srv, cl):
           len(first.logprobs.tokens) == len(ids), first)
 
 
+
+def test_token_masks(srv, cl):
+    """vLLM's bad_words and allowed_token_ids shape greedy output."""
+    M = "gemma-3-270m-q4_k_m"
+
+    def toks(**extra):
+        r = cl.completions.create(model=M, prompt="Hi", max_tokens=8, temperature=0,
+                                  logprobs=0, extra_body=dict(ignore_eos=True, **extra))
+        return r.choices[0].logprobs.tokens
+    plain = toks()
+    check("greedy 'Hi' says ' I' (the bad word below)", " I" in plain, plain)
+    banned = toks(bad_words=["I"])
+    check("bad_words: neither 'I' nor ' I' comes out", "I" not in banned and " I" not in banned,
+          banned)
+    ids = {}
+    for piece in (",", " the", "\n"):
+        t = raw(srv, "POST", "/tokenize", {"prompt": piece, "add_special_tokens": False})[2]
+        ids[t["tokens"][0]] = piece
+    r = cl.completions.create(model=M, prompt="Hi", max_tokens=4, temperature=0, stream=True,
+                              stream_options={"include_usage": True},
+                              extra_body={"ignore_eos": True,
+                                          "stream_options": {"include_usage": True,
+                                                             "continuous_usage_stats": True}})
+    counts = [c.usage.completion_tokens for c in r if c.usage]
+    check("continuous_usage_stats: usage on every chunk, counting up to 4",
+          len(counts) >= 5 and counts == sorted(counts) and counts[-1] == 4, counts)
+    only = toks(allowed_token_ids=list(ids))
+    check("allowed_token_ids: every token is one of them", len(only) == 8 and
+          all(t in ids.values() for t in only), only)
+
+
 def one_stream(port, prompt):
     cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0,
                        timeout=120)
@@ -693,6 +724,7 @@ def main():
                          ("sampling", test_sampling), ("stop ids", test_stop_ids),
                          ("logprobs", test_logprobs),
                          ("prompt scoring", test_prompt_scoring),
+                         ("token masks", test_token_masks),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
