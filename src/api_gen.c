@@ -302,6 +302,25 @@ static enum metrics_finish finish_metric(const struct gen_choice *ch)
 	return ch->finish == ENGINE_FINISH_LENGTH ? METRICS_FINISH_LENGTH : METRICS_FINISH_ABORT;
 }
 
+/* Once every choice of ch's prompt has finished well: the request-level
+ * histograms (n, max_tokens, the most tokens a choice generated). Under
+ * k->mu. */
+static void prompt_final(const struct gen_choice *ch)
+{
+	const struct gen_call *k = ch->k;
+	const int n = k->r.n, first = ch->prompt * n;
+	int64_t most = 0;
+	for (int j = first; j < first + n; j++) {
+		if (!k->ch[j].final || k->ch[j].failed)
+			return;
+		most = k->ch[j].ev_gen > most ? k->ch[j].ev_gen : most;
+	}
+	struct metrics *m = k->a->metrics;
+	metrics_observe(m, METRICS_PARAM_N, n);
+	metrics_observe(m, METRICS_PARAM_MAX_TOKENS, (double)(ch->cap - 1));
+	metrics_observe(m, METRICS_MAX_GEN_TOKENS, (double)most);
+}
+
 static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 {
 	struct metrics *m = ch->k->a->metrics;
@@ -320,9 +339,21 @@ static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 	ch->ev_total_s = ev->total_s;
 	metrics_observe(m, METRICS_QUEUE, ev->queue_s);
 	metrics_observe(m, METRICS_E2E, ev->total_s);
-	if (ev->n_generated > 0)
+	metrics_observe(m, METRICS_INFERENCE, ev->total_s - ev->queue_s);
+	if (ev->n_generated > 0) {
 		metrics_observe(m, METRICS_TTFT, ev->ttft_s);
+		metrics_observe(m, METRICS_PREFILL, ev->ttft_s - ev->queue_s);
+		metrics_observe(m, METRICS_DECODE, ev->total_s - ev->ttft_s);
+	}
+	if (ev->n_generated > 1)
+		metrics_observe(m, METRICS_TPOT,
+				(ev->total_s - ev->ttft_s) / (double)(ev->n_generated - 1));
+	metrics_observe(m, METRICS_PROMPT_TOKENS, (double)ev->n_prompt);
+	metrics_observe(m, METRICS_GEN_TOKENS, (double)ev->n_generated);
+	metrics_observe(m, METRICS_PREFILL_KV_TOKENS, (double)(ev->n_prompt - ev->n_cached_prompt));
+	metrics_count_cached(m, ev->n_cached_prompt);
 	metrics_finish_count(m, finish_metric(ch));
+	prompt_final(ch);
 }
 
 static void on_token(struct gen_choice *ch, const struct engine_event *ev)

@@ -228,7 +228,8 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 	ec.threads = cli_threads(o->threads);
 	int rc = engine_create(path, &ec, &e, &err);
 	if (!rc)
-		rc = metrics_create(o->name ? o->name : name, &m, &err);
+		rc = metrics_create(o->name ? o->name : name, engine_config_of(e)->max_model_len, &m,
+				    &err);
 	if (!rc)
 		rc = api_create(e, m, o->name ? o->name : name, &a, &note, &err);
 	if (!rc && o->otlp && !(rc = trace_exporter_open(o->otlp, "ingot", &tr, &err)))

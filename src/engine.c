@@ -875,6 +875,10 @@ static void publish_stats(struct engine *e, int64_t rows, double dt)
 	if (rows > 0) {
 		e->stats.steps++;
 		e->stats.batch_rows += (uint64_t)rows;
+		int bin = 0;
+		while (bin < ENGINE_STEP_ROWS_BINS - 1 && (1ll << bin) < rows)
+			bin++;
+		e->stats.step_rows_bins[bin]++;
 		e->stats.step_seconds += dt;
 	}
 	pthread_mutex_unlock(&e->mu);

@@ -162,6 +162,8 @@ int engine_submit(struct engine *e, const struct engine_params *p, engine_event_
  * finished it first). Thread-safe; unknown ids are ignored. */
 void engine_cancel(struct engine *e, uint64_t id);
 
+#define ENGINE_STEP_ROWS_BINS 16
+
 struct engine_stats {
 	int running, waiting;
 	double kv_usage;                 /* used blocks / pool blocks */
@@ -172,6 +174,9 @@ struct engine_stats {
 	uint64_t steps;
 	double step_seconds;             /* total time in forward steps */
 	uint64_t batch_rows;             /* total rows over all steps */
+	/* steps by rows: bin k counts steps of (2^(k-1), 2^k] rows (bin 0: 1
+	 * row), the last bin also every larger step */
+	uint64_t step_rows_bins[ENGINE_STEP_ROWS_BINS];
 	/* speculative decoding: verified drafts, their tokens, accepted
 	 * tokens, and how often draft position i was accepted */
 	uint64_t spec_drafts, spec_draft_tokens, spec_accepted;

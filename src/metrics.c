@@ -23,25 +23,56 @@ struct hist_def {
 	double le[METRICS_MAX_BUCKETS];
 };
 
-/* vLLM's bucket bounds (vllm/v1/metrics/loggers.py). */
+#define ITL_BOUNDS                                                                          \
+	19, { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, \
+	      10.0, 20.0, 40.0, 80.0 }
+#define LATENCY_BOUNDS                                                                      \
+	21, { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,  \
+	      120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 }
+
+/* vLLM's names and bucket bounds (vllm/v1/metrics/loggers.py). Token
+ * counts (n 0 here) get 1, 2, 5, 10, 20, 50, ... up to max_model_len at
+ * metrics_create. */
 static const struct hist_def hist_defs[METRICS_N_HIST] = {
 	[METRICS_TTFT] = { "vllm:time_to_first_token_seconds",
 			   "Histogram of time to first token in seconds.", 22,
 			   { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
 			     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0 } },
 	[METRICS_ITL] = { "vllm:inter_token_latency_seconds",
-			  "Histogram of inter-token latency in seconds.", 19,
-			  { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-			    5.0, 7.5, 10.0, 20.0, 40.0, 80.0 } },
+			  "Histogram of inter-token latency in seconds.", ITL_BOUNDS },
 	[METRICS_E2E] = { "vllm:e2e_request_latency_seconds",
-			  "Histogram of e2e request latency in seconds.", 21,
-			  { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-			    50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 } },
+			  "Histogram of e2e request latency in seconds.", LATENCY_BOUNDS },
 	[METRICS_QUEUE] = { "vllm:request_queue_time_seconds",
-			    "Histogram of time spent in WAITING phase for request.", 21,
-			    { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-			      50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 } },
+			    "Histogram of time spent in WAITING phase for request.", LATENCY_BOUNDS },
+	[METRICS_TPOT] = { "vllm:request_time_per_output_token_seconds",
+			   "Histogram of time_per_output_token_seconds per request.", ITL_BOUNDS },
+	[METRICS_PREFILL] = { "vllm:request_prefill_time_seconds",
+			      "Histogram of time spent in PREFILL phase for request.",
+			      LATENCY_BOUNDS },
+	[METRICS_DECODE] = { "vllm:request_decode_time_seconds",
+			     "Histogram of time spent in DECODE phase for request.", LATENCY_BOUNDS },
+	[METRICS_INFERENCE] = { "vllm:request_inference_time_seconds",
+				"Histogram of time spent in RUNNING phase for request.",
+				LATENCY_BOUNDS },
+	[METRICS_PROMPT_TOKENS] = { "vllm:request_prompt_tokens",
+				    "Number of prefill tokens processed.", 0, { 0 } },
+	[METRICS_GEN_TOKENS] = { "vllm:request_generation_tokens",
+				 "Number of generation tokens processed.", 0, { 0 } },
+	[METRICS_MAX_GEN_TOKENS] = { "vllm:request_max_num_generation_tokens",
+				     "Histogram of maximum number of requested generation tokens.",
+				     0, { 0 } },
+	[METRICS_PARAM_MAX_TOKENS] = { "vllm:request_params_max_tokens",
+				       "Histogram of the max_tokens request parameter.", 0, { 0 } },
+	[METRICS_PREFILL_KV_TOKENS] = { "vllm:request_prefill_kv_computed_tokens",
+					"Histogram of new KV tokens computed during prefill "
+					"(excluding cached tokens).", 0, { 0 } },
+	[METRICS_PARAM_N] = { "vllm:request_params_n", "Histogram of the n request parameter.",
+			      5, { 1, 2, 5, 10, 20 } },
 };
+
+/* vllm:iteration_tokens_total's bounds: powers of two, so the engine's
+ * power-of-two bins (engine_stats.step_rows_bins) add up to them exactly. */
+static const int iter_log2[] = { 0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 };
 
 static const char *const finish_names[METRICS_N_FINISH] = { "stop", "length", "abort" };
 
@@ -54,6 +85,8 @@ struct hist {
 struct metrics {
 	pthread_mutex_t mu;
 	char *label;                    /* model_name="..." with the value escaped */
+	struct hist_def defs[METRICS_N_HIST];
+	uint64_t cached_tokens;
 	struct hist hist[METRICS_N_HIST];
 	uint64_t finished[METRICS_N_FINISH];
 };
@@ -75,7 +108,21 @@ static char *label_make(const char *model_name)
 	return sbuf_take(&b, NULL);
 }
 
-int metrics_create(const char *model_name, struct metrics **out, ing_err *err)
+/* 1, 2, 5, 10, 20, 50, ... while <= max (vLLM's build_1_2_5_buckets). */
+static void bounds_1_2_5(struct hist_def *d, int64_t max)
+{
+	static const int steps[] = { 1, 2, 5 };
+	d->n = 0;
+	for (double mag = 1; d->n < METRICS_MAX_BUCKETS; mag *= 10)
+		for (int i = 0; i < 3 && d->n < METRICS_MAX_BUCKETS; i++) {
+			if (steps[i] * mag > (double)max)
+				return;
+			d->le[d->n++] = steps[i] * mag;
+		}
+}
+
+int metrics_create(const char *model_name, int64_t max_model_len, struct metrics **out,
+		   ing_err *err)
 {
 	*out = NULL;
 	struct metrics *m = ing_calloc(1, sizeof *m);
@@ -83,6 +130,10 @@ int metrics_create(const char *model_name, struct metrics **out, ing_err *err)
 		ing_free(m);
 		return ing_err_set(err, ING_ERR_NOMEM, "metrics: out of memory");
 	}
+	memcpy(m->defs, hist_defs, sizeof m->defs);
+	for (int h = 0; h < METRICS_N_HIST; h++)
+		if (m->defs[h].n == 0)
+			bounds_1_2_5(&m->defs[h], max_model_len);
 	pthread_mutex_init(&m->mu, NULL);
 	*out = m;
 	return ING_OK;
@@ -97,18 +148,27 @@ void metrics_free(struct metrics *m)
 	ing_free(m);
 }
 
-void metrics_observe(struct metrics *m, enum metrics_hist h, double seconds)
+void metrics_observe(struct metrics *m, enum metrics_hist h, double v)
 {
-	if (!m || (unsigned)h >= METRICS_N_HIST || !isfinite(seconds) || seconds < 0)
+	if (!m || (unsigned)h >= METRICS_N_HIST || !isfinite(v) || v < 0)
 		return;
-	const struct hist_def *d = &hist_defs[h];
+	const struct hist_def *d = &m->defs[h];
 	int i = 0;
-	while (i < d->n && seconds > d->le[i])
+	while (i < d->n && v > d->le[i])
 		i++;
 	pthread_mutex_lock(&m->mu);
 	m->hist[h].counts[i]++;
 	m->hist[h].count++;
-	m->hist[h].sum += seconds;
+	m->hist[h].sum += v;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_cached(struct metrics *m, int64_t n)
+{
+	if (!m || n <= 0)
+		return;
+	pthread_mutex_lock(&m->mu);
+	m->cached_tokens += (uint64_t)n;
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -184,6 +244,26 @@ static void put_spec(struct sbuf *b, const struct metrics *m, const struct engin
 			    (unsigned long long)st->spec_accepted_per_pos[i]);
 }
 
+/* vllm:iteration_tokens_total from the engine's power-of-two bins. */
+static void put_iterations(struct sbuf *b, const struct metrics *m,
+			   const struct engine_stats *st)
+{
+	const char *name = "vllm:iteration_tokens_total";
+	put_header(b, name, "histogram", "Histogram of number of tokens per engine_step.");
+	uint64_t cum = 0;
+	int bin = 0;
+	for (size_t i = 0; i < sizeof iter_log2 / sizeof iter_log2[0]; i++) {
+		for (; bin <= iter_log2[i] && bin < ENGINE_STEP_ROWS_BINS; bin++)
+			cum += st->step_rows_bins[bin];
+		sbuf_printf(b, "%s_bucket{le=\"%d\",%s} %llu\n", name, 1 << iter_log2[i], m->label,
+			    (unsigned long long)cum);
+	}
+	sbuf_printf(b, "%s_bucket{le=\"+Inf\",%s} %llu\n", name, m->label,
+		    (unsigned long long)st->steps);
+	sbuf_printf(b, "%s_sum{%s} %llu\n", name, m->label, (unsigned long long)st->batch_rows);
+	sbuf_printf(b, "%s_count{%s} %llu\n", name, m->label, (unsigned long long)st->steps);
+}
+
 static void put_engine(struct sbuf *b, const struct metrics *m, const struct engine_stats *st)
 {
 	put_gauge(b, m, "vllm:num_requests_running", "Number of requests in model execution batches.",
@@ -210,23 +290,27 @@ static void put_engine(struct sbuf *b, const struct metrics *m, const struct eng
 		    (double)st->batch_rows);
 	put_counter(b, m, "ingot_steps_total", "Forward steps run.", (double)st->steps);
 	put_spec(b, m, st);
+	put_iterations(b, m, st);
 }
 
 int metrics_render(struct metrics *m, const struct engine_stats *st, char **out, size_t *len,
 		   ing_err *err)
 {
 	struct hist hist[METRICS_N_HIST];
-	uint64_t finished[METRICS_N_FINISH];
+	uint64_t finished[METRICS_N_FINISH], cached;
 	pthread_mutex_lock(&m->mu);
 	memcpy(hist, m->hist, sizeof hist);
 	memcpy(finished, m->finished, sizeof finished);
+	cached = m->cached_tokens;
 	pthread_mutex_unlock(&m->mu);
 
 	struct sbuf b = { 0 };
 	put_engine(&b, m, st);
+	put_counter(&b, m, "vllm:prompt_tokens_cached_total",
+		    "Number of cached prompt tokens (local + external).", (double)cached);
 	put_finished(&b, m, finished);
 	for (int h = 0; h < METRICS_N_HIST; h++)
-		put_hist(&b, m, &hist_defs[h], &hist[h]);
+		put_hist(&b, m, &m->defs[h], &hist[h]);
 	*out = sbuf_take(&b, len);
 	if (!*out)
 		return ing_err_set(err, ING_ERR_NOMEM, "metrics: out of memory");

@@ -26,20 +26,27 @@ static void test_render(void)
 {
 	struct metrics *m;
 	ing_err err;
-	CHECK(!metrics_create("my \"model\"\\x", &m, &err), "%s", err.msg);
+	CHECK(!metrics_create("my \"model\"\\x", 4096, &m, &err), "%s", err.msg);
 	metrics_observe(m, METRICS_TTFT, 0.003);
 	metrics_observe(m, METRICS_TTFT, 0.05);
 	metrics_observe(m, METRICS_TTFT, 5000);   /* above every bound */
 	metrics_observe(m, METRICS_TTFT, -1);     /* ignored */
 	metrics_observe(m, METRICS_TTFT, NAN);    /* ignored */
 	metrics_observe(m, METRICS_ITL, 0.01);    /* on a bound: le is inclusive */
+	metrics_observe(m, METRICS_PROMPT_TOKENS, 7);
+	metrics_observe(m, METRICS_PROMPT_TOKENS, 4096); /* above 2000, the last bound */
+	metrics_observe(m, METRICS_PARAM_N, 2);
+	metrics_count_cached(m, 30);
+	metrics_count_cached(m, -5); /* ignored */
 	metrics_finish_count(m, METRICS_FINISH_STOP);
 	metrics_finish_count(m, METRICS_FINISH_LENGTH);
 	metrics_finish_count(m, METRICS_FINISH_LENGTH);
 	struct engine_stats st = { .running = 3, .waiting = 2, .kv_usage = 0.25,
 				   .prompt_tokens = 100, .generation_tokens = 40,
 				   .preemptions = 1, .prefix_queries = 64, .prefix_hits = 32,
-				   .steps = 7, .step_seconds = 1.5, .batch_rows = 21 };
+				   .steps = 7, .step_seconds = 1.5, .batch_rows = 21,
+				   /* 1 row, 2 rows, 3-4 rows, 5-8 rows; 9-16 rows */
+				   .step_rows_bins = { 1, 1, 2, 1, 2 } };
 	char *t;
 	size_t len;
 	CHECK(!metrics_render(m, &st, &t, &len, &err) && strlen(t) == len, "%s", err.msg);
@@ -68,6 +75,28 @@ static void test_render(void)
 	CHECK(S("vllm:inter_token_latency_seconds_bucket{le=\"0.01\",%s}", L) == 1, "le inclusive");
 	CHECK(S("vllm:e2e_request_latency_seconds_count{%s}", L) == 0 &&
 	      S("vllm:request_queue_time_seconds_bucket{le=\"+Inf\",%s}", L) == 0, "empty histograms");
+	const char *pt = "vllm:request_prompt_tokens";
+	CHECK(S("%s_bucket{le=\"5\",%s}", pt, L) == 0 && S("%s_bucket{le=\"10\",%s}", pt, L) == 1 &&
+	      S("%s_bucket{le=\"2000\",%s}", pt, L) == 1 && isnan(S("%s_bucket{le=\"5000\",%s}", pt, L)) &&
+	      S("%s_bucket{le=\"+Inf\",%s}", pt, L) == 2 && S("%s_sum{%s}", pt, L) == 4103,
+	      "token counts: 1-2-5 bounds up to max_model_len");
+	CHECK(S("vllm:request_params_n_bucket{le=\"1\",%s}", L) == 0 &&
+	      S("vllm:request_params_n_bucket{le=\"2\",%s}", L) == 1, "n: vLLM's bounds");
+	CHECK(S("vllm:prompt_tokens_cached_total{%s}", L) == 30, "cached prompt tokens");
+	const char *it = "vllm:iteration_tokens_total";
+	CHECK(S("%s_bucket{le=\"1\",%s}", it, L) == 1 && S("%s_bucket{le=\"8\",%s}", it, L) == 5 &&
+	      S("%s_bucket{le=\"16\",%s}", it, L) == 7 && S("%s_bucket{le=\"16384\",%s}", it, L) == 7 &&
+	      S("%s_bucket{le=\"+Inf\",%s}", it, L) == 7 && S("%s_sum{%s}", it, L) == 21,
+	      "tokens per step from the engine's power-of-two bins");
+	CHECK(S("vllm:request_time_per_output_token_seconds_count{%s}", L) == 0 &&
+	      S("vllm:request_prefill_time_seconds_count{%s}", L) == 0 &&
+	      S("vllm:request_decode_time_seconds_count{%s}", L) == 0 &&
+	      S("vllm:request_inference_time_seconds_count{%s}", L) == 0 &&
+	      S("vllm:request_generation_tokens_count{%s}", L) == 0 &&
+	      S("vllm:request_max_num_generation_tokens_count{%s}", L) == 0 &&
+	      S("vllm:request_params_max_tokens_count{%s}", L) == 0 &&
+	      S("vllm:request_prefill_kv_computed_tokens_count{%s}", L) == 0,
+	      "the other per-request histograms, empty");
 	CHECK(strstr(t, "# TYPE vllm:time_to_first_token_seconds histogram\n") &&
 	      strstr(t, "# TYPE vllm:prompt_tokens_total counter\n") &&
 	      strstr(t, "# TYPE vllm:num_requests_running gauge\n"), "TYPE lines");

@@ -652,7 +652,14 @@ def test_metrics_format(srv):
              "vllm:prefix_cache_hits_total", "vllm:time_to_first_token_seconds",
              "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
              "vllm:request_queue_time_seconds", "ingot_step_seconds_total",
-             "ingot_batch_rows_total", "ingot_steps_total"}
+             "ingot_batch_rows_total", "ingot_steps_total",
+             # the rest of vLLM's dashboard
+             "vllm:request_time_per_output_token_seconds", "vllm:request_prefill_time_seconds",
+             "vllm:request_decode_time_seconds", "vllm:request_inference_time_seconds",
+             "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+             "vllm:request_max_num_generation_tokens", "vllm:request_params_n",
+             "vllm:request_params_max_tokens", "vllm:request_prefill_kv_computed_tokens",
+             "vllm:iteration_tokens_total", "vllm:prompt_tokens_cached_total"}
     types, bad, series = {}, [], {}
     line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*"'
                          r'(,[a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*")*)\})? (\S+)$')
@@ -671,23 +678,41 @@ def test_metrics_format(srv):
             series[line.rsplit(" ", 1)[0]] = float(m.group(5))
     check("metrics: every line parses, every name has a TYPE", not bad and
           all(n in types for n in names), (bad, names - set(types)))
-    for h in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
+    for h in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+              "vllm:request_prompt_tokens", "vllm:request_time_per_output_token_seconds",
+              "vllm:iteration_tokens_total", "vllm:request_params_n"):
         b = [(k, v) for k, v in series.items() if k.startswith(h + "_bucket")]
         vals = [v for _, v in b]
         inf = [v for k, v in b if 'le="+Inf"' in k]
         cnt = series.get(f'{h}_count{{model_name="gemma-3-270m-q4_k_m"}}')
         check(f"{h}: cumulative buckets, +Inf == count > 0", vals == sorted(vals) and
               inf and inf[0] == cnt and cnt > 0, b)
-    m, _ = metrics(srv)
+    def consistent(m):
+        return (metric(m, "vllm:request_prompt_tokens_count") ==
+                metric(m, "vllm:e2e_request_latency_seconds_count") and
+                metric(m, "vllm:iteration_tokens_total_sum") == metric(m, "ingot_batch_rows_total")
+                and metric(m, "vllm:request_params_n_count") <=
+                metric(m, "vllm:request_prompt_tokens_count"))
+    for _ in range(50):  # a request finishing now may be half recorded
+        m, _ = metrics(srv)
+        if consistent(m):
+            break
+        time.sleep(0.1)
+    check("per-request histograms: one prompt-length sample per finished choice, the tokens "
+          "per step adding up to the rows", consistent(m), m)
     check("metrics count work done", metric(m, "vllm:generation_tokens_total") > 50 and
           metric(m, "vllm:request_success_total") > 20 and metric(m, "ingot_steps_total") > 0,
           m)
     if shutil.which("promtool"):
         r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True)
+        # vLLM's own names: the ':' in all, and a histogram called
+        # iteration_tokens_total
         problems = [l for l in (r.stdout + r.stderr).splitlines()
-                    if l.strip() and "should not contain ':'" not in l]
-        check("promtool check metrics (only vLLM's ':' names flagged)", not problems, problems)
+                    if l.strip() and "should not contain ':'" not in l and
+                    not l.startswith('vllm:iteration_tokens_total non-counter metrics should '
+                                     'not have "_total" suffix')]
+        check("promtool check metrics (only vLLM's names flagged)", not problems, problems)
     else:
         print("     promtool not installed: format checked by the parser above", flush=True)
 
