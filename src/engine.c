@@ -45,6 +45,7 @@
 #include "logit_mask.h"
 #include "mem.h"
 #include "model.h"
+#include "ops.h"
 #include "pool.h"
 #include "spec_draft.h"
 #include "tokenizer.h"
@@ -630,13 +631,7 @@ static bool preempt_newest(struct engine *e)
 static void fill_logprobs(struct engine *e, const float *logits, struct engine_event *ev, int top)
 {
 	const int64_t V = e->m->hp.n_vocab;
-	float mx = logits[0];
-	for (int64_t i = 1; i < V; i++)
-		mx = logits[i] > mx ? logits[i] : mx;
-	double sum = 0;
-	for (int64_t i = 0; i < V; i++)
-		sum += exp((double)logits[i] - mx);
-	const float lse = mx + (float)log(sum);
+	const float lse = ops_logsumexp(logits, V);
 	for (int64_t i = 0; i < V; i++)
 		e->lp[i] = logits[i] - lse;
 	/* one pass keeping the best `top` in descending order (earlier ids

@@ -93,8 +93,9 @@ void logit_mask_apply(const struct logit_mask *m, float *logits, int64_t n_vocab
 	const int32_t *w = m->words;
 	for (int i = 0; i < m->n_words; w += m->word_len[i++]) {
 		int64_t pre = m->word_len[i] - 1; /* the word's ids before its last */
-		if (pre <= n_generated &&
-		    !memcmp(generated + n_generated - pre, w, (size_t)pre * sizeof *w))
+		if (pre <= n_generated && (pre == 0 || /* generated may be NULL then */
+					   !memcmp(generated + n_generated - pre, w,
+						   (size_t)pre * sizeof *w)))
 			logits[w[pre]] = -INFINITY;
 	}
 }

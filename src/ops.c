@@ -466,6 +466,17 @@ void ops_attend(float *out, const float *q, const float *const *K, const float *
 		ops_attend_ref(out, q, K, V, n, Dh, Dv, scale, softcap, scratch);
 }
 
+float ops_logsumexp(const float *x, int64_t n)
+{
+	float mx = x[0];
+	for (int64_t i = 1; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	double sum = 0;
+	for (int64_t i = 0; i < n; i++)
+		sum += exp((double)x[i] - mx);
+	return mx + (float)log(sum);
+}
+
 int64_t ops_argmax(const float *x, int64_t n)
 {
 	int64_t best = 0;

@@ -101,6 +101,11 @@ void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *cons
 		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
 		      float *scratch);
 
+/* log(sum of exp(x[i]) for i < n), the maximum taken in float and the sum
+ * of exp(x[i] - max) in double: x[i] - ops_logsumexp(x, n) is the
+ * log-softmax logprobs report. */
+float ops_logsumexp(const float *x, int64_t n);
+
 /* Index of the largest x[i] (first one on ties). NaNs are skipped, except
  * that a NaN x[0] makes the answer 0. */
 int64_t ops_argmax(const float *x, int64_t n);

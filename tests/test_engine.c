@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "forward.h"
 #include "model.h"
+#include "ops.h"
 #include "pool.h"
 #include "runner.h"
 #include "generate.h"
@@ -394,8 +395,8 @@ static void test_grammar_requests(void)
 }
 
 /* The scores of prompt p[0, n) from one forward pass over it (graph
- * runner, every row's logits): log-softmax as the engine forms it (max in
- * float, sum in double), rank and the best SCORE_TOP ids. */
+ * runner, every row's logits): log-softmax (ops_logsumexp, as the engine
+ * forms it), rank and the best SCORE_TOP ids. */
 static void score_reference(const int32_t *p, int n, struct scores *ref)
 {
 	struct model *m = NULL;
@@ -429,13 +430,7 @@ static void score_reference(const int32_t *p, int n, struct scores *ref)
 	const float *logits = rc ? NULL : fwd_logits(f, &n_out);
 	for (int i = 0; i < ref->n; i++) {
 		const float *l = logits + (size_t)i * (size_t)V;
-		float mx = l[0];
-		for (int64_t v = 1; v < V; v++)
-			mx = l[v] > mx ? l[v] : mx;
-		double sum = 0;
-		for (int64_t v = 0; v < V; v++)
-			sum += exp((double)l[v] - mx);
-		const float lse = mx + (float)log(sum);
+		const float lse = ops_logsumexp(l, V);
 		ref->lp[i] = l[p[i + 1]] - lse;
 		ref->rank[i] = 1;
 		for (int k = 0; k < SCORE_TOP; k++)

@@ -335,8 +335,26 @@ static void test_best_split(void)
 	CHECK(ops_best_index(&b, all_nan) == 0 && ops_argmax(all_nan, 3) == 0, "all NaN: 0");
 }
 
+/* log-sum-exp against long double, large values (no overflow: the max
+ * comes out first), and masked (-inf) entries adding nothing. */
+static void test_logsumexp(void)
+{
+	float x[1000];
+	long double ref = 0;
+	for (int i = 0; i < 1000; i++) {
+		x[i] = 500.0f + (float)((i * 37) % 101) * 0.25f;
+		ref += expl((long double)x[i] - 525.0L);
+	}
+	float got = ops_logsumexp(x, 1000);
+	double want = (double)(525.0L + logl(ref));
+	CHECK(fabs(got - want) <= 1e-4 * fabs(want), "large values: %.7g vs %.7g", got, want);
+	float m[4] = { -INFINITY, 2.0f, -INFINITY, 2.0f };
+	CHECK(fabsf(ops_logsumexp(m, 4) - (2.0f + logf(2.0f))) < 1e-6f, "-inf entries add nothing");
+}
+
 int main(void)
 {
+	test_logsumexp();
 	test_best_split();
 	test_exp();
 	test_attend_group();
