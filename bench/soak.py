@@ -1,7 +1,9 @@
 """Soak test of `ingot serve` (driven by bench/soak.sh; see there for usage).
 
 Starts the server, keeps CONCURRENCY clients busy for DURATION seconds with
-a mix of chat and completion requests (streamed or not), of which about
+a mix of chat and completion requests (streamed or not; some with bad
+words, allowed token ids, per-chunk usage, a prefilled answer to continue,
+or the prompt scored: echo with logprobs, prompt_logprobs), of which about
 10% are dropped at a random point (before the body, mid-body, after the
 headers, mid-stream) and 5% are malformed (bad JSON, wrong types, out of
 range values, unknown paths). Meanwhile it samples the server's resident
@@ -19,7 +21,9 @@ Pass criteria (exit status 1 when any fails):
   - within 2 s of the load stopping: nothing running or waiting, KV cache
     usage 0 and the open descriptors back to their count before the load;
   - SIGTERM then ends the server with status 0 (with an ASan build,
-    INGOT_BIN=build/asan/ingot, that includes leak detection).
+    INGOT_BIN=build/asan/ingot, that includes leak detection; give it
+    ASAN_OPTIONS=quarantine_size_mb=0 too, or ASan's quarantine of freed
+    memory grows RSS by a few percent and fails the RSS check).
 Before the load, 16 long requests fill the KV pool once, so that its pages
 are resident before memory is measured.
 """
@@ -116,12 +120,30 @@ def valid_body(rng):
             "temperature": rng.choice([0, 0.7, 1.0])}
     if rng.random() < 0.2:
         body["stop"] = [rng.choice(WORDS)]
+    if rng.random() < 0.1:
+        body["bad_words"] = [rng.choice(WORDS)]
+    if rng.random() < 0.05:
+        body["allowed_token_ids"] = [rng.randrange(2, 20000) for _ in range(rng.randint(1, 50))]
+    if body["stream"] and rng.random() < 0.3:
+        body["stream_options"] = {"include_usage": True,
+                                  "continuous_usage_stats": rng.random() < 0.5}
     if chat:
         body["messages"] = [{"role": "user", "content": prompt(rng)}]
         if rng.random() < 0.3:
             body["messages"].insert(0, {"role": "system", "content": "Be brief."})
+        if rng.random() < 0.1:  # a prefilled answer to go on with
+            body["messages"].append({"role": "assistant", "content": prompt(rng)})
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
     else:
         body["prompt"] = prompt(rng)
+        # prompt scoring (lm-eval's requests), which preemption must not disturb
+        if rng.random() < 0.1:
+            body["echo"] = True
+            body["logprobs"] = rng.choice([None, 0, 1, 5])
+            body["max_tokens"] = rng.choice([0, body["max_tokens"]])
+        if not body["stream"] and rng.random() < 0.05:
+            body["prompt_logprobs"] = rng.choice([0, 2])
     return ("/v1/chat/completions" if chat else "/v1/completions"), body
 
 
