@@ -192,6 +192,11 @@ int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct ser
 		r->n_prompts = 1;
 		rc = api_prompt_chat(a, body, r->tools_on, &r->prompts[0], e);
 	}
+	if (!rc && chat)
+		rc = api_prompt_chat_echo(body, &r->echo_text, e);
+	if (!rc && r->echo_text && r->tools_on)
+		rc = api_fail(e, 400, "echo", "invalid_value",
+			      "'echo' of a prefilled answer is not supported with tools");
 	if (!rc && chat && r->tool_prefix)
 		rc = prompt_add_text(a, r->tool_prefix, &r->prompts[0], e);
 	if (!rc)

@@ -1147,6 +1147,10 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 				  k->r.tools_on || !k->r.skip_special ? TOKENIZER_RENDER_SPECIAL : 0,
 				  &err))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
+	/* chat echo: the prefilled answer leads the text (a stream sends it
+	 * in its own chunk, api_generate) */
+	if (k->r.echo_text && !k->r.stream && sbuf_puts(&ch->text, k->r.echo_text))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
 	/* tool-call markup may be special tokens; a forced call start is output */
 	if (k->r.tools_on && k->r.tool_prefix && sbuf_puts(&ch->text, k->r.tool_prefix))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
@@ -1311,6 +1315,8 @@ void api_generate(struct api *a, struct server_call *c, struct gen_request *r)
 	}
 	if (k->r.chat)
 		sse_role(k);
+	for (int i = 0; k->r.echo_text && i < k->n_ch; i++)
+		sse_chunk(k, &k->ch[i], NULL, k->r.echo_text, strlen(k->r.echo_text), NULL, NULL);
 	struct server_stream src = { .next = stream_next, .close = stream_close, .ud = k };
 	server_call_stream(c, 200, "text/event-stream", &src);
 }

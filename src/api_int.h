@@ -118,6 +118,8 @@ struct gen_request {
 	bool echo_only;              /* echo with max_tokens 0: the prompt, nothing generated
 				      * (one token is, and dropped, as vLLM does) */
 	int prompt_logprobs;         /* vLLM: -1 none, else alternatives per prompt token */
+	char *echo_text;             /* chat echo (vLLM): the final assistant message's
+				      * content, put before each answer; NULL: none */
 	char *stop[API_MAX_STOP];
 	int n_stop;
 	bool include_stop;           /* include_stop_str_in_output (vLLM) */
@@ -189,6 +191,11 @@ int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct ser
  * add_generation_prompt: true) choose how it ends. */
 int api_prompt_chat(struct api *a, const cJSON *body, bool with_tools, struct token_ids *out,
 		    struct api_error *e);
+
+/* vLLM's chat echo: when body.echo is true and the last message is the
+ * assistant's (a prefilled answer), its content into *out (the caller
+ * frees it), else NULL. After api_prompt_chat (the messages are valid). */
+int api_prompt_chat_echo(const cJSON *body, char **out, struct api_error *e);
 
 /* body.prompt: a string, an array of strings, an array of token ids or an
  * array of such arrays. Appends one token_ids per prompt to r. */

@@ -479,6 +479,7 @@ void gen_request_free(struct gen_request *r)
 	ing_free(r->bias_ids);
 	ing_free(r->bias_vals);
 	ing_free(r->allowed_ids);
+	ing_free(r->echo_text);
 	ing_free(r->bad_words);
 	grammar_free(r->grammar);
 	ing_free(r->tool_prefix);

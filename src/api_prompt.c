@@ -646,6 +646,28 @@ int api_prompt_chat(struct api *a, const cJSON *body, bool with_tools, struct to
 	return rc;
 }
 
+int api_prompt_chat_echo(const cJSON *body, char **out, struct api_error *e)
+{
+	bool echo = false;
+	*out = NULL;
+	if (api_get_bool(body, "echo", &echo, e))
+		return -1;
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+	const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+	const cJSON *role = cJSON_GetObjectItemCaseSensitive(last, "role");
+	const cJSON *content = api_get(last, "content");
+	if (!echo || !cJSON_IsString(role) || strcmp(role->valuestring, "assistant") || !content)
+		return 0;
+	struct sbuf s = { 0 };
+	if (content_read(content, cJSON_GetArraySize(msgs) - 1, &s, e)) {
+		sbuf_free(&s);
+		return -1;
+	}
+	if (!(*out = sbuf_take(&s, NULL)) && !(*out = ing_strndup("", 0)))
+		return api_fail(e, 500, NULL, NULL, "out of memory");
+	return 0;
+}
+
 /* ---- completion prompts ---- */
 
 static int prompt_push(struct gen_request *r, struct api_error *e)

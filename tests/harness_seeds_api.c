@@ -45,7 +45,8 @@ static const char *const bodies[] = {
 	"\"prompt_logprobs\":20}",
 	"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"prompt_logprobs\":0,\"max_tokens\":0}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
-	"\"content\":\"b \"}],\"continue_final_message\":true,\"add_generation_prompt\":false}",
+	"\"content\":\"b \"}],\"continue_final_message\":true,\"add_generation_prompt\":false,"
+	"\"echo\":true}",
 	"{\"prompt\":\"x\",\"allowed_token_ids\":[1,1,262143],\"bad_words\":[\" a b\",\"\",\"  \"],"
 	"\"priority\":0,\"logits_processors\":[],\"stream\":true,\"stream_options\":"
 	"{\"include_usage\":true,\"continuous_usage_stats\":true}}",

@@ -402,6 +402,33 @@ def test_token_masks(srv, cl):
           all(t in ids.values() for t in only), only)
 
 
+
+def test_chat_echo(srv, cl):
+    """vLLM's continue_final_message + echo: the model goes on with a
+    prefilled answer, and echo puts that answer before its continuation."""
+    M = "gemma-3-270m-q4_k_m"
+    msgs = chat_msgs("Count from one to ten.") + [{"role": "assistant", "content": "One, two,"}]
+    extra = {"continue_final_message": True, "add_generation_prompt": False,
+             "ignore_eos": True}
+
+    def ask(**kw):
+        return cl.chat.completions.create(model=M, messages=msgs, max_tokens=6, temperature=0,
+                                          **kw)
+    plain = ask(extra_body=extra).choices[0].message.content
+    echoed = ask(extra_body=dict(extra, echo=True)).choices[0].message.content
+    check("chat echo: the prefilled answer, then its continuation",
+          echoed == "One, two," + plain, (plain, echoed))
+    parts = [c.choices[0].delta.content or "" for c in
+             ask(stream=True, extra_body=dict(extra, echo=True)) if c.choices]
+    check("chat echo, streamed: the same text", "".join(parts) == echoed, parts)
+    user_last = cl.chat.completions.create(model=M, messages=chat_msgs("Hi"), max_tokens=4,
+                                           temperature=0, extra_body={"echo": True})
+    base = cl.chat.completions.create(model=M, messages=chat_msgs("Hi"), max_tokens=4,
+                                      temperature=0)
+    check("chat echo after a user message: nothing to echo",
+          user_last.choices[0].message.content == base.choices[0].message.content, user_last)
+
+
 def one_stream(port, prompt):
     cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0,
                        timeout=120)
@@ -750,6 +777,7 @@ def main():
                          ("logprobs", test_logprobs),
                          ("prompt scoring", test_prompt_scoring),
                          ("token masks", test_token_masks),
+                         ("chat echo", test_chat_echo),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
