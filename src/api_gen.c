@@ -356,6 +356,20 @@ static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 	prompt_final(ch);
 }
 
+/* Entry i of a token log (recs, with top alternatives each in ids/lps)
+ * from ev, keeping at most top of its alternatives. */
+static void tokrec_store(struct tokrec *recs, int32_t *ids, float *lps, int i, int top,
+			 const struct engine_event *ev)
+{
+	int nt = ev->n_top < top ? ev->n_top : top;
+	recs[i] = (struct tokrec){ .token = ev->token, .logprob = ev->logprob, .rank = ev->rank,
+				   .is_eos = ev->is_eos, .n_top = (uint8_t)(nt > 0 ? nt : 0) };
+	for (int j = 0; j < nt; j++) {
+		ids[(size_t)i * top + j] = ev->top_ids[j];
+		lps[(size_t)i * top + j] = ev->top_logprobs[j];
+	}
+}
+
 static void on_token(struct gen_choice *ch, const struct engine_event *ev)
 {
 	double now = gen_now();
@@ -364,29 +378,15 @@ static void on_token(struct gen_choice *ch, const struct engine_event *ev)
 	ch->t_last = now;
 	if (ch->n_toks >= ch->cap)
 		return; /* cannot happen: the log holds max_tokens */
-	int top = ch->k->top, nt = ev->n_top < top ? ev->n_top : top;
-	ch->toks[ch->n_toks] = (struct tokrec){ .token = ev->token, .logprob = ev->logprob,
-						.is_eos = ev->is_eos, .n_top = (uint8_t)(nt > 0 ? nt : 0) };
-	for (int i = 0; i < nt; i++) {
-		ch->top_ids[(size_t)ch->n_toks * top + i] = ev->top_ids[i];
-		ch->top_lps[(size_t)ch->n_toks * top + i] = ev->top_logprobs[i];
-	}
-	ch->n_toks++;
+	tokrec_store(ch->toks, ch->top_ids, ch->top_lps, ch->n_toks++, ch->k->top, ev);
 }
 
 static void on_prompt_token(struct gen_choice *ch, const struct engine_event *ev)
 {
-	const struct gen_call *k = ch->k;
-	int i = ch->n_ptoks, top = k->ptop, nt = ev->n_top < top ? ev->n_top : top;
-	if (!ch->ptoks || ev->pos != i + 1 || i + 1 >= (int)k->r.prompts[ch->prompt].n)
+	int i = ch->n_ptoks;
+	if (!ch->ptoks || ev->pos != i + 1 || i + 1 >= (int)ch->k->r.prompts[ch->prompt].n)
 		return; /* cannot happen: the engine scores each position once, in order */
-	ch->ptoks[i] = (struct tokrec){ .token = ev->token, .logprob = ev->logprob,
-					.rank = ev->rank, .n_top = (uint8_t)(nt > 0 ? nt : 0) };
-	for (int j = 0; j < nt; j++) {
-		ch->ptop_ids[(size_t)i * top + j] = ev->top_ids[j];
-		ch->ptop_lps[(size_t)i * top + j] = ev->top_logprobs[j];
-	}
-	ch->n_ptoks++;
+	tokrec_store(ch->ptoks, ch->ptop_ids, ch->ptop_lps, ch->n_ptoks++, ch->k->ptop, ev);
 }
 
 static void on_event(void *ud, const struct engine_event *ev)
@@ -979,13 +979,18 @@ static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
 
 /* ---- the connection side's loop ---- */
 
+/* Scored prompt tokens ch waits for before echoing its prompt. */
+static int scores_due(const struct gen_call *k, const struct gen_choice *ch)
+{
+	return k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
+}
+
 static bool call_has_news(const struct gen_call *k)
 {
 	for (int i = 0; i < k->n_ch; i++) {
 		const struct gen_choice *ch = &k->ch[i];
-		int need = k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
 		if (!ch->done && (ch->n_toks > ch->cursor || ch->final ||
-				  (k->r.echo && !ch->echoed && ch->n_ptoks >= need)))
+				  (k->r.echo && !ch->echoed && ch->n_ptoks >= scores_due(k, ch))))
 			return true;
 	}
 	return false;
@@ -1028,8 +1033,8 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		pthread_mutex_unlock(&k->mu);
 		/* entries below upto (np) are never written again: read unlocked.
 		 * The prompt's scores all come before the first token. */
-		int need = k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
-		if (k->r.echo && !ch->echoed && !failed && (np >= need || upto > 0 || final))
+		if (k->r.echo && !ch->echoed && !failed &&
+		    (np >= scores_due(k, ch) || upto > 0 || final))
 			choice_echo(k, ch, np);
 		for (; ch->cursor < upto; ch->cursor++)
 			choice_token(k, ch, ch->cursor);
