@@ -3,9 +3,9 @@
 Starts the server, keeps CONCURRENCY clients busy for DURATION seconds with
 a mix of chat and completion requests (streamed or not; some with bad
 words, allowed token ids, per-chunk usage, a prefilled answer to continue,
-or the prompt scored: echo with logprobs, prompt_logprobs), of which about
-10% are dropped at a random point (before the body, mid-body, after the
-headers, mid-stream) and 5% are malformed (bad JSON, wrong types, out of
+or the prompt scored: echo with logprobs, prompt_logprobs; or token ids
+returned), of which about 10% are dropped at a random point (before the
+body, mid-body, after the headers, mid-stream) and 5% are malformed (bad JSON, wrong types, out of
 range values, unknown paths). Meanwhile it samples the server's resident
 memory and open descriptors once a second.
 
@@ -122,6 +122,11 @@ def valid_body(rng):
         body["stop"] = [rng.choice(WORDS)]
     if rng.random() < 0.1:
         body["bad_words"] = [rng.choice(WORDS)]
+    if rng.random() < 0.1:  # what RL and agent frameworks ask for
+        body["return_token_ids"] = True
+        if rng.random() < 0.5:
+            body["return_tokens_as_token_ids"] = True
+            body["logprobs"] = True if chat else 2
     if rng.random() < 0.05:
         body["allowed_token_ids"] = [rng.randrange(2, 20000) for _ in range(rng.randint(1, 50))]
     if body["stream"] and rng.random() < 0.3:

@@ -91,7 +91,9 @@ struct gen_choice {
 	struct sbuf text;          /* released text (non-streamed answers) */
 	cJSON *lp;                 /* logprobs of a non-streamed answer */
 	size_t text_offset;        /* completions logprobs */
-	int64_t n_gen;
+	int64_t n_gen;             /* tokens taken: their ids are toks[0 .. n_gen) */
+	int64_t ids_sent;          /* r.return_token_ids, streamed: ids already sent */
+	bool first_sent;           /* a stream chunk of this choice went out */
 	bool echoed;               /* r.echo: the prompt went out */
 	bool done;
 	const char *finish_reason;
@@ -441,10 +443,22 @@ cJSON *api_json_text(const char *s, size_t n)
 	return j;
 }
 
-static cJSON *lp_token(const struct api *a, int32_t id, float lp, bool with_bytes)
+/* How logprobs name token id: its text, or vLLM's "token_id:<id>"
+ * (return_tokens_as_token_ids), which tells apart tokens of equal text. */
+static const char *lp_piece(const struct gen_call *k, int32_t id, char buf[32], size_t *n)
+{
+	if (k->r.tokens_as_ids) {
+		*n = (size_t)snprintf(buf, 32, "token_id:%" PRId32, id);
+		return buf;
+	}
+	return tokenizer_piece(k->a->tk, id, 0, n);
+}
+
+static cJSON *lp_token(const struct gen_call *k, int32_t id, float lp, bool with_bytes)
 {
 	size_t n;
-	const char *p = tokenizer_piece(a->tk, id, 0, &n);
+	char buf[32];
+	const char *p = lp_piece(k, id, buf, &n);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "token", api_json_text(p, n));
 	cJSON_AddNumberToObject(o, "logprob", isfinite(lp) ? lp : -9999.0);
@@ -460,10 +474,10 @@ static cJSON *lp_token(const struct api *a, int32_t id, float lp, bool with_byte
 static cJSON *lp_chat_entry(const struct gen_call *k, const struct gen_choice *ch, int t)
 {
 	const struct tokrec *r = &ch->toks[t];
-	cJSON *o = lp_token(k->a, r->token, r->logprob, true);
+	cJSON *o = lp_token(k, r->token, r->logprob, true);
 	cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
 	for (int i = 0; i < r->n_top && i < k->r.logprobs; i++)
-		cJSON_AddItemToArray(top, lp_token(k->a, ch->top_ids[(size_t)t * k->top + i],
+		cJSON_AddItemToArray(top, lp_token(k, ch->top_ids[(size_t)t * k->top + i],
 						   ch->top_lps[(size_t)t * k->top + i], true));
 	return o;
 }
@@ -487,7 +501,8 @@ static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON
 			  const float *lps)
 {
 	size_t n;
-	const char *p = tokenizer_piece(k->a->tk, token, 0, &n);
+	char buf[32];
+	const char *p = lp_piece(k, token, buf, &n);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), api_json_text(p, n));
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"),
 			     !r ? cJSON_CreateNull()
@@ -495,7 +510,8 @@ static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON
 	cJSON *top = r ? cJSON_CreateObject() : cJSON_CreateNull();
 	for (int i = 0; r && i < r->n_top && i < k->r.logprobs; i++) {
 		size_t tn;
-		const char *tp = tokenizer_piece(k->a->tk, ids[i], 0, &tn);
+		char tbuf[32];
+		const char *tp = lp_piece(k, ids[i], tbuf, &tn);
 		cJSON *tok = api_json_text(tp, tn);
 		if (tok && !cJSON_GetObjectItemCaseSensitive(top, tok->valuestring))
 			cJSON_AddNumberToObject(top, tok->valuestring,
@@ -575,6 +591,45 @@ static cJSON *response_new(const struct gen_call *k, const char *object)
 	return o;
 }
 
+/* ---- token ids (vLLM's return_token_ids) ---- */
+
+static cJSON *prompt_ids_json(const struct gen_call *k, const struct gen_choice *ch)
+{
+	const struct token_ids *p = &k->r.prompts[ch->prompt];
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; arr && i < p->n; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(p->ids[i]));
+	return arr;
+}
+
+/* Ids of the tokens ch took, from .. to (an EOS and a stop string's
+ * tokens among them: the output as the model made it). */
+static cJSON *gen_ids_json(const struct gen_choice *ch, int64_t from, int64_t to)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (int64_t i = from; arr && i < to; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(ch->toks[i].token));
+	return arr;
+}
+
+/* Stream chunk o (its choice c) of ch: a choice's first chunk carries its
+ * prompt's ids (chat: beside the choices, in the role chunk, which has no
+ * token_ids); every other chunk the ids of the tokens taken since the
+ * last, whether or not they made text yet (text held back, an EOS). */
+static void chunk_ids(const struct gen_call *k, struct gen_choice *ch, cJSON *o, cJSON *c)
+{
+	bool first = !ch->first_sent;
+	ch->first_sent = true;
+	if (!k->r.return_token_ids)
+		return;
+	if (first)
+		cJSON_AddItemToObject(k->r.chat ? o : c, "prompt_token_ids", prompt_ids_json(k, ch));
+	if (first && k->r.chat)
+		return;
+	cJSON_AddItemToObject(c, "token_ids", gen_ids_json(ch, ch->ids_sent, ch->n_gen));
+	ch->ids_sent = ch->n_gen;
+}
+
 /* ---- SSE output ---- */
 
 static void sse_put(struct gen_call *k, cJSON *o)
@@ -593,7 +648,7 @@ static void sse_put(struct gen_call *k, cJSON *o)
 
 /* One chunk for choice ch: a delta (chat) or text (completions), its
  * logprobs (may be NULL) and finish reason (may be NULL). */
-static void sse_chunk(struct gen_call *k, const struct gen_choice *ch, cJSON *delta,
+static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 		      const char *text, size_t len, cJSON *lp, const char *finish)
 {
 	bool chat = k->r.chat;
@@ -614,6 +669,7 @@ static void sse_chunk(struct gen_call *k, const struct gen_choice *ch, cJSON *de
 	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());
 	cJSON_AddItemToObject(c, "finish_reason",
 			      finish ? cJSON_CreateString(finish) : cJSON_CreateNull());
+	chunk_ids(k, ch, o, c);
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
 	if (k->r.usage_each)
 		cJSON_AddItemToObject(o, "usage", usage_new(k));
@@ -1094,6 +1150,11 @@ static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
 	cJSON_AddStringToObject(c, "finish_reason", ch->finish_reason ? ch->finish_reason : "abort");
 	if (!k->r.chat && k->r.prompt_logprobs >= 0)
 		cJSON_AddItemToObject(c, "prompt_logprobs", lp_prompt_json(k, ch));
+	if (k->r.return_token_ids) {
+		if (!k->r.chat)
+			cJSON_AddItemToObject(c, "prompt_token_ids", prompt_ids_json(k, ch));
+		cJSON_AddItemToObject(c, "token_ids", gen_ids_json(ch, 0, ch->n_gen));
+	}
 	return c;
 }
 
@@ -1122,6 +1183,8 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	/* chat has one prompt: vLLM puts its logprobs beside the choices */
 	if (k->r.chat && k->r.prompt_logprobs >= 0)
 		cJSON_AddItemToObject(o, "prompt_logprobs", lp_prompt_json(k, &k->ch[0]));
+	if (k->r.chat && k->r.return_token_ids)
+		cJSON_AddItemToObject(o, "prompt_token_ids", prompt_ids_json(k, &k->ch[0]));
 	cJSON_AddItemToObject(o, "usage", usage_new(k));
 	api_respond_json(c, 200, o);
 }

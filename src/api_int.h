@@ -125,6 +125,10 @@ struct gen_request {
 	bool include_stop;           /* include_stop_str_in_output (vLLM) */
 	bool skip_special;           /* skip_special_tokens (vLLM; default true): control
 				      * tokens are not rendered in the text */
+	bool return_token_ids;       /* vLLM: the prompt's and the output's token ids in
+				      * the answer (token_ids, prompt_token_ids) */
+	bool tokens_as_ids;          /* vLLM's return_tokens_as_token_ids: logprobs name
+				      * tokens "token_id:<id>" instead of their text */
 	int32_t *bias_ids;
 	float *bias_vals;
 	int n_bias;

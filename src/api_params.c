@@ -463,6 +463,8 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	    api_get_bool(body, "ignore_eos", &r->ignore_eos, e) ||
 	    api_get_bool(body, "include_stop_str_in_output", &r->include_stop, e) ||
 	    api_get_bool(body, "skip_special_tokens", &r->skip_special, e) ||
+	    api_get_bool(body, "return_token_ids", &r->return_token_ids, e) ||
+	    api_get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, e) ||
 	    parse_speculative(body, r, e) ||
 	    api_parse_response_format(a, body, &r->grammar, e))
 		return -1;

@@ -429,6 +429,72 @@ def test_chat_echo(srv, cl):
           user_last.choices[0].message.content == base.choices[0].message.content, user_last)
 
 
+def test_token_ids(srv, cl):
+    """vLLM's return_token_ids (what RL and agent frameworks read instead of
+    re-tokenizing text) and return_tokens_as_token_ids: the ids are the
+    tokenizer's, the streamed ones add up to the whole answer's, and an EOS
+    or a stop string's tokens are among them."""
+    M = "gemma-3-270m-q4_k_m"
+    prompt = "The river flows"
+    ids = raw(srv, "POST", "/tokenize", {"prompt": prompt})[2]["tokens"]
+    st, _, b = raw(srv, "POST", "/v1/completions",
+                   {"prompt": prompt, "max_tokens": 6, "temperature": 0, "ignore_eos": True,
+                    "return_token_ids": True})
+    c = b["choices"][0] if st == 200 else {}
+    gen = c.get("token_ids") or []
+    st2, _, de = raw(srv, "POST", "/detokenize", {"tokens": gen})
+    check("completions: prompt_token_ids are the prompt's, token_ids detokenize to the text",
+          c.get("prompt_token_ids") == ids and len(gen) == 6 and
+          de.get("prompt") == c.get("text"), (b, de))
+
+    def streamed(stop=None, **kw):
+        first, got, text = None, [], ""
+        for ch in cl.completions.create(model=M, prompt=prompt, max_tokens=6, temperature=0,
+                                        stream=True, stop=stop,
+                                        extra_body=dict(return_token_ids=True, **kw)):
+            if not ch.choices:
+                continue
+            x = ch.choices[0]
+            first = first or x.model_extra.get("prompt_token_ids")
+            got += x.model_extra.get("token_ids") or []
+            text += x.text
+        return first, got, text
+    first, got, _ = streamed(ignore_eos=True)
+    check("completions stream: prompt ids in the first chunk, the chunks' ids add up",
+          first == ids and got == gen, (first, got, gen))
+    # a stop string held back over several tokens: its tokens still count
+    piece = raw(srv, "POST", "/detokenize", {"tokens": gen[2:4]})[2].get("prompt", "")
+    _, got, text = streamed(stop=[piece], ignore_eos=True)
+    check("stop string: the ids end with the tokens that made it, the text before it",
+          got == gen[:4] and text == de.get("prompt", "").split(piece)[0], (piece, got, text))
+    eos = raw(srv, "POST", "/tokenize", {"prompt": "<eos>", "add_special_tokens": False})[2]
+    eos_id = (eos.get("tokens") or [1])[0]
+    st, _, b = raw(srv, "POST", "/v1/completions",
+                   {"prompt": prompt, "max_tokens": 6, "return_token_ids": True,
+                    "logit_bias": {str(eos_id): 100}})
+    check("an EOS is among the ids (not the text)", st == 200 and
+          b["choices"][0]["token_ids"] == [eos_id] and b["choices"][0]["text"] == "", b)
+    msgs = chat_msgs("Hi")
+    w = cl.chat.completions.create(model=M, messages=msgs, max_tokens=5, temperature=0,
+                                   logprobs=True, extra_body={"return_token_ids": True,
+                                                              "return_tokens_as_token_ids": True})
+    wid = w.choices[0].model_extra.get("token_ids") or []
+    pid = w.model_extra.get("prompt_token_ids") or []
+    check("chat: prompt_token_ids beside the choices, token_ids per choice",
+          len(pid) == w.usage.prompt_tokens and len(wid) == w.usage.completion_tokens, w)
+    names = [e.token for e in w.choices[0].logprobs.content]
+    check("return_tokens_as_token_ids: logprobs name tokens token_id:<id>",
+          names == [f"token_id:{i}" for i in wid], (names, wid))
+    role_ids, got = None, []
+    for ch in cl.chat.completions.create(model=M, messages=msgs, max_tokens=5, temperature=0,
+                                         stream=True, extra_body={"return_token_ids": True}):
+        role_ids = role_ids or ch.model_extra.get("prompt_token_ids")
+        if ch.choices:
+            got += ch.choices[0].model_extra.get("token_ids") or []
+    check("chat stream: prompt ids in the role chunk, the chunks' ids add up",
+          role_ids == pid and got == wid, (role_ids, got, wid))
+
+
 def one_stream(port, prompt):
     cl = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0,
                        timeout=120)
@@ -777,7 +843,7 @@ def main():
                          ("logprobs", test_logprobs),
                          ("prompt scoring", test_prompt_scoring),
                          ("token masks", test_token_masks),
-                         ("chat echo", test_chat_echo),
+                         ("chat echo", test_chat_echo), ("token ids", test_token_ids),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),

@@ -231,6 +231,10 @@ def test_json(port):
         ("prompt_logprobs -1", C, dict(comp, prompt_logprobs=-1), 400, "prompt_logprobs"),
         ("prompt_logprobs with stream", C, dict(comp, prompt_logprobs=1, stream=True), 400,
          "prompt_logprobs"),
+        ("return_token_ids a string", C, dict(comp, return_token_ids="yes"), 400,
+         "return_token_ids"),
+        ("return_tokens_as_token_ids 1", P, dict(good, return_tokens_as_token_ids=1), 400,
+         "return_tokens_as_token_ids"),
         ("truncate_prompt_tokens 0", C, dict(comp, truncate_prompt_tokens=0), 400,
          "truncate_prompt_tokens"),
         ("truncate_prompt_tokens -2", C, dict(comp, truncate_prompt_tokens=-2), 400,
@@ -254,6 +258,8 @@ def test_json(port):
          dict(good, messages=msgs + [{"role": "assistant", "content": "Sure, "}],
               continue_final_message=True, add_generation_prompt=False), 200, None),
         ("prompt_logprobs null", C, dict(comp, prompt_logprobs=None), 200, None),
+        ("return_token_ids with n 2 and 2 prompts", C,
+         dict(comp, prompt=["a", "b"], n=2, return_token_ids=True), 200, None),
     ]
     for name, path, body, status, param in cases:
         st, _, b = raw(port, "POST", path, body)
