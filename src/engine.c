@@ -13,6 +13,13 @@
  * later from tokens[], prompt and generated alike, but for what the prefix
  * cache still holds of it then.
  *
+ * Rows are published to the prefix cache as they are computed, prefill
+ * chunks included. A waiting request whose prompt shares a prefix with one
+ * that a running request is still computing waits for it (when that is at
+ * least half of its own work) and then takes it from the cache: n > 1
+ * choices of one prompt, or a burst of requests over one new system
+ * prompt, compute it once.
+ *
  * Prompt scoring (score_prompt): the prefill rows before the prompt's last
  * want logits too, and each reports the log-probability of the prompt
  * token after it. Those rows share the logits rows that drafts use
@@ -457,11 +464,61 @@ static int sampler_bind(struct engine *e, struct req *q, ing_err *err)
 	return ING_OK;
 }
 
-/* Moves waiting requests into free slots, reusing cached prompt blocks. */
+/* Positions of q the prefix cache may supply: all but the last token (its
+ * logits pick the next token); a prompt still being scored needs the
+ * logits of the rows from its last scored position on. */
+static int64_t req_reusable(const struct req *q)
+{
+	int64_t reuse = q->n_tokens - 1;
+	if (q->score_prompt && q->n_scored < q->n_prompt && q->n_scored - 1 < reuse)
+		reuse = q->n_scored - 1;
+	return reuse;
+}
+
+/* Whether waiting q should let a running request that is computing the
+ * same prefix get ahead first: n > 1 choices of one prompt, or a burst of
+ * requests over one long new prefix, would each compute it otherwise.
+ * Running requests publish their rows every step (after_step), so q waits
+ * only until the one ahead has computed the shared positions, and only
+ * while those it has yet to compute are at least half of what q would
+ * compute (not for a few template tokens in front of a long prompt of
+ * q's own). */
+static bool req_prefix_pending(const struct engine *e, const struct req *q)
+{
+	const int64_t reuse = req_reusable(q);
+	for (int i = 0; i < e->n_running; i++) {
+		const struct req *r = e->running[i];
+		int64_t done = r->n_computed;
+		if (r->n_tokens - done <= 1 || reuse <= done)
+			continue; /* decoding (all published), or nothing left to share */
+		int64_t n = reuse < r->n_tokens ? reuse : r->n_tokens, same = 0;
+		while (same < n && q->tokens[same] == r->tokens[same])
+			same++;
+		int64_t gain = same - done;
+		if (gain > 0 && 2 * gain >= q->n_tokens - done)
+			return true;
+	}
+	return false;
+}
+
+/* Moves waiting requests into free slots, reusing cached prompt blocks.
+ * One that waits for a running request's prefix (req_prefix_pending)
+ * keeps its place at the head of the queue and its claim on a slot. */
 static void admit(struct engine *e, int64_t budget)
 {
-	while (budget > 0 && e->n_running < e->cfg.max_num_seqs && e->wait_head) {
+	struct req *held = NULL, *held_tail = NULL;
+	int n_held = 0;
+	while (budget > 0 && e->n_running + n_held < e->cfg.max_num_seqs && e->wait_head) {
 		struct req *q = waiting_pop(e);
+		if (req_prefix_pending(e, q)) {
+			if (held_tail)
+				held_tail->next = q;
+			else
+				held = q;
+			held_tail = q;
+			n_held++;
+			continue;
+		}
 		q->slot = e->free_slots[--e->n_free_slots];
 		ing_err serr;
 		if (sampler_bind(e, q, &serr)) {
@@ -476,13 +533,8 @@ static void admit(struct engine *e, int64_t budget)
 			e->stats.prompt_tokens += (uint64_t)q->n_prompt;
 			pthread_mutex_unlock(&e->mu);
 		}
-		/* reuse at most all but 1 token: its logits pick the next token;
-		 * a prompt still being scored needs the logits of the rows from
-		 * its last scored position on */
-		int64_t reuse = q->n_tokens - 1;
-		if (q->score_prompt && q->n_scored < q->n_prompt && q->n_scored - 1 < reuse)
-			reuse = q->n_scored - 1;
-		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens, reuse);
+		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens,
+						   req_reusable(q));
 		q->n_computed = hit;
 		if (q->n_generated == 0)
 			q->n_cached_prompt = hit;
@@ -497,6 +549,13 @@ static void admit(struct engine *e, int64_t budget)
 		}
 		e->running[e->n_running++] = q;
 		budget -= q->n_tokens - q->n_computed;
+	}
+	if (held) {
+		held_tail->next = e->wait_head;
+		e->wait_head = held;
+		if (!e->wait_tail)
+			e->wait_tail = held_tail;
+		e->n_waiting += n_held;
 	}
 }
 
@@ -829,8 +888,13 @@ static void after_step(struct engine *e, int64_t n)
 				score_row(e, q, o++, e->b_pos[r]);
 		i += cnt;
 		q->n_computed += cnt - q->n_draft; /* draft rows count once confirmed */
-		if (!e->b_want[i - 1] || e->b_pos[i - 1] < q->n_prompt - 1)
-			continue; /* a prefill chunk that does not reach the end yet */
+		if (!e->b_want[i - 1] || e->b_pos[i - 1] < q->n_prompt - 1) {
+			/* a prefill chunk that does not reach the end yet: its rows
+			 * are final, and requests with the same prefix may be
+			 * waiting for them (req_prefix_pending) */
+			kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);
+			continue;
+		}
 		int why = verify_rows(e, q, o, &gen);
 		o += 1 + q->n_draft;
 		q->n_draft = 0;

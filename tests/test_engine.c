@@ -348,6 +348,73 @@ static void test_partial_prefix(void)
 	      "turn 3 after a partial-block hit differs from a cold run");
 }
 
+/* Requests over one prompt (a request's n choices) or one long new prefix
+ * (a burst of sub-agent requests), submitted together: one computes the
+ * shared positions and the others take them from the prefix cache as it
+ * publishes them (chunk by chunk: the first request's own tail is still
+ * being computed when they start), instead of each computing them too;
+ * every one gets the tokens it gets alone. */
+static void test_shared_prefill(void)
+{
+	enum { N = 80, TAIL = 8, LONG_TAIL = 40, K = 4 };
+	int32_t p[K][N + LONG_TAIL];
+	for (int i = 0; i < K; i++)
+		for (int j = 0; j < N + LONG_TAIL; j++)
+			p[i][j] = j == 0 ? 2 : j < N ? 5000 + 11 * j : 7000 + 29 * i + j;
+	struct result same[K] = { 0 }, tails[K] = { 0 }, alone = { 0 }, alone_tail = { 0 };
+	run_cold(p[0], N, &alone);
+	struct engine *e = start(K, 0, 2 * K);
+	if (!e)
+		return;
+	struct engine_params ep = { .prompt = p[0], .n_prompt = N, .max_tokens = GEN,
+				    .top_logprobs = -1, .sample = sample_params_default() };
+	ep.sample.temperature = 0;
+	uint64_t id;
+	ing_err err = { 0 };
+	for (int i = 0; i < K; i++)
+		CHECK(engine_submit(e, &ep, on_event, &same[i], &id, &err) == ING_OK, "submit: %s",
+		      err.msg);
+	wait_all(same, K);
+	int64_t cached = 0;
+	int cold = 0;
+	for (int i = 0; i < K; i++) {
+		cached += same[i].cached;
+		cold += same[i].cached == 0;
+		CHECK(same[i].n == alone.n && !memcmp(same[i].toks, alone.toks, sizeof alone.toks),
+		      "one prompt, %d at once: request %d differs from a cold run", K, i);
+	}
+	CHECK(cold == 1 && cached == (K - 1) * (N - 1),
+	      "one prompt, %d at once: one computes it, the rest reuse %d tokens each "
+	      "(%d cold, %lld reused)", K, N - 1, cold, (long long)cached);
+	/* a new prefix (the second token differs from the prompt above: only
+	 * BOS is cached); the first request's tail is longer than a prefill
+	 * chunk */
+	for (int i = 0; i < K; i++)
+		p[i][1] = 6001;
+	cached = cold = 0;
+	for (int i = 0; i < K; i++) {
+		ep.prompt = p[i];
+		ep.n_prompt = i ? N + TAIL : N + LONG_TAIL;
+		ep.max_tokens = i ? GEN : 4;
+		CHECK(engine_submit(e, &ep, on_event, &tails[i], &id, &err) == ING_OK, "submit: %s",
+		      err.msg);
+	}
+	wait_all(tails, K);
+	for (int i = 0; i < K; i++) {
+		cold += tails[i].cached < N;
+		cached += tails[i].cached;
+	}
+	CHECK(cold == 1 && tails[0].cached < N && cached - tails[0].cached == (K - 1) * N,
+	      "one new %d-token prefix, %d requests at once: the first computes it, the rest "
+	      "take it while the first computes its own tail (%d computed it, %lld reused)",
+	      N, K, cold, (long long)cached);
+	engine_destroy(e, true);
+	run_cold(p[1], N + TAIL, &alone_tail);
+	CHECK(tails[1].n == alone_tail.n &&
+	      !memcmp(tails[1].toks, alone_tail.toks, sizeof alone_tail.toks),
+	      "a request that took the prefix another computed differs from a cold run");
+}
+
 /* Requests under a JSON schema (greedy and sampled, batched together)
  * stop by themselves with text the schema accepts; the engine holds its
  * own grammar reference. */
@@ -553,6 +620,7 @@ int main(void)
 	SCENARIO(test_speculation(solo));
 	SCENARIO(test_prefix_cancel_errors());
 	SCENARIO(test_partial_prefix());
+	SCENARIO(test_shared_prefill());
 	SCENARIO(test_grammar_requests());
 	SCENARIO(test_prompt_scoring(solo));
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
