@@ -127,6 +127,8 @@ def valid_body(rng):
         if rng.random() < 0.5:
             body["return_tokens_as_token_ids"] = True
             body["logprobs"] = True if chat else 2
+    if rng.random() < 0.1:  # tenants apart in the prefix cache
+        body["cache_salt"] = rng.choice(["tenant-a", "tenant-b"])
     if rng.random() < 0.05:
         body["allowed_token_ids"] = [rng.randrange(2, 20000) for _ in range(rng.randint(1, 50))]
     if body["stream"] and rng.random() < 0.3:

@@ -46,6 +46,7 @@
 #include "api_int.h"
 #include "engine.h"
 #include "generate.h"
+#include "hash.h"
 #include "mem.h"
 #include "metrics.h"
 #include "sbuf.h"
@@ -1248,13 +1249,6 @@ static int64_t budget(const struct gen_call *k, int p, struct api_error *e)
 	return mt;
 }
 
-static uint64_t seed_mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
 
 static int call_setup(struct gen_call *k, struct api_error *e)
 {
@@ -1316,8 +1310,9 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.score_prompt = k->score, .prompt_top = k->ptop,
 			.allowed_ids = k->r.allowed_ids, .n_allowed = k->r.n_allowed,
 			.bad_words = k->r.bad_words, .bad_word_len = k->r.bad_word_len,
-			.n_bad_words = k->r.n_bad_words };
-		ep.sample.seed = j == 0 ? k->r.sp.seed : seed_mix(k->r.sp.seed + (uint64_t)j);
+			.n_bad_words = k->r.n_bad_words, .cache_salt = k->r.cache_salt };
+		uint64_t seq = k->r.sp.seed + (uint64_t)j; /* choice j > 0: its own seed */
+		ep.sample.seed = j == 0 ? k->r.sp.seed : hash_splitmix64(&seq);
 		ing_err err = { 0 };
 		if (k->a->tracer)
 			ch->t_submit_ns = trace_now_ns();

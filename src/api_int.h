@@ -129,6 +129,7 @@ struct gen_request {
 				      * the answer (token_ids, prompt_token_ids) */
 	bool tokens_as_ids;          /* vLLM's return_tokens_as_token_ids: logprobs name
 				      * tokens "token_id:<id>" instead of their text */
+	uint64_t cache_salt;         /* vLLM's cache_salt, hashed (engine_params); 0: none */
 	int32_t *bias_ids;
 	float *bias_vals;
 	int n_bias;

@@ -15,6 +15,7 @@
 #include "spec.h"
 #include "engine.h"
 #include "grammar.h"
+#include "hash.h"
 #include "mem.h"
 
 const cJSON *api_get(const cJSON *o, const char *key)
@@ -449,6 +450,29 @@ static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request
 	return 0;
 }
 
+/* vLLM's cache_salt: a non-empty string, hashed under the process's random
+ * key into the root of the request's prefix-cache chain (kv.h), so only
+ * requests with the same salt share cached rows, and no root can be aimed
+ * at from outside. */
+static int parse_cache_salt(const struct api *a, const cJSON *b, struct gen_request *r,
+			    struct api_error *e)
+{
+	const cJSON *v = api_get(b, "cache_salt");
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v))
+		return api_fail(e, 400, "cache_salt", "invalid_type", "'cache_salt' must be a string");
+	if (!v->valuestring[0])
+		return api_fail(e, 400, "cache_salt", "invalid_value",
+				"'cache_salt' must be non-empty if provided");
+	uint64_t h = hash_mix64(a->salt ^ 0x5a17ull), n = 0;
+	for (const unsigned char *c = (const unsigned char *)v->valuestring; *c; c++, n++)
+		h = hash_mix64(h ^ *c);
+	h = hash_mix64(h ^ n);
+	r->cache_salt = h ? h : 1; /* 0 is the unsalted root */
+	return 0;
+}
+
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e)
 {
@@ -465,6 +489,7 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	    api_get_bool(body, "skip_special_tokens", &r->skip_special, e) ||
 	    api_get_bool(body, "return_token_ids", &r->return_token_ids, e) ||
 	    api_get_bool(body, "return_tokens_as_token_ids", &r->tokens_as_ids, e) ||
+	    parse_cache_salt(a, body, r, e) ||
 	    parse_speculative(body, r, e) ||
 	    api_parse_response_format(a, body, &r->grammar, e))
 		return -1;

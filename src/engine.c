@@ -81,6 +81,7 @@ struct req {
 	int prompt_top;
 	int64_t n_scored;         /* prompt positions scored so far (position 0 has none) */
 	struct logit_mask mask;   /* allowed ids, bad words */
+	uint64_t cache_salt;      /* the root of its prefix-cache chain (kv.h) */
 	struct sampler *sampler;  /* its slot's while running, else NULL */
 	uint64_t rng[4];          /* the sampler's random state across a preemption */
 	bool has_rng;             /* rng holds it (q was preempted) */
@@ -251,12 +252,17 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 		memcpy(q->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *q->stop_ids);
 	q->n_stop_ids = p->n_stop_ids;
 	q->min_tokens = p->min_tokens;
+	q->cache_salt = p->cache_salt;
 	q->score_prompt = p->score_prompt;
 	q->prompt_top = p->prompt_top;
 	q->n_scored = 1;
 	/* constrained requests do not draft (yet: verify_rows masks every
-	 * row through emit_token, so drafting would stay correct) */
-	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
+	 * row through emit_token, so drafting would stay correct); nor do
+	 * salted ones where drafts come from other requests' outputs (the
+	 * suffix drafter's shared cache), which they must neither read nor
+	 * feed */
+	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar &&
+		  !(p->cache_salt && e->cfg.spec == SPEC_SUFFIX);
 	q->slot = -1;
 	return q;
 }
@@ -489,8 +495,9 @@ static bool req_prefix_pending(const struct engine *e, const struct req *q)
 	for (int i = 0; i < e->n_running; i++) {
 		const struct req *r = e->running[i];
 		int64_t done = r->n_computed;
-		if (r->n_tokens - done <= 1 || reuse <= done)
-			continue; /* decoding (all published), or nothing left to share */
+		if (r->n_tokens - done <= 1 || reuse <= done || r->cache_salt != q->cache_salt)
+			continue; /* decoding (all published), nothing left to share, or
+				   * rows q may not see */
 		int64_t n = reuse < r->n_tokens ? reuse : r->n_tokens, same = 0;
 		while (same < n && q->tokens[same] == r->tokens[same])
 			same++;
@@ -533,7 +540,7 @@ static void admit(struct engine *e, int64_t budget)
 			e->stats.prompt_tokens += (uint64_t)q->n_prompt;
 			pthread_mutex_unlock(&e->mu);
 		}
-		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->tokens,
+		int64_t hit = kv_seq_attach_prefix(fwd_kv(e->f), q->slot, q->cache_salt, q->tokens,
 						   req_reusable(q));
 		q->n_computed = hit;
 		if (q->n_generated == 0)

@@ -97,6 +97,11 @@ struct engine_params {
 	const int32_t *bad_words;
 	const int32_t *bad_word_len;
 	int n_bad_words;
+	/* vLLM's cache_salt, as a 64-bit value (0: none): the request shares
+	 * prefix-cache rows only with requests of the same value, so one
+	 * tenant cannot learn from its time to first token what another's
+	 * prompts were. */
+	uint64_t cache_salt;
 };
 
 #define ENGINE_SCORE_ROWS 32

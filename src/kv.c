@@ -4,8 +4,8 @@
  * maybe indexed), cached (refs 0, indexed, in the LRU).
  *
  * Indexed (fill > 0): tokens[0, fill) are recorded and rows [0, fill) hold
- * their K/V after the prefix named by parent (a chained hash, 0 at the
- * start). Every indexed block is on its parent's sibling list, reached
+ * their K/V after the prefix named by parent (a chained hash; at the
+ * start the sequence's root: 0, or a request's cache salt). Every indexed block is on its parent's sibling list, reached
  * through the `kids` table (one slot per parent: the list's head, the most
  * recently indexed child first); a full one (fill == KV_BLOCK) that is the
  * canonical copy of its contents is also *published*: hash != 0 and in the
@@ -23,6 +23,7 @@
 
 #include <string.h>
 
+#include "hash.h"
 #include "mem.h"
 
 #define SLOT_EMPTY (-1)
@@ -31,18 +32,11 @@
 
 /* ---- hashing ---- */
 
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t chain_hash(uint64_t parent, const int32_t *tok)
 {
-	uint64_t h = mix64(parent + 0x9e3779b97f4a7c15ull);
+	uint64_t h = hash_mix64(parent + 0x9e3779b97f4a7c15ull);
 	for (int i = 0; i < KV_BLOCK; i++)
-		h = mix64(h ^ (uint32_t)tok[i]);
+		h = hash_mix64(h ^ (uint32_t)tok[i]);
 	return h ? h : 1; /* 0 means "unpublished" */
 }
 
@@ -302,6 +296,7 @@ static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 	kv->seq_len = ing_calloc(ns, sizeof *kv->seq_len);
 	kv->seq_blocks = ing_calloc(ns, sizeof *kv->seq_blocks);
 	kv->seq_published = ing_calloc(ns, sizeof *kv->seq_published);
+	kv->seq_root = ing_calloc(ns, sizeof *kv->seq_root);
 	kv->refs = ing_calloc(nb, sizeof *kv->refs);
 	kv->free_list = ing_malloc_array(nb, sizeof *kv->free_list);
 	kv->hash = ing_calloc(nb, sizeof *kv->hash);
@@ -315,7 +310,7 @@ static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 	kv->sib_next = ing_malloc_array(nb, sizeof *kv->sib_next);
 	kv->kids = ing_malloc_array((size_t)kv->n_slots, sizeof *kv->kids);
 	return kv->k && kv->v && kv->tables && kv->seq_chain && kv->seq_len && kv->seq_blocks &&
-	       kv->seq_published && kv->refs && kv->free_list && kv->hash && kv->parent &&
+	       kv->seq_published && kv->seq_root && kv->refs && kv->free_list && kv->hash && kv->parent &&
 	       kv->tokens && kv->lru_prev && kv->lru_next && kv->slots && kv->fill &&
 	       kv->sib_prev && kv->sib_next && kv->kids ? ING_OK : ING_ERR_NOMEM;
 }
@@ -365,7 +360,7 @@ void kv_destroy(struct kv_cache *kv)
 	if (!kv)
 		return;
 	void *p[] = { kv->k, kv->v, kv->tables, kv->seq_chain, kv->seq_len, kv->seq_blocks,
-		      kv->seq_published, kv->refs, kv->free_list, kv->hash, kv->parent,
+		      kv->seq_published, kv->seq_root, kv->refs, kv->free_list, kv->hash, kv->parent,
 		      kv->tokens, kv->lru_prev, kv->lru_next, kv->slots, kv->fill,
 		      kv->sib_prev, kv->sib_next, kv->kids };
 	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -434,6 +429,8 @@ void kv_seq_truncate(struct kv_cache *kv, int64_t seq, int64_t len)
 		block_release(kv, kv->tables[seq * kv->max_blocks + --kv->seq_blocks[seq]]);
 	if (kv->seq_published[seq] > kv->seq_len[seq] / KV_BLOCK)
 		kv->seq_published[seq] = kv->seq_len[seq] / KV_BLOCK;
+	if (kv->seq_len[seq] == 0)
+		kv->seq_root[seq] = 0;
 }
 
 /* For seq, whose blocks end where parent's chain does: copies the rows of
@@ -459,12 +456,14 @@ static int64_t attach_partial(struct kv_cache *kv, int64_t seq, uint64_t parent,
 	return b >= 0 ? j : 0;
 }
 
-int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n)
+int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, uint64_t root,
+			     const int32_t *tokens, int64_t n)
 {
 	if (kv->seq_blocks[seq] != 0)
 		return 0;
+	kv->seq_root[seq] = root;
 	kv->prefix_queries += (uint64_t)n;
-	uint64_t chain = 0;
+	uint64_t chain = root;
 	int64_t i = 0;
 	for (; (i + 1) * KV_BLOCK <= n && i < kv->max_blocks; i++) {
 		uint64_t h = chain_hash(chain, tokens + i * KV_BLOCK);
@@ -489,7 +488,7 @@ int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, const int32_t *to
 static void publish_full(struct kv_cache *kv, int64_t seq, int64_t i, const int32_t *tok)
 {
 	uint64_t *chains = kv->seq_chain + seq * kv->max_blocks;
-	uint64_t parent = i ? chains[i - 1] : 0;
+	uint64_t parent = i ? chains[i - 1] : kv->seq_root[seq];
 	uint64_t h = chain_hash(parent, tok);
 	chains[i] = h;
 	int32_t b = kv->tables[seq * kv->max_blocks + i];
@@ -516,7 +515,7 @@ static void publish_full(struct kv_cache *kv, int64_t seq, int64_t i, const int3
 /* Indexes block i of seq holding tok[0, r) (0 < r < KV_BLOCK) so far. */
 static void publish_tail(struct kv_cache *kv, int64_t seq, int64_t i, const int32_t *tok, int64_t r)
 {
-	uint64_t parent = i ? kv->seq_chain[seq * kv->max_blocks + i - 1] : 0;
+	uint64_t parent = i ? kv->seq_chain[seq * kv->max_blocks + i - 1] : kv->seq_root[seq];
 	int32_t b = kv->tables[seq * kv->max_blocks + i];
 	if (kv->hash[b] || kv->refs[b] > 1)
 		return; /* a shared full block, reusable as it is */

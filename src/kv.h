@@ -42,6 +42,7 @@ struct kv_cache {
 	int64_t *seq_len;            /* [n_seq] valid positions */
 	int64_t *seq_blocks;         /* [n_seq] blocks in the table */
 	int64_t *seq_published;      /* [n_seq] leading blocks already published */
+	uint64_t *seq_root;          /* [n_seq] where its hash chain starts (attach) */
 	uint64_t *seq_chain;         /* [n_seq][max_blocks] chained hash of each
 					published block index */
 	int32_t *refs;               /* [n_blocks] */
@@ -106,8 +107,12 @@ void kv_seq_truncate(struct kv_cache *kv, int64_t seq, int64_t len);
  * block after them that shares the most leading tokens with the rest (if
  * a block can be had for the copy), and sets seq_len to the positions
  * reused (at most n). Returns that count; counts it as prefix hits out of
- * n queried. */
-int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, const int32_t *tokens, int64_t n);
+ * n queried. root starts the hash chain, for this lookup and for what seq
+ * publishes until it is emptied: sequences share blocks only with the
+ * same root (0: the common cache; a request's cache salt keeps its rows
+ * from every other root's). */
+int64_t kv_seq_attach_prefix(struct kv_cache *kv, int64_t seq, uint64_t root,
+			     const int32_t *tokens, int64_t n);
 
 /* Makes the rows of seq for tokens[0, n) (the token ids at positions
  * 0..n-1, n <= seq_len) reusable by later sequences: publishes the full

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "mem.h"
 
 struct cand {
@@ -69,14 +70,6 @@ int sample_params_check(const struct sample_params *p, ing_err *err)
 
 /* ---- RNG: xoshiro256** seeded by splitmix64 ---- */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t rng_next(uint64_t s[4])
@@ -112,7 +105,7 @@ static int sampler_new(const struct sample_params *p, int64_t n_vocab, struct sa
 	s->n_vocab = n_vocab;
 	uint64_t seed = p->seed;
 	for (int i = 0; i < 4; i++)
-		s->rng[i] = splitmix64(&seed);
+		s->rng[i] = hash_splitmix64(&seed);
 	s->counts = ing_calloc((size_t)n_vocab, sizeof *s->counts);
 	s->prompt_seen = ing_calloc((size_t)n_vocab, 1);
 	s->ring = ing_calloc((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1),
@@ -172,7 +165,7 @@ int sampler_reset(struct sampler *s, const struct sample_params *p, ing_err *err
 	s->p = *p;
 	uint64_t seed = p->seed;
 	for (int i = 0; i < 4; i++)
-		s->rng[i] = splitmix64(&seed);
+		s->rng[i] = hash_splitmix64(&seed);
 	memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
 	memset(s->prompt_seen, 0, (size_t)s->n_vocab);
 	s->any_prompt = false;

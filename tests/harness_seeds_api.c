@@ -45,7 +45,7 @@ static const char *const bodies[] = {
 	"\"prompt_logprobs\":20}",
 	"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"prompt_logprobs\":0,\"max_tokens\":0}",
 	"{\"prompt\":\"x\",\"return_token_ids\":true,\"return_tokens_as_token_ids\":true,"
-	"\"logprobs\":2,\"stream\":true}",
+	"\"logprobs\":2,\"stream\":true,\"cache_salt\":\"s\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
 	"\"content\":\"b \"}],\"continue_final_message\":true,\"add_generation_prompt\":false,"
 	"\"echo\":true}",

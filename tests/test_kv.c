@@ -126,13 +126,13 @@ static void test_prefix(void)
 	for (int i = 0; i < 64; i++)
 		tok[i] = 1000 + i;
 	/* seq 0 computes 40 tokens, publishes its 2 full blocks */
-	CHECK(kv_seq_attach_prefix(kv, 0, tok, 40) == 0, "empty cache: no hit");
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, tok, 40) == 0, "empty cache: no hit");
 	extend(kv, 0, 40);
 	fill(kv, 0, 0, 40, 7);
 	kv_seq_publish(kv, 0, tok, 40);
 	/* seq 1 with the same first 35 tokens reuses 32 positions in shared
 	 * blocks and 3 copied from seq 0's partial last block */
-	int64_t hit = kv_seq_attach_prefix(kv, 1, tok, 35);
+	int64_t hit = kv_seq_attach_prefix(kv, 1, 0, tok, 35);
 	CHECK(hit == 35 && kv->seq_len[1] == 35, "prefix hit of 35, got %lld", (long long)hit);
 	CHECK(rows_hold(kv, 1, 0, 35, 7), "reused rows visible to the second sequence");
 	CHECK(kv_blocks_used(kv) == 4, "full blocks shared, the partial one copied: %lld",
@@ -142,7 +142,7 @@ static void test_prefix(void)
 	int32_t other[32];
 	memcpy(other, tok, sizeof other);
 	other[20] = 5;
-	CHECK(kv_seq_attach_prefix(kv, 2, other, 32) == 20, "match stops at the first differing token");
+	CHECK(kv_seq_attach_prefix(kv, 2, 0, other, 32) == 20, "match stops at the first differing token");
 	CHECK(rows_hold(kv, 2, 0, 20, 7), "rows of the first 20 positions");
 	kv_seq_truncate(kv, 2, 0);
 	/* seq 1 writes on: its new block is private; seq 0 unchanged */
@@ -161,7 +161,7 @@ static void test_prefix(void)
 	kv_seq_truncate(kv, 1, 0);
 	CHECK(kv_blocks_used(kv) == 0 && kv->n_cached == 3, "3 cached blocks remain, %lld",
 	      (long long)kv->n_cached);
-	CHECK(kv_seq_attach_prefix(kv, 0, tok, 64) == 40, "cached blocks hit after release");
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, tok, 64) == 40, "cached blocks hit after release");
 	CHECK(rows_hold(kv, 0, 0, 40, 7), "cached rows intact");
 	kv_seq_truncate(kv, 0, 0);
 	/* pressure evicts cached blocks (LRU) instead of failing */
@@ -170,7 +170,7 @@ static void test_prefix(void)
 	CHECK(kv->n_cached == 0, "nothing cached after eviction");
 	kv_seq_truncate(kv, 2, 0);
 	kv_seq_truncate(kv, 1, 0);
-	CHECK(kv_seq_attach_prefix(kv, 0, tok, 64) == 0, "evicted blocks are gone from the index");
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, tok, 64) == 0, "evicted blocks are gone from the index");
 	kv_seq_truncate(kv, 0, 0);
 	CHECK(kv->prefix_hits > 0 && kv->prefix_queries >= kv->prefix_hits, "hit counters");
 	CHECK(consistent(kv), "bookkeeping consistent");
@@ -195,16 +195,16 @@ static void test_partial_finished(void)
 	CHECK(kv->n_cached == 2 && kv->fill[kv->lru_head] == 5, "partial block cached with 5 rows");
 	q[19] = 7; /* differs at position 19: 3 rows of the partial block */
 	uint64_t h0 = kv->prefix_hits, q0 = kv->prefix_queries;
-	CHECK(kv_seq_attach_prefix(kv, 1, q, 30) == 19, "16 shared + 3 copied");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, q, 30) == 19, "16 shared + 3 copied");
 	CHECK(kv->prefix_hits - h0 == 19 && kv->prefix_queries - q0 == 30, "counted in tokens");
 	CHECK(rows_hold(kv, 1, 0, 19, 3), "the copied rows");
-	CHECK(kv_seq_attach_prefix(kv, 2, tok, 18) == 18, "a short query takes what it asks: 2 rows");
+	CHECK(kv_seq_attach_prefix(kv, 2, 0, tok, 18) == 18, "a short query takes what it asks: 2 rows");
 	CHECK(consistent(kv), "bookkeeping after partial hits");
 	/* seq 1 writes over its copy; the cached block keeps its rows */
 	extend(kv, 1, 24);
 	fill(kv, 1, 16, 24, 50);
 	kv_seq_truncate(kv, 2, 0);
-	CHECK(kv_seq_attach_prefix(kv, 2, tok, 40) == 21 && rows_hold(kv, 2, 0, 21, 3),
+	CHECK(kv_seq_attach_prefix(kv, 2, 0, tok, 40) == 21 && rows_hold(kv, 2, 0, 21, 3),
 	      "a copy does not alias the cached rows");
 	kv_seq_truncate(kv, 1, 0);
 	kv_seq_truncate(kv, 2, 0);
@@ -228,18 +228,18 @@ static void test_partial_running(void)
 	extend(kv, 0, 21);
 	fill(kv, 0, 0, 21, 3);
 	kv_seq_publish(kv, 0, tok, 21);
-	CHECK(kv_seq_attach_prefix(kv, 1, tok, 40) == 21, "reuse of a running sequence's tail");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, tok, 40) == 21, "reuse of a running sequence's tail");
 	kv_seq_truncate(kv, 1, 0);
 	extend(kv, 0, 25);
 	fill(kv, 0, 21, 25, 3);
 	kv_seq_publish(kv, 0, tok, 25);
-	CHECK(kv_seq_attach_prefix(kv, 1, tok, 40) == 25 && rows_hold(kv, 1, 0, 25, 3),
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, tok, 40) == 25 && rows_hold(kv, 1, 0, 25, 3),
 	      "the indexed tail grew in place");
 	kv_seq_truncate(kv, 1, 0);
 	/* rejected draft: truncate without rewriting keeps the rows valid */
 	kv_seq_truncate(kv, 0, 22);
 	kv_seq_publish(kv, 0, tok, 22);
-	CHECK(kv_seq_attach_prefix(kv, 1, tok, 40) == 25, "rows past a truncation, unwritten, stay");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, tok, 40) == 25, "rows past a truncation, unwritten, stay");
 	kv_seq_truncate(kv, 1, 0);
 	/* rewriting from 18 with other tokens unindexes the old rows */
 	kv_seq_truncate(kv, 0, 18);
@@ -247,10 +247,10 @@ static void test_partial_running(void)
 	for (int i = 18; i < 21; i++)
 		alt[i] = 77;
 	fill(kv, 0, 18, 21, 60);
-	CHECK(kv_seq_attach_prefix(kv, 1, tok, 40) == 16, "stale rows are not served");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, tok, 40) == 16, "stale rows are not served");
 	kv_seq_truncate(kv, 1, 0);
 	kv_seq_publish(kv, 0, alt, 21);
-	CHECK(kv_seq_attach_prefix(kv, 1, alt, 40) == 21 && rows_hold(kv, 1, 18, 21, 60) &&
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, alt, 40) == 21 && rows_hold(kv, 1, 18, 21, 60) &&
 		      rows_hold(kv, 1, 0, 18, 3), "the rewritten rows are served for their tokens");
 	kv_seq_truncate(kv, 1, 0);
 	/* the tail fills up: published as a full block, found by hash */
@@ -259,7 +259,7 @@ static void test_partial_running(void)
 	for (int i = 21; i < 32; i++)
 		alt[i] = 1000 + i;
 	kv_seq_publish(kv, 0, alt, 32);
-	CHECK(kv_seq_attach_prefix(kv, 1, alt, 33) == 32 && kv_blocks_used(kv) == 2,
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, alt, 33) == 32 && kv_blocks_used(kv) == 2,
 	      "a filled tail is shared whole");
 	CHECK(consistent(kv), "bookkeeping");
 	kv_seq_truncate(kv, 0, 0);
@@ -290,19 +290,19 @@ static void test_partial_eviction(void)
 	kv_seq_truncate(kv, 0, 0);
 	extend(kv, 2, 16); /* the last free block in use: copies must evict */
 	CHECK(kv->n_free == 0 && kv->n_cached == 3, "pool: 1 used, 3 cached");
-	CHECK(kv_seq_attach_prefix(kv, 0, a, 30) == 20 && rows_hold(kv, 0, 0, 20, 4),
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, a, 30) == 20 && rows_hold(kv, 0, 0, 20, 4),
 	      "the copy's block came from evicting the other prompt's block");
-	CHECK(kv_seq_attach_prefix(kv, 1, b, 30) == 0, "the evicted partial block is gone");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, b, 30) == 0, "the evicted partial block is gone");
 	CHECK(consistent(kv), "bookkeeping after eviction");
 	kv_seq_truncate(kv, 0, 0); /* a's copy is free again, a's blocks cached */
 	kv_seq_truncate(kv, 1, 0);
 	extend(kv, 1, 16);         /* takes the free block */
 	CHECK(kv->n_free == 0 && kv->n_cached == 2, "no free block");
-	CHECK(kv_seq_attach_prefix(kv, 0, a, 30) == 16, "no block for the copy: full blocks only");
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, a, 30) == 16, "no block for the copy: full blocks only");
 	CHECK(kv->n_cached == 1, "the partial source stays cached");
 	kv_seq_truncate(kv, 0, 0);
 	kv_seq_truncate(kv, 1, 0);
-	CHECK(kv_seq_attach_prefix(kv, 0, a, 30) == 20, "and is hit once a block is free");
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, a, 30) == 20, "and is hit once a block is free");
 	kv_seq_truncate(kv, 0, 0);
 	kv_seq_truncate(kv, 2, 0);
 	CHECK(kv_blocks_used(kv) == 0 && consistent(kv), "refs back to zero");
@@ -369,13 +369,13 @@ static void test_prefix_logits(void)
 		goto out;
 	kv_seq_truncate(kv, 1, 0); /* B computed cold, never published */
 	kv_seq_publish(kv, 0, a, 40);
-	int64_t hit = kv_seq_attach_prefix(kv, 1, a, 39);
+	int64_t hit = kv_seq_attach_prefix(kv, 1, 0, a, 39);
 	CHECK(hit == 39, "attached %lld cached positions of A", (long long)hit);
 	if (prefill(r, f, 1, a, (int32_t)hit, 40, got, V) == ING_OK)
 		CHECK(memcmp(la, got, (size_t)V * sizeof(float)) == 0,
 		      "logits after a prefix-cache hit differ from a full prefill");
 	kv_seq_truncate(kv, 1, 0);
-	hit = kv_seq_attach_prefix(kv, 1, b, 39);
+	hit = kv_seq_attach_prefix(kv, 1, 0, b, 39);
 	CHECK(hit == 35, "attached %lld cached positions of B", (long long)hit);
 	if (prefill(r, f, 1, b, (int32_t)hit, 40, got, V) == ING_OK)
 		CHECK(memcmp(lb, got, (size_t)V * sizeof(float)) == 0,
@@ -390,6 +390,47 @@ out:
 	model_close(m);
 }
 
+/* Roots (the server's cache_salt): sequences share full blocks and
+ * partial rows only with sequences of the same root, and a root lasts
+ * until its sequence is emptied. */
+static void test_roots(void)
+{
+	struct kv_cache *kv = make(3, 128, 12);
+	if (!kv)
+		return;
+	const uint64_t salt_a = 0x1234567890abcdefull, salt_b = 0x0fedcba987654321ull;
+	int32_t tok[40];
+	for (int i = 0; i < 40; i++)
+		tok[i] = 2000 + i;
+	CHECK(kv_seq_attach_prefix(kv, 0, salt_a, tok, 40) == 0, "empty cache: no hit");
+	extend(kv, 0, 40);
+	fill(kv, 0, 0, 40, 5);
+	kv_seq_publish(kv, 0, tok, 40);
+	kv_seq_truncate(kv, 0, 0);
+	CHECK(kv->seq_root[0] == 0, "an emptied sequence forgets its root");
+	CHECK(kv_seq_attach_prefix(kv, 1, 0, tok, 39) == 0, "no root: nothing of salt a's");
+	kv_seq_truncate(kv, 1, 0);
+	CHECK(kv_seq_attach_prefix(kv, 1, salt_b, tok, 39) == 0, "salt b: nothing of salt a's");
+	kv_seq_truncate(kv, 1, 0);
+	CHECK(kv_seq_attach_prefix(kv, 1, salt_a, tok, 39) == 39 && rows_hold(kv, 1, 0, 39, 5),
+	      "salt a: its 2 full blocks and 7 rows of the partial one");
+	kv_seq_truncate(kv, 1, 0);
+	/* a sequence without a root publishes the same tokens apart */
+	CHECK(kv_seq_attach_prefix(kv, 2, 0, tok, 40) == 0, "no root: a cold start");
+	extend(kv, 2, 40);
+	fill(kv, 2, 0, 40, 6);
+	kv_seq_publish(kv, 2, tok, 40);
+	kv_seq_truncate(kv, 2, 0);
+	CHECK(kv_seq_attach_prefix(kv, 0, 0, tok, 39) == 39 && rows_hold(kv, 0, 0, 39, 6),
+	      "no root: its own rows");
+	kv_seq_truncate(kv, 0, 0);
+	CHECK(kv_seq_attach_prefix(kv, 0, salt_a, tok, 39) == 39 && rows_hold(kv, 0, 0, 39, 5),
+	      "salt a: still its own rows");
+	kv_seq_truncate(kv, 0, 0);
+	CHECK(consistent(kv), "bookkeeping consistent");
+	kv_destroy(kv);
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -399,6 +440,7 @@ int main(void)
 	test_partial_running();
 	test_partial_eviction();
 	test_prefix_logits();
+	test_roots();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_kv");
 }

@@ -429,6 +429,27 @@ def test_chat_echo(srv, cl):
           user_last.choices[0].message.content == base.choices[0].message.content, user_last)
 
 
+def test_cache_salt(srv, cl):
+    """vLLM's cache_salt: cached prompt rows are shared only between
+    requests with the same salt (usage.prompt_tokens_details.cached_tokens
+    says what came from the cache)."""
+    M = "gemma-3-270m-q4_k_m"
+    prompt = " ".join(f"salted{i}" for i in range(60))
+    a, b = "A" * 43, "B" * 43
+
+    def cached(**extra):
+        r = cl.completions.create(model=M, prompt=prompt, max_tokens=1, temperature=0,
+                                  extra_body=extra)
+        return r.usage.prompt_tokens_details.cached_tokens, r.usage.prompt_tokens
+    first, n = cached(cache_salt=a)
+    other = cached(cache_salt=b)[0]
+    plain = cached()[0]
+    again = cached(cache_salt=a)[0]
+    check("cache_salt: a prompt cached under salt A is not seen with salt B or without one",
+          first == 0 and other == 0 and plain == 0, (first, other, plain))
+    check("cache_salt: and is seen with salt A again", again == n - 1, (again, n))
+
+
 def test_token_ids(srv, cl):
     """vLLM's return_token_ids (what RL and agent frameworks read instead of
     re-tokenizing text) and return_tokens_as_token_ids: the ids are the
@@ -844,6 +865,7 @@ def main():
                          ("prompt scoring", test_prompt_scoring),
                          ("token masks", test_token_masks),
                          ("chat echo", test_chat_echo), ("token ids", test_token_ids),
+                         ("cache salt", test_cache_salt),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),

@@ -235,6 +235,8 @@ def test_json(port):
          "return_token_ids"),
         ("return_tokens_as_token_ids 1", P, dict(good, return_tokens_as_token_ids=1), 400,
          "return_tokens_as_token_ids"),
+        ("cache_salt empty", C, dict(comp, cache_salt=""), 400, "cache_salt"),
+        ("cache_salt a number", P, dict(good, cache_salt=7), 400, "cache_salt"),
         ("truncate_prompt_tokens 0", C, dict(comp, truncate_prompt_tokens=0), 400,
          "truncate_prompt_tokens"),
         ("truncate_prompt_tokens -2", C, dict(comp, truncate_prompt_tokens=-2), 400,
@@ -258,6 +260,7 @@ def test_json(port):
          dict(good, messages=msgs + [{"role": "assistant", "content": "Sure, "}],
               continue_final_message=True, add_generation_prompt=False), 200, None),
         ("prompt_logprobs null", C, dict(comp, prompt_logprobs=None), 200, None),
+        ("cache_salt", P, dict(good, cache_salt="s" * 43), 200, None),
         ("return_token_ids with n 2 and 2 prompts", C,
          dict(comp, prompt=["a", "b"], n=2, return_token_ids=True), 200, None),
     ]
