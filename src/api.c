@@ -425,8 +425,8 @@ static uint64_t salt_make(void)
 	       ((uint64_t)getpid() << 32);
 }
 
-int api_create(struct engine *e, struct metrics *m, const char *model_name, struct api **out,
-	       const char **note, ing_err *err)
+int api_create(struct engine *e, struct metrics *m, const char *model_name,
+	       const char *chat_template, struct api **out, const char **note, ing_err *err)
 {
 	*out = NULL;
 	const char *dummy;
@@ -443,7 +443,8 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name, stru
 	a->salt = salt_make();
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_mutex_init(&a->gmu, NULL);
-	int rc = api_template_load(a, engine_model(e)->gguf, note ? note : &dummy, err);
+	int rc = api_template_load(a, engine_model(e)->gguf, chat_template,
+				   note ? note : &dummy, err);
 	if (rc) {
 		api_free(a);
 		return rc;

@@ -21,13 +21,13 @@ struct server_call;
 
 /* Builds the API over a running engine (borrowed; it must outlive the
  * api). model_name is what /v1/models lists and responses carry; requests
- * naming another model get 404. Loads the model's chat template
- * (tokenizer.chat_template) or, when it has none, a built-in one; *note
- * (may be NULL) gets a static description of which, for the log.
- * *out is freed with api_free. ING_ERR_FORMAT when the model's template
- * does not parse, ING_ERR_NOMEM. */
-int api_create(struct engine *e, struct metrics *m, const char *model_name, struct api **out,
-	       const char **note, ing_err *err);
+ * naming another model get 404. Loads chat_template (Jinja source, copied;
+ * NULL: the model's tokenizer.chat_template or, when it has none, a
+ * built-in one); *note (may be NULL) gets a static description of which,
+ * for the log. *out is freed with api_free. ING_ERR_FORMAT when the
+ * template does not parse, ING_ERR_NOMEM. */
+int api_create(struct engine *e, struct metrics *m, const char *model_name,
+	       const char *chat_template, struct api **out, const char **note, ing_err *err);
 
 /* Turns on OpenTelemetry spans for generation requests, exported through
  * t (borrowed; it must outlive the api). Call before serving. */

@@ -207,11 +207,13 @@ int api_prompt_chat_echo(const cJSON *body, char **out, struct api_error *e);
 int api_prompt_completion(struct api *a, const cJSON *prompt, bool add_special,
 			  struct gen_request *r, struct api_error *e);
 
-/* Loads a->tpl from g's tokenizer.chat_template or, without one, a
- * built-in turn format chosen by a->tk's control tokens; sets bos_text and
- * eos_text. *note gets a static description of the choice. */
+/* Loads a->tpl from given (the Jinja source; NULL: none), else from g's
+ * tokenizer.chat_template or, without one, a built-in turn format chosen
+ * by a->tk's control tokens; sets bos_text and eos_text. *note gets a
+ * static description of the choice. */
 struct gguf;
-int api_template_load(struct api *a, const struct gguf *g, const char **note, ing_err *err);
+int api_template_load(struct api *a, const struct gguf *g, const char *given, const char **note,
+		      ing_err *err);
 
 /* ---- function calling (api_tools.c) ---- */
 

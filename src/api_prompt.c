@@ -78,12 +78,17 @@ static const char chatml_template[] =
 	"{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] or '' }}<|im_end|>\n"
 	"{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-int api_template_load(struct api *a, const struct gguf *g, const char **note, ing_err *err)
+int api_template_load(struct api *a, const struct gguf *g, const char *given, const char **note,
+		      ing_err *err)
 {
 	struct gguf_str s;
 	const char *src;
 	size_t len;
-	if (gguf_get_str(g, "tokenizer.chat_template", &s) == ING_OK && s.len > 0) {
+	if (given) {
+		src = given;
+		len = strlen(given);
+		*note = "chat template from --chat-template";
+	} else if (gguf_get_str(g, "tokenizer.chat_template", &s) == ING_OK && s.len > 0) {
 		src = s.ptr;
 		len = (size_t)s.len;
 		*note = "chat template from the model";

@@ -23,6 +23,7 @@
 #include "api.h"
 #include "cli.h"
 #include "engine.h"
+#include "mem.h"
 #include "metrics.h"
 #include "runner.h"
 #include "server.h"
@@ -34,6 +35,7 @@
 struct serve_opts {
 	const char *model, *runner, *name, *spec;
 	const char *otlp;          /* OTLP/HTTP traces endpoint, or NULL: no tracing */
+	const char *chat_template; /* --chat-template: a file, or a template inline */
 	struct engine_config ec;
 	struct server_config sc;
 	int threads;
@@ -52,6 +54,8 @@ static int usage(void)
 		"      --kv-cache-mb N      KV pool size (default: max-num-seqs full contexts)\n"
 		"      --max-model-len N    prompt + generated tokens per request (default 4096)\n"
 		"      --served-model-name NAME   model id in the API (default: file name)\n"
+		"      --chat-template FILE|TEMPLATE  Jinja chat template to use instead of the\n"
+		"                           model's (a file, or the template itself)\n"
 		"      --max-body-mb N      request body limit (default 8)\n"
 		"      --timeout S          idle connection timeout in seconds (default 30)\n"
 		"      --max-connections N  open client connections (default 2048)\n"
@@ -70,7 +74,7 @@ static int usage(void)
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -95,6 +99,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_SPEC: o->spec = arg; return 0;
 	case O_DRAFT: o->ec.draft_model = arg; return 0;
 	case O_OTLP: o->otlp = arg; return 0;
+	case O_TEMPLATE: o->chat_template = arg; return 0;
 	}
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
@@ -125,7 +130,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
 		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
-		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN }, { 0 }
+		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
+		{ "chat-template", 1, 0, O_TEMPLATE }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };
@@ -212,7 +218,29 @@ static void fd_limit_raise(void)
 	}
 }
 
-static int serve(const struct serve_opts *o, const char *path, const sigset_t *set)
+/* --chat-template's text, as vLLM takes it: the file named, or else the
+ * argument itself when it reads as a template. NULL (with a message) when
+ * it is neither; the caller frees the text. */
+static char *template_text(const char *arg)
+{
+	size_t len;
+	char *src = cli_read_file(arg, &len);
+	if (src) {
+		if (strlen(src) == len)
+			return src;
+		fprintf(stderr, "ingot serve: --chat-template %s: the file holds a NUL byte\n", arg);
+		ing_free(src);
+		return NULL;
+	}
+	if (strstr(arg, "{{") || strstr(arg, "{%"))
+		return ing_strndup(arg, strlen(arg));
+	fprintf(stderr, "ingot serve: --chat-template %s: %s (not a file, nor a template)\n", arg,
+		strerror(errno));
+	return NULL;
+}
+
+static int serve(const struct serve_opts *o, const char *path, const char *tpl,
+		 const sigset_t *set)
 {
 	fd_limit_raise();
 	ing_err err = { 0 };
@@ -231,7 +259,7 @@ static int serve(const struct serve_opts *o, const char *path, const sigset_t *s
 		rc = metrics_create(o->name ? o->name : name, engine_config_of(e)->max_model_len, &m,
 				    &err);
 	if (!rc)
-		rc = api_create(e, m, o->name ? o->name : name, &a, &note, &err);
+		rc = api_create(e, m, o->name ? o->name : name, tpl, &a, &note, &err);
 	if (!rc && o->otlp && !(rc = trace_exporter_open(o->otlp, "ingot", &tr, &err)))
 		api_set_tracer(a, tr);
 	if (!rc)
@@ -270,11 +298,16 @@ int cmd_serve(int argc, char **argv)
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;
+	char *tpl = NULL; /* checked before the model loads */
+	if (o.chat_template && !(tpl = template_text(o.chat_template)))
+		return 1;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	return serve(&o, path, &set);
+	int rc = serve(&o, path, tpl, &set);
+	ing_free(tpl);
+	return rc;
 }

@@ -624,6 +624,41 @@ def test_timeouts():
         srv.stop()
 
 
+def test_chat_template_flag():
+    """--chat-template: a file or an inline template replaces the model's;
+    one that cannot be read or parsed stops the server at start, saying
+    why."""
+    import tempfile
+    tpl = ("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+           "{% if add_generation_prompt %}[assistant]{% endif %}")
+    msgs = {"messages": [{"role": "user", "content": "hi"}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+        f.write(tpl)
+    try:
+        for arg, what in ((f.name, "a file"), (tpl, "inline")):
+            srv = Server("-t", "1", "--chat-template", arg)
+            try:
+                st, _, t = raw(srv, "POST", "/tokenize", msgs)
+                st2, _, d = raw(srv, "POST", "/detokenize", {"tokens": t.get("tokens", [])})
+                check(f"--chat-template ({what}) renders the messages",
+                      st == 200 and st2 == 200 and d.get("prompt") == "[user]hi[assistant]",
+                      (st, t, d))
+                r = client(srv).chat.completions.create(
+                    model="gemma-3-270m-q4_k_m", messages=msgs["messages"], max_tokens=2)
+                check(f"--chat-template ({what}): chat completions answer",
+                      r.usage.prompt_tokens == len(t.get("tokens", [])), r)
+            finally:
+                srv.stop()
+        for arg, needle in (("/nonexistent/t.jinja", "not a file, nor a template"),
+                            ("{% for %}", "chat template")):
+            p = subprocess.run([INGOT, "serve", "--port", "0", "--chat-template", arg],
+                               capture_output=True, text=True, timeout=120)
+            check(f"--chat-template {arg!r}: exit 1 with a message",
+                  p.returncode == 1 and needle in p.stderr, (p.returncode, p.stderr[-300:]))
+    finally:
+        os.unlink(f.name)
+
+
 def ttft(srv, prompt):
     """Seconds to the first streamed text of a completion."""
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
@@ -877,6 +912,7 @@ def main():
         test_metrics_format(srv)
         test_drain(srv)
         test_timeouts()
+        test_chat_template_flag()
     except Exception as e:  # report, then make sure the server goes away
         import traceback
         traceback.print_exc()
