@@ -7,7 +7,6 @@
  * 429 engine queue full (with Retry-After), 500 ours. */
 #include "api.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -288,11 +287,10 @@ static int detok_ids(const struct api *a, const cJSON *toks, struct token_ids *t
 				"'tokens' must be an array of token ids");
 	const cJSON *it;
 	cJSON_ArrayForEach(it, toks) {
-		double d = it->valuedouble;
-		if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= a->n_vocab)
-			return api_fail(e, 400, "tokens", "invalid_value",
-					"'tokens' must hold token ids in 0..%d", a->n_vocab - 1);
-		if (token_ids_push(t, (int32_t)d))
+		int32_t id;
+		if (api_token_id(a, it, "tokens", &id, e))
+			return -1;
+		if (token_ids_push(t, id))
 			return api_fail(e, 500, NULL, NULL, "out of memory");
 	}
 	return 0;

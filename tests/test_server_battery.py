@@ -288,7 +288,7 @@ def vocab_size(port):
 def test_token_ids(port):
     nv = vocab_size(port)
     check("vocabulary size found through /detokenize", nv > 1000, nv)
-    for tid in (-1, nv, 1 << 31, 1 << 63, 1e19):
+    for tid in (-1, nv, 1 << 31, 1 << 63, 1e19, 2.5, "7"):
         st, _, b = raw(port, "POST", "/v1/completions", {"prompt": [2, tid], "max_tokens": 1})
         check(f"prompt token id {tid} -> 400", err_ok(st, b, 400, "prompt"), (st, b))
         st, _, b = raw(port, "POST", "/detokenize", {"tokens": [tid]})
