@@ -4,15 +4,16 @@
  * maybe indexed), cached (refs 0, indexed, in the LRU).
  *
  * Indexed (fill > 0): tokens[0, fill) are recorded and rows [0, fill) hold
- * their K/V after the prefix named by parent (a chained hash; at the
- * start the sequence's root: 0, or a request's cache salt). Every indexed block is on its parent's sibling list, reached
- * through the `kids` table (one slot per parent: the list's head, the most
- * recently indexed child first); a full one (fill == KV_BLOCK) that is the
- * canonical copy of its contents is also *published*: hash != 0 and in the
- * `slots` table. A sequence's partial last block is indexed with the tokens
- * it holds so far, and grows in place as the sequence writes on: writing a
- * row past fill leaves rows [0, fill) as they were. Only writing a row below
- * fill (after a rollback) unindexes the block first (make_tail_writable).
+ * their K/V after the prefix named by parent (a chained hash; at the start
+ * the sequence's root: 0, or a request's cache salt). Every indexed block
+ * is on its parent's sibling list, reached through the `kids` table (one
+ * slot per parent: the list's head, the most recently indexed child
+ * first); a full one (fill == KV_BLOCK) that is the canonical copy of its
+ * contents is also *published*: hash != 0 and in the `slots` table. A
+ * sequence's partial last block is indexed with the tokens it holds so far,
+ * and grows in place as the sequence writes on: writing a row past fill
+ * leaves rows [0, fill) as they were. Only writing a row below fill (after
+ * a rollback) unindexes the block first (make_tail_writable).
  *
  * Lookup walks the published chain block by block; where it stops, the
  * sibling list of the last matched block (at most PARTIAL_SCAN children)
@@ -310,8 +311,8 @@ static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 	kv->sib_next = ing_malloc_array(nb, sizeof *kv->sib_next);
 	kv->kids = ing_malloc_array((size_t)kv->n_slots, sizeof *kv->kids);
 	return kv->k && kv->v && kv->tables && kv->seq_chain && kv->seq_len && kv->seq_blocks &&
-	       kv->seq_published && kv->seq_root && kv->refs && kv->free_list && kv->hash && kv->parent &&
-	       kv->tokens && kv->lru_prev && kv->lru_next && kv->slots && kv->fill &&
+	       kv->seq_published && kv->seq_root && kv->refs && kv->free_list && kv->hash &&
+	       kv->parent && kv->tokens && kv->lru_prev && kv->lru_next && kv->slots && kv->fill &&
 	       kv->sib_prev && kv->sib_next && kv->kids ? ING_OK : ING_ERR_NOMEM;
 }
 
@@ -360,8 +361,8 @@ void kv_destroy(struct kv_cache *kv)
 	if (!kv)
 		return;
 	void *p[] = { kv->k, kv->v, kv->tables, kv->seq_chain, kv->seq_len, kv->seq_blocks,
-		      kv->seq_published, kv->seq_root, kv->refs, kv->free_list, kv->hash, kv->parent,
-		      kv->tokens, kv->lru_prev, kv->lru_next, kv->slots, kv->fill,
+		      kv->seq_published, kv->seq_root, kv->refs, kv->free_list, kv->hash,
+		      kv->parent, kv->tokens, kv->lru_prev, kv->lru_next, kv->slots, kv->fill,
 		      kv->sib_prev, kv->sib_next, kv->kids };
 	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
 		ing_free(p[i]);
