@@ -170,6 +170,11 @@ static int alloc_buffers(struct fwd *f)
 	    !f->pos || !f->seq || !f->out_rows || !f->tile_row || !f->tile_len || !f->seq_next ||
 	    !f->ops)
 		return ING_ERR_NOMEM;
+	/* the logits rows (a MB each on a 262k vocabulary) are written now:
+	 * otherwise their pages are first touched whenever a step first wants
+	 * that many rows, and the resident size grows long after start,
+	 * which reads as a leak */
+	memset(f->logits, 0, (size_t)f->max_out * (size_t)hp->n_vocab * sizeof(float));
 	return ING_OK;
 }
 
