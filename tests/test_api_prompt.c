@@ -403,7 +403,7 @@ int main(void)
 	A.tk = tk;
 	A.n_vocab = tokenizer_n_vocab(tk);
 	A.max_model_len = 4096;
-	CHECK(!api_template_load(&A, g, &note, &err) && strstr(note, "Gemma"), "%s", err.msg);
+	CHECK(!api_template_load(&A, g, NULL, &note, &err) && strstr(note, "Gemma"), "%s", err.msg);
 	test_builtin();
 	test_hf_template();
 	test_chat_errors();
