@@ -51,6 +51,8 @@ static int usage(void)
 		"      --api-key KEY        require \"Authorization: Bearer KEY\" (not for /health)\n"
 		"      --max-num-seqs N     sequences decoded together (default 16)\n"
 		"      --max-waiting N      queued requests before 429 (default 64)\n"
+		"      --max-num-batched-tokens N  tokens a step computes: decode rows and prompt\n"
+		"                           chunks (default 256; at least --max-num-seqs)\n"
 		"      --kv-cache-mb N      KV pool size (default: max-num-seqs full contexts)\n"
 		"      --max-model-len N    prompt + generated tokens per request (default 4096)\n"
 		"      --served-model-name NAME   model id in the API (default: file name)\n"
@@ -66,7 +68,7 @@ static int usage(void)
 		"                           a request may opt out: \"speculative\": {\"method\": \"none\"})\n"
 		"      --spec-max N         longest draft per sequence per step (default 16)\n"
 		"      --mixed-prefill-tokens N   prompt tokens in a step that also decodes (default 0:\n"
-		"                           up to the step budget of 256); e.g. 64: steadier streams\n"
+		"                           up to the step budget); e.g. 64: steadier streams\n"
 		"                           (lower P99 inter-token latency) for less throughput\n"
 		"      --otlp-endpoint URL  export OpenTelemetry spans of requests (OTLP/HTTP\n"
 		"                           JSON; \"/v1/traces\" is added to a URL without path)\n");
@@ -74,7 +76,7 @@ static int usage(void)
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -104,6 +106,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
 	else if (opt == O_WAIT && !num(arg, 0, 1 << 20, &v)) o->ec.max_waiting = (int)v;
+	else if (opt == O_BATCHED && !num(arg, 1, 8192, &v)) o->ec.step_tokens = v;
 	else if (opt == O_KV && !num(arg, 1, 1L << 30, &v)) o->ec.kv_cache_mb = v;
 	else if (opt == O_LEN && !num(arg, 2, 1L << 24, &v)) o->ec.max_model_len = v;
 	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
@@ -131,7 +134,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
 		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
 		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
-		{ "chat-template", 1, 0, O_TEMPLATE }, { 0 }
+		{ "chat-template", 1, 0, O_TEMPLATE },
+		{ "max-num-batched-tokens", 1, 0, O_BATCHED }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };

@@ -624,6 +624,30 @@ def test_timeouts():
         srv.stop()
 
 
+def test_step_budget(srv, cl):
+    """--max-num-batched-tokens (vLLM's step budget): a small one cuts a
+    long prompt into many chunks and changes no token; a bad value is a
+    usage error."""
+    M = "gemma-3-270m-q4_k_m"
+    prompt = " ".join(f"chunk{i}" for i in range(40))
+    want = cl.completions.create(model=M, prompt=prompt, max_tokens=6, temperature=0,
+                                 extra_body={"ignore_eos": True})
+    small = Server("-t", "1", "--max-num-batched-tokens", "16")
+    try:
+        got = client(small).completions.create(model=M, prompt=prompt, max_tokens=6,
+                                               temperature=0, extra_body={"ignore_eos": True})
+        check("--max-num-batched-tokens 16: a 100-token prompt in chunks, the same tokens",
+              got.choices[0].text == want.choices[0].text and
+              got.usage.prompt_tokens == want.usage.prompt_tokens > 64, (got, want))
+    finally:
+        small.stop()
+    for bad in ("0", "x", "9000"):
+        p = subprocess.run([INGOT, "serve", "--max-num-batched-tokens", bad],
+                           capture_output=True, text=True, timeout=60)
+        check(f"--max-num-batched-tokens {bad}: usage error", p.returncode == 2 and
+              "bad value" in p.stderr, (p.returncode, p.stderr[:200]))
+
+
 def test_chat_template_flag():
     """--chat-template: a file or an inline template replaces the model's;
     one that cannot be read or parsed stops the server at start, saying
@@ -901,6 +925,7 @@ def main():
                          ("token masks", test_token_masks),
                          ("chat echo", test_chat_echo), ("token ids", test_token_ids),
                          ("cache salt", test_cache_salt),
+                         ("step budget", test_step_budget),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
