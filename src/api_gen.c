@@ -30,7 +30,10 @@
  * Prompt scoring (completions' echo with logprobs, vLLM's prompt_logprobs):
  * the engine reports each prompt token's score before the first generated
  * token, into a log of its own allocated at submit; echo sends the prompt
- * (text, and scores when asked) once they are all in.
+ * (text, and scores when asked) once they are all in. Of a prompt's n
+ * choices only the first (its scorer) scores it; the others read its log,
+ * and take the prompt's rows from the prefix cache instead of computing
+ * them again (a scored request cannot).
  *
  * Tracing (a->tracer): the final event's counts and times are kept per
  * choice; when the connection side lets go, the request's spans are built
@@ -73,7 +76,8 @@ struct gen_choice {
 	int32_t *top_ids;          /* [cap * k->top] */
 	float *top_lps;            /* [cap * k->top] */
 	int n_toks, cap;
-	struct tokrec *ptoks;      /* [n_prompt - 1] scored prompt tokens (positions 1 ..) */
+	struct tokrec *ptoks;      /* [n_prompt - 1] scored prompt tokens (positions 1 ..);
+				    * the prompt's scorer only */
 	int32_t *ptop_ids;         /* [(n_prompt - 1) * k->ptop] */
 	float *ptop_lps;
 	int n_ptoks;
@@ -531,11 +535,18 @@ static void lp_legacy_add(const struct gen_call *k, struct gen_choice *ch, int t
 		      ch->top_lps + (size_t)t * k->top);
 }
 
+/* The choice that scores ch's prompt: the first of the prompt's n. */
+static const struct gen_choice *scorer(const struct gen_call *k, const struct gen_choice *ch)
+{
+	return &k->ch[ch->prompt * k->r.n];
+}
+
 /* vLLM's prompt_logprobs: null for the first token, then per token
  * {"id": {logprob, rank, decoded_token}} for the token itself followed by
  * its alternatives (ranks 1 ..). NULL when out of memory. */
-static cJSON *lp_prompt_json(const struct gen_call *k, const struct gen_choice *ch)
+static cJSON *lp_prompt_json(const struct gen_call *k, const struct gen_choice *c)
 {
+	const struct gen_choice *ch = scorer(k, c);
 	cJSON *arr = cJSON_CreateArray();
 	cJSON_AddItemToArray(arr, cJSON_CreateNull());
 	for (int i = 0; arr && i < ch->n_ptoks; i++) {
@@ -959,10 +970,11 @@ static cJSON *token_logprobs(struct gen_call *k, struct gen_choice *ch, int t)
 
 /* echo: the prompt's text, decoded by the choice's own stream so that
  * the output continues it as one text would, and with logprobs its
- * tokens' (the first has none; the np scored after it). */
+ * tokens' (the first has none; the np its scorer has after it). */
 static void choice_echo(struct gen_call *k, struct gen_choice *ch, int np)
 {
 	const struct token_ids *p = &k->r.prompts[ch->prompt];
+	const struct gen_choice *sc = scorer(k, ch);
 	struct sbuf text = { 0 };
 	ing_err err;
 	for (size_t i = 0; i < p->n; i++) {
@@ -975,10 +987,10 @@ static void choice_echo(struct gen_call *k, struct gen_choice *ch, int np)
 	if (k->r.logprobs >= 0) {
 		lp = k->r.stream ? lp_legacy_new() : ch->lp;
 		for (size_t i = 0; i < p->n; i++) {
-			const struct tokrec *r = i >= 1 && (int)i <= np ? &ch->ptoks[i - 1] : NULL;
+			const struct tokrec *r = i >= 1 && (int)i <= np ? &sc->ptoks[i - 1] : NULL;
 			size_t at = r ? (i - 1) * (size_t)k->ptop : 0;
-			lp_legacy_put(k, ch, lp, p->ids[i], r, r ? ch->ptop_ids + at : NULL,
-				      r ? ch->ptop_lps + at : NULL);
+			lp_legacy_put(k, ch, lp, p->ids[i], r, r ? sc->ptop_ids + at : NULL,
+				      r ? sc->ptop_lps + at : NULL);
 		}
 	}
 	if (k->r.stream)
@@ -1036,18 +1048,23 @@ static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
 
 /* ---- the connection side's loop ---- */
 
-/* Scored prompt tokens ch waits for before echoing its prompt. */
-static int scores_due(const struct gen_call *k, const struct gen_choice *ch)
+/* Whether ch may echo its prompt: its scorer has every score in (they
+ * come before its first token), or has ended. Under k->mu. */
+static bool echo_ready(const struct gen_call *k, const struct gen_choice *ch)
 {
-	return k->score ? (int)k->r.prompts[ch->prompt].n - 1 : 0;
+	const struct gen_choice *sc = scorer(k, ch);
+	return !k->score || sc->n_ptoks >= (int)k->r.prompts[ch->prompt].n - 1 ||
+	       sc->n_toks > 0 || sc->final;
 }
 
 static bool call_has_news(const struct gen_call *k)
 {
 	for (int i = 0; i < k->n_ch; i++) {
 		const struct gen_choice *ch = &k->ch[i];
-		if (!ch->done && (ch->n_toks > ch->cursor || ch->final ||
-				  (k->r.echo && !ch->echoed && ch->n_ptoks >= scores_due(k, ch))))
+		if (ch->done)
+			continue;
+		if (k->r.echo && !ch->echoed ? echo_ready(k, ch) || ch->failed
+					     : ch->n_toks > ch->cursor || ch->final)
 			return true;
 	}
 	return false;
@@ -1082,17 +1099,21 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		wait_until(&k->cv, &k->mu, wait_ms);
 	for (int i = 0; i < k->n_ch; i++) {
 		struct gen_choice *ch = &k->ch[i];
-		int upto = ch->n_toks, np = ch->n_ptoks;
+		int upto = ch->n_toks, np = scorer(k, ch)->n_ptoks;
 		bool final = ch->final, failed = ch->failed;
+		bool echo_now = k->r.echo && !ch->echoed && !failed && echo_ready(k, ch);
 		enum engine_finish finish = ch->finish;
 		char errmsg[sizeof ch->errmsg];
 		memcpy(errmsg, ch->errmsg, sizeof errmsg);
 		pthread_mutex_unlock(&k->mu);
 		/* entries below upto (np) are never written again: read unlocked.
-		 * The prompt's scores all come before the first token. */
-		if (k->r.echo && !ch->echoed && !failed &&
-		    (np >= scores_due(k, ch) || upto > 0 || final))
+		 * Nothing of the output goes before the echo. */
+		if (echo_now)
 			choice_echo(k, ch, np);
+		if (k->r.echo && !ch->echoed && !failed) {
+			pthread_mutex_lock(&k->mu);
+			continue;
+		}
 		for (; ch->cursor < upto; ch->cursor++)
 			choice_token(k, ch, ch->cursor);
 		if (final && !ch->done)
@@ -1203,7 +1224,7 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 		ch->top_lps = ing_malloc_array((size_t)ch->cap * k->top, sizeof *ch->top_lps);
 	}
 	size_t np = k->r.prompts[ch->prompt].n;
-	if (k->score && np > 1) {
+	if (k->score && np > 1 && scorer(k, ch) == ch) {
 		ch->ptoks = ing_malloc_array(np - 1, sizeof *ch->ptoks);
 		ch->ptop_ids = ing_malloc_array((np - 1) * (size_t)k->ptop + 1, sizeof *ch->ptop_ids);
 		ch->ptop_lps = ing_malloc_array((np - 1) * (size_t)k->ptop + 1, sizeof *ch->ptop_lps);
@@ -1307,7 +1328,7 @@ static int call_submit(struct gen_call *k, struct api_error *e)
 			.bias_values = k->r.bias_vals, .n_bias = k->r.n_bias,
 			.grammar = k->r.grammar, .stop_ids = k->r.stop_ids,
 			.n_stop_ids = k->r.n_stop_ids, .min_tokens = k->r.min_tokens,
-			.score_prompt = k->score, .prompt_top = k->ptop,
+			.score_prompt = k->score && j == 0, .prompt_top = k->ptop,
 			.allowed_ids = k->r.allowed_ids, .n_allowed = k->r.n_allowed,
 			.bad_words = k->r.bad_words, .bad_word_len = k->r.bad_word_len,
 			.n_bad_words = k->r.n_bad_words, .cache_salt = k->r.cache_salt };

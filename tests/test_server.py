@@ -343,6 +343,16 @@ def test_prompt_scoring(srv, cl):
     check("greedy continuation: each token is its position's top one", greedy, el.top_logprobs)
     check("echo text: the prompt's, then the completion's",
           e.choices[0].text.startswith("The river flows" + g.choices[0].text), e.choices[0].text)
+    # n = 2: one choice scores the prompt, the other reads its scores and
+    # takes the prompt's rows from the prefix cache
+    m0 = metrics(srv)[0]
+    e2 = cl.completions.create(model=M, prompt=gen_ids, max_tokens=1, temperature=0, echo=True,
+                               logprobs=1, n=2)
+    computed = (metric(metrics(srv)[0], "vllm:request_prefill_kv_computed_tokens_sum") -
+                metric(m0, "vllm:request_prefill_kv_computed_tokens_sum"))
+    check("n=2 echo + logprobs: both choices carry the prompt's scores, computed once",
+          all(c.logprobs.token_logprobs[:n] == el.token_logprobs[:n] for c in e2.choices) and
+          len(e2.choices) == 2 and computed <= n + 1, (computed, n, e2))
     z = cl.completions.create(model=M, prompt="The river flows", max_tokens=0, echo=True)
     check("echo + max_tokens 0: the prompt alone, nothing generated",
           z.choices[0].text == "The river flows" and z.usage.completion_tokens == 0 and
