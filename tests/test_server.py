@@ -455,8 +455,10 @@ def test_cache_salt(srv, cl):
     other = cached(cache_salt=b)[0]
     plain = cached()[0]
     again = cached(cache_salt=a)[0]
+    # without a salt, the BOS every earlier unsalted prompt began with may be
+    # reused, but nothing of salt A's
     check("cache_salt: a prompt cached under salt A is not seen with salt B or without one",
-          first == 0 and other == 0 and plain == 0, (first, other, plain))
+          first == 0 and other == 0 and plain <= 1, (first, other, plain))
     check("cache_salt: and is seen with salt A again", again == n - 1, (again, n))
 
 
