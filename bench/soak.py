@@ -149,6 +149,7 @@ def valid_body(rng):
             body["echo"] = True
             body["logprobs"] = rng.choice([None, 0, 1, 5])
             body["max_tokens"] = rng.choice([0, body["max_tokens"]])
+            body["n"] = rng.choice([1, 2])  # one choice scores, the other reads it
         if not body["stream"] and rng.random() < 0.05:
             body["prompt_logprobs"] = rng.choice([0, 2])
     return ("/v1/chat/completions" if chat else "/v1/completions"), body
