@@ -226,10 +226,10 @@ static void on_completions(struct api *a, struct server_call *c, const cJSON *bo
 	on_generate(a, c, body, false);
 }
 
-static cJSON *ids_json(const struct token_ids *t)
+cJSON *api_ids_json(const struct token_ids *t)
 {
 	cJSON *arr = cJSON_CreateArray();
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; arr && i < t->n; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateNumber(t->ids[i]));
 	return arr;
 }
@@ -266,7 +266,7 @@ static void on_tokenize(struct api *a, struct server_call *c, const cJSON *body)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "count", (double)t.n);
 	cJSON_AddNumberToObject(o, "max_model_len", (double)a->max_model_len);
-	cJSON_AddItemToObject(o, "tokens", ids_json(&t));
+	cJSON_AddItemToObject(o, "tokens", api_ids_json(&t));
 	cJSON *ts = strs ? cJSON_AddArrayToObject(o, "token_strs") : NULL;
 	if (!strs)
 		cJSON_AddNullToObject(o, "token_strs");

@@ -309,18 +309,25 @@ static enum metrics_finish finish_metric(const struct gen_choice *ch)
 	return ch->finish == ENGINE_FINISH_LENGTH ? METRICS_FINISH_LENGTH : METRICS_FINISH_ABORT;
 }
 
+/* The first of ch's prompt's n choices: it scores the prompt. */
+static const struct gen_choice *scorer(const struct gen_call *k, const struct gen_choice *ch)
+{
+	return &k->ch[ch->prompt * k->r.n];
+}
+
 /* Once every choice of ch's prompt has finished well: the request-level
  * histograms (n, max_tokens, the most tokens a choice generated). Under
  * k->mu. */
 static void prompt_final(const struct gen_choice *ch)
 {
 	const struct gen_call *k = ch->k;
-	const int n = k->r.n, first = ch->prompt * n;
+	const int n = k->r.n;
+	const struct gen_choice *c = scorer(k, ch);
 	int64_t most = 0;
-	for (int j = first; j < first + n; j++) {
-		if (!k->ch[j].final || k->ch[j].failed)
+	for (int j = 0; j < n; j++) {
+		if (!c[j].final || c[j].failed)
 			return;
-		most = k->ch[j].ev_gen > most ? k->ch[j].ev_gen : most;
+		most = c[j].ev_gen > most ? c[j].ev_gen : most;
 	}
 	struct metrics *m = k->a->metrics;
 	metrics_observe(m, METRICS_PARAM_N, n);
@@ -535,12 +542,6 @@ static void lp_legacy_add(const struct gen_call *k, struct gen_choice *ch, int t
 		      ch->top_lps + (size_t)t * k->top);
 }
 
-/* The choice that scores ch's prompt: the first of the prompt's n. */
-static const struct gen_choice *scorer(const struct gen_call *k, const struct gen_choice *ch)
-{
-	return &k->ch[ch->prompt * k->r.n];
-}
-
 /* vLLM's prompt_logprobs: null for the first token, then per token
  * {"id": {logprob, rank, decoded_token}} for the token itself followed by
  * its alternatives (ranks 1 ..). NULL when out of memory. */
@@ -605,15 +606,6 @@ static cJSON *response_new(const struct gen_call *k, const char *object)
 
 /* ---- token ids (vLLM's return_token_ids) ---- */
 
-static cJSON *prompt_ids_json(const struct gen_call *k, const struct gen_choice *ch)
-{
-	const struct token_ids *p = &k->r.prompts[ch->prompt];
-	cJSON *arr = cJSON_CreateArray();
-	for (size_t i = 0; arr && i < p->n; i++)
-		cJSON_AddItemToArray(arr, cJSON_CreateNumber(p->ids[i]));
-	return arr;
-}
-
 /* Ids of the tokens ch took, from .. to (an EOS and a stop string's
  * tokens among them: the output as the model made it). */
 static cJSON *gen_ids_json(const struct gen_choice *ch, int64_t from, int64_t to)
@@ -635,7 +627,8 @@ static void chunk_ids(const struct gen_call *k, struct gen_choice *ch, cJSON *o,
 	if (!k->r.return_token_ids)
 		return;
 	if (first)
-		cJSON_AddItemToObject(k->r.chat ? o : c, "prompt_token_ids", prompt_ids_json(k, ch));
+		cJSON_AddItemToObject(k->r.chat ? o : c, "prompt_token_ids",
+				      api_ids_json(&k->r.prompts[ch->prompt]));
 	if (first && k->r.chat)
 		return;
 	cJSON_AddItemToObject(c, "token_ids", gen_ids_json(ch, ch->ids_sent, ch->n_gen));
@@ -1101,16 +1094,17 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		struct gen_choice *ch = &k->ch[i];
 		int upto = ch->n_toks, np = scorer(k, ch)->n_ptoks;
 		bool final = ch->final, failed = ch->failed;
-		bool echo_now = k->r.echo && !ch->echoed && !failed && echo_ready(k, ch);
+		bool echo_due = k->r.echo && !ch->echoed && !failed;
+		bool echo_now = echo_due && echo_ready(k, ch);
 		enum engine_finish finish = ch->finish;
 		char errmsg[sizeof ch->errmsg];
 		memcpy(errmsg, ch->errmsg, sizeof errmsg);
 		pthread_mutex_unlock(&k->mu);
 		/* entries below upto (np) are never written again: read unlocked.
 		 * Nothing of the output goes before the echo. */
-		if (echo_now)
+		if (echo_now) {
 			choice_echo(k, ch, np);
-		if (k->r.echo && !ch->echoed && !failed) {
+		} else if (echo_due) {
 			pthread_mutex_lock(&k->mu);
 			continue;
 		}
@@ -1174,7 +1168,8 @@ static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
 		cJSON_AddItemToObject(c, "prompt_logprobs", lp_prompt_json(k, ch));
 	if (k->r.return_token_ids) {
 		if (!k->r.chat)
-			cJSON_AddItemToObject(c, "prompt_token_ids", prompt_ids_json(k, ch));
+			cJSON_AddItemToObject(c, "prompt_token_ids",
+					      api_ids_json(&k->r.prompts[ch->prompt]));
 		cJSON_AddItemToObject(c, "token_ids", gen_ids_json(ch, 0, ch->n_gen));
 	}
 	return c;
@@ -1206,7 +1201,7 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	if (k->r.chat && k->r.prompt_logprobs >= 0)
 		cJSON_AddItemToObject(o, "prompt_logprobs", lp_prompt_json(k, &k->ch[0]));
 	if (k->r.chat && k->r.return_token_ids)
-		cJSON_AddItemToObject(o, "prompt_token_ids", prompt_ids_json(k, &k->ch[0]));
+		cJSON_AddItemToObject(o, "prompt_token_ids", api_ids_json(&k->r.prompts[0]));
 	cJSON_AddItemToObject(o, "usage", usage_new(k));
 	api_respond_json(c, 200, o);
 }
@@ -1269,7 +1264,6 @@ static int64_t budget(const struct gen_call *k, int p, struct api_error *e)
 				what, (long long)(mt > 0 ? mt : 1), what);
 	return mt;
 }
-
 
 static int call_setup(struct gen_call *k, struct api_error *e)
 {

@@ -255,4 +255,7 @@ void api_generate(struct api *a, struct server_call *c, struct gen_request *r);
  * string. */
 cJSON *api_json_text(const char *s, size_t n);
 
+/* t's ids as a JSON array (api.c; /tokenize, prompt_token_ids). */
+cJSON *api_ids_json(const struct token_ids *t);
+
 #endif

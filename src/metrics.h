@@ -3,9 +3,10 @@
  * Counters and gauges come from the engine (engine_stats_get) at scrape
  * time, and so does the histogram of tokens per step; per-request
  * histograms (latencies, token counts, parameters) and finished-request
- * counts are recorded here by the API layer as requests progress. Names and buckets follow vLLM
- * (vllm:time_to_first_token_seconds, ...) so dashboards built for it work
- * unchanged, plus a few ingot_* counters about the step loop.
+ * counts are recorded here by the API layer as requests progress. Names
+ * and buckets follow vLLM (vllm:time_to_first_token_seconds, ...) so
+ * dashboards built for it work unchanged, plus a few ingot_* counters
+ * about the step loop.
  *
  * Thread-safe: observations may come from any thread (including the
  * engine thread's event callback: each is one short critical section). */
