@@ -50,7 +50,8 @@ struct fwd {
 	float *hb, *hb2;             /* [max_batch][F] */
 	float *logits;               /* [max_out][V] */
 	float *scratch;              /* [n_threads][OPS_ATTEND_GROUP_MAX * n_ctx] */
-	const float **rowptr;        /* [n_threads][2][n_ctx] K/V row pointers */
+	const void **rowptr;         /* [n_threads][2][n_ctx] K/V row pointers */
+	enum ops_kv_type kv_type;    /* how the KV cache stores rows */
 	const float *rope_freqs;     /* [n_rot/2] or NULL */
 	struct act_buf act[SRC_COUNT];
 	/* the planned batch */
@@ -158,7 +159,7 @@ static int alloc_buffers(struct fwd *f)
 	f->tile_row = ing_malloc_array(B, sizeof(int32_t));
 	f->tile_len = ing_malloc_array(B, sizeof(int32_t));
 	f->best = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->max_out * sizeof *f->best);
-	f->rowptr = ing_malloc_array((size_t)f->cfg.n_threads * 2, (size_t)f->cfg.n_ctx * sizeof(float *));
+	f->rowptr = ing_malloc_array((size_t)f->cfg.n_threads * 2, (size_t)f->cfg.n_ctx * sizeof(void *));
 	f->tokens = ing_malloc_array(B, sizeof(int32_t));
 	f->pos = ing_malloc_array(B, sizeof(int32_t));
 	f->seq = ing_malloc_array(B, sizeof(int32_t));
@@ -203,13 +204,20 @@ static int setup_acts(struct fwd *f)
 	return ING_OK;
 }
 
+double fwd_kv_bytes_per_pos(const struct model_hparams *hp, enum qtype kv_type)
+{
+	const size_t elem = ops_kv_elem_bytes(kv_type == QTYPE_F16 ? OPS_KV_F16 : OPS_KV_F32);
+	return (double)hp->n_layer * (double)(hp->n_head_kv * (hp->head_dim + hp->head_dim_v)) *
+	       (double)elem;
+}
+
 int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, ing_err *err)
 {
 	*out = NULL;
 	if (cfg->max_batch < 1 || cfg->n_ctx < 1 || cfg->n_seq < 1 || cfg->n_threads < 1)
 		return ing_err_set(err, ING_ERR_INVALID, "bad forward configuration");
-	if (cfg->kv_type != QTYPE_F32)
-		return ing_err_set(err, ING_ERR_UNSUPPORTED, "only an F32 KV cache is supported");
+	if (cfg->kv_type != QTYPE_F32 && cfg->kv_type != QTYPE_F16)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED, "the KV cache stores F32 or F16 only");
 	struct fwd *f = ing_calloc(1, sizeof *f);
 	if (!f)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
@@ -229,8 +237,9 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->Datt = hp->n_head * hp->head_dim_v;
 	f->max_out = cfg->max_logits > 0 ? cfg->max_logits : 1;
 	f->rope_freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
-	int rc = kv_create(hp->n_layer, f->Dk, f->Dv, cfg->n_seq, cfg->n_ctx, cfg->kv_blocks, &f->kv,
-			   err);
+	f->kv_type = cfg->kv_type == QTYPE_F16 ? OPS_KV_F16 : OPS_KV_F32;
+	int rc = kv_create(hp->n_layer, f->Dk, f->Dv, ops_kv_elem_bytes(f->kv_type), cfg->n_seq,
+			   cfg->n_ctx, cfg->kv_blocks, &f->kv, err);
 	if (rc)
 		goto fail;
 	if ((rc = alloc_buffers(f)) || (rc = setup_acts(f))) {
@@ -502,8 +511,8 @@ static void exec_rope_store(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 				(float)hp->rope_scale, f->rope_freqs);
 		ops_rope_apply(q, hp->n_head, hp->head_dim, hp->n_rot, cs, sn, f->m->arch->rope);
 		ops_rope_apply(k, hp->n_head_kv, hp->head_dim, hp->n_rot, cs, sn, f->m->arch->rope);
-		memcpy(kv_k_row(f->kv, il, f->seq[t], f->pos[t]), k, (size_t)f->Dk * sizeof *k);
-		memcpy(kv_v_row(f->kv, il, f->seq[t], f->pos[t]), v, (size_t)f->Dv * sizeof *v);
+		ops_kv_store(kv_k_row(f->kv, il, f->seq[t], f->pos[t]), k, f->Dk, f->kv_type);
+		ops_kv_store(kv_v_row(f->kv, il, f->seq[t], f->pos[t]), v, f->Dv, f->kv_type);
 	}
 }
 
@@ -525,7 +534,9 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 	const int64_t group = hp->n_head / hp->n_head_kv, n_ctx = f->cfg.n_ctx;
 	const int64_t hpu = f->attn_hpu, per_tile = hp->n_head / hpu;
 	float *scratch = f->scratch + (size_t)ith * OPS_ATTEND_GROUP_MAX * (size_t)n_ctx;
-	const float **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
+	const void **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
+	/* bytes from a row's start to KV head kvh's slice */
+	const size_t kb = (size_t)hp->head_dim * f->kv->elem, vb = (size_t)hp->head_dim_v * f->kv->elem;
 	struct ops_attn_query qs[OPS_ATTEND_GROUP_MAX];
 	for (int64_t u = u0; u < u1; u++) {
 		const int64_t i = u / per_tile, h0 = (u % per_tile) * hpu, kvh = h0 / group;
@@ -550,10 +561,10 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 			qs[qi].hi -= lo;
 		}
 		for (int64_t j = lo; j < hi; j++) {
-			K[j - lo] = kv_k_row(f->kv, il, s, j) + kvh * hp->head_dim;
-			V[j - lo] = kv_v_row(f->kv, il, s, j) + kvh * hp->head_dim_v;
+			K[j - lo] = (const char *)kv_k_row(f->kv, il, s, j) + (size_t)kvh * kb;
+			V[j - lo] = (const char *)kv_v_row(f->kv, il, s, j) + (size_t)kvh * vb;
 		}
-		ops_attend_group(qs, nq, K, V, hp->head_dim, hp->head_dim_v,
+		ops_attend_group(qs, nq, K, V, f->kv_type, hp->head_dim, hp->head_dim_v,
 				 (float)hp->query_scale, (float)hp->attn_softcap, scratch);
 	}
 }

@@ -275,13 +275,12 @@ static void block_release(struct kv_cache *kv, int32_t b)
 
 static void block_copy(struct kv_cache *kv, int32_t dst, int32_t src, int64_t rows)
 {
+	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
 	for (int64_t l = 0; l < kv->n_layer; l++) {
-		memcpy(kv->k + ((l * kv->n_blocks + dst) * KV_BLOCK) * kv->k_dim,
-		       kv->k + ((l * kv->n_blocks + src) * KV_BLOCK) * kv->k_dim,
-		       (size_t)(rows * kv->k_dim) * sizeof(float));
-		memcpy(kv->v + ((l * kv->n_blocks + dst) * KV_BLOCK) * kv->v_dim,
-		       kv->v + ((l * kv->n_blocks + src) * KV_BLOCK) * kv->v_dim,
-		       (size_t)(rows * kv->v_dim) * sizeof(float));
+		const size_t d = (size_t)((l * kv->n_blocks + dst) * KV_BLOCK);
+		const size_t s = (size_t)((l * kv->n_blocks + src) * KV_BLOCK);
+		memcpy(kv->k + d * kb, kv->k + s * kb, (size_t)rows * kb);
+		memcpy(kv->v + d * vb, kv->v + s * vb, (size_t)rows * vb);
 	}
 }
 
@@ -290,8 +289,8 @@ static void block_copy(struct kv_cache *kv, int32_t dst, int32_t src, int64_t ro
 static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 {
 	const size_t nb = (size_t)kv->n_blocks, ns = (size_t)kv->n_seq;
-	kv->k = ing_malloc_array(rows, (size_t)kv->k_dim * sizeof(float));
-	kv->v = ing_malloc_array(rows, (size_t)kv->v_dim * sizeof(float));
+	kv->k = ing_malloc_array(rows, (size_t)kv->k_dim * kv->elem);
+	kv->v = ing_malloc_array(rows, (size_t)kv->v_dim * kv->elem);
 	kv->tables = ing_malloc_array(ns * (size_t)kv->max_blocks, sizeof *kv->tables);
 	kv->seq_chain = ing_malloc_array(ns * (size_t)kv->max_blocks, sizeof *kv->seq_chain);
 	kv->seq_len = ing_calloc(ns, sizeof *kv->seq_len);
@@ -316,12 +315,12 @@ static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 	       kv->sib_prev && kv->sib_next && kv->kids ? ING_OK : ING_ERR_NOMEM;
 }
 
-int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, int64_t n_seq, int64_t n_ctx,
-	      int64_t n_blocks, struct kv_cache **out, ing_err *err)
+int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, size_t elem, int64_t n_seq,
+	      int64_t n_ctx, int64_t n_blocks, struct kv_cache **out, ing_err *err)
 {
 	*out = NULL;
 	if (n_layer <= 0 || n_seq <= 0 || n_ctx <= 0 || k_dim <= 0 || v_dim <= 0 || n_blocks < 0 ||
-	    n_seq > (1 << 20) || n_ctx > ((int64_t)1 << 30))
+	    elem < 1 || elem > 8 || n_seq > (1 << 20) || n_ctx > ((int64_t)1 << 30))
 		return ing_err_set(err, ING_ERR_INVALID, "bad KV cache dimensions");
 	const int64_t max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
 	if (n_blocks == 0)
@@ -330,19 +329,19 @@ int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, int64_t n_seq, int6
 		return ing_err_set(err, ING_ERR_RANGE, "KV cache too large");
 	uint64_t rows = (uint64_t)n_layer * (uint64_t)n_blocks * KV_BLOCK;
 	uint64_t maxdim = (uint64_t)(k_dim > v_dim ? k_dim : v_dim);
-	if (rows > SIZE_MAX / sizeof(float) / maxdim)
+	if (rows > SIZE_MAX / elem / maxdim)
 		return ing_err_set(err, ING_ERR_RANGE, "KV cache size overflows");
 	struct kv_cache *kv = ing_calloc(1, sizeof *kv);
 	if (!kv)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
-	*kv = (struct kv_cache){ .n_layer = n_layer, .k_dim = k_dim, .v_dim = v_dim,
+	*kv = (struct kv_cache){ .n_layer = n_layer, .k_dim = k_dim, .v_dim = v_dim, .elem = elem,
 				 .n_blocks = n_blocks, .n_seq = n_seq, .n_ctx = n_ctx,
 				 .max_blocks = max_blocks, .lru_head = -1, .lru_tail = -1 };
 	kv->n_slots = 16;
 	while (kv->n_slots < 2 * n_blocks)
 		kv->n_slots *= 2;
 	if (alloc_arrays(kv, rows)) {
-		double mb = (double)rows * (double)(k_dim + v_dim) * 4 / 1e6;
+		double mb = (double)rows * (double)(k_dim + v_dim) * (double)elem / 1e6;
 		kv_destroy(kv);
 		return ing_err_set(err, ING_ERR_NOMEM,
 				   "cannot allocate the KV cache (%.0f MB); use a smaller context", mb);

@@ -214,31 +214,51 @@ void ops_add(float *y, const float *x, int64_t n)
 		y[i] += x[i];
 }
 
-static inline float dotf(const float *a, const float *b, int64_t n)
+/* Element i of a K or V row, F32 or F16 (widened exactly); f16 is a
+ * constant in each of the scalar kernels below. */
+static inline float row_at(const void *row, int64_t i, int f16)
+{
+	return f16 ? fp16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+static inline float dot_row(const float *a, const void *b, int64_t n, int f16)
 {
 	float s[8] = { 0 };
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
 		for (int j = 0; j < 8; j++)
-			s[j] += a[i + j] * b[i + j];
+			s[j] += a[i + j] * row_at(b, i + j, f16);
 	float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 	for (; i < n; i++)
-		r += a[i] * b[i];
+		r += a[i] * row_at(b, i, f16);
 	return r;
 }
 
-static void axpyf(float *y, float p, const float *x, int64_t n)
+static inline void axpy_row(float *y, float p, const void *x, int64_t n, int f16)
 {
 	for (int64_t i = 0; i < n; i++)
-		y[i] += p * x[i];
+		y[i] += p * row_at(x, i, f16);
 }
 
-static void qkf(const float *const *q, int nq, const float *const *K, int64_t nk, int64_t n,
+static float dotf(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 0); }
+static float doth(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 1); }
+static void axpyf(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 0); }
+static void axpyh(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 1); }
+
+static void qkf(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		float *s, int64_t ld)
 {
 	for (int a = 0; a < nq; a++)
 		for (int64_t j = 0; j < nk; j++)
 			s[a * ld + j] = dotf(q[a], K[j], n);
+}
+
+static void qkh(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		float *s, int64_t ld)
+{
+	for (int a = 0; a < nq; a++)
+		for (int64_t j = 0; j < nk; j++)
+			s[a * ld + j] = doth(q[a], K[j], n);
 }
 
 static void expsf(float *x, int64_t n, float mx)
@@ -247,7 +267,7 @@ static void expsf(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
-static void pvf(float *const *out, const float *const *p, int nq, const float *const *V,
+static void pvf(float *const *out, const float *const *p, int nq, const void *const *V,
 		int64_t nk, int64_t Dv)
 {
 	for (int a = 0; a < nq; a++)
@@ -255,23 +275,35 @@ static void pvf(float *const *out, const float *const *p, int nq, const float *c
 			axpyf(out[a], p[a][j], V[j], Dv);
 }
 
-/* The inner loops of attention, scalar or AVX2: dot and axpy for one
- * query, qk and pv the same arithmetic for a block of up to
- * ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set; exps is
+static void pvh(float *const *out, const float *const *p, int nq, const void *const *V,
+		int64_t nk, int64_t Dv)
+{
+	for (int a = 0; a < nq; a++)
+		for (int64_t j = 0; j < nk; j++)
+			axpyh(out[a], p[a][j], V[j], Dv);
+}
+
+/* The inner loops of attention, scalar or AVX2, over F32 or F16 rows: dot
+ * and axpy for one query, qk and pv the same arithmetic for a block of up
+ * to ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set; exps is
  * x[j] = expf(x[j] - mx) over a row of scores. */
 struct attn_kernels {
-	float (*dot)(const float *, const float *, int64_t);
-	void (*axpy)(float *, float, const float *, int64_t);
-	void (*qk)(const float *const *, int, const float *const *, int64_t, int64_t, float *,
+	float (*dot)(const float *, const void *, int64_t);
+	void (*axpy)(float *, float, const void *, int64_t);
+	void (*qk)(const float *const *, int, const void *const *, int64_t, int64_t, float *,
 		   int64_t);
-	void (*pv)(float *const *, const float *const *, int, const float *const *, int64_t,
+	void (*pv)(float *const *, const float *const *, int, const void *const *, int64_t,
 		   int64_t);
 	void (*exps)(float *, int64_t, float);
 };
 
-static const struct attn_kernels attn_ref = { dotf, axpyf, qkf, pvf, expsf };
-static const struct attn_kernels attn_avx2 = { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2,
-					       ops_pv_avx2, ops_exp_avx2 };
+/* [simd][kv type] */
+static const struct attn_kernels attn_sets[2][2] = {
+	{ { dotf, axpyf, qkf, pvf, expsf }, { doth, axpyh, qkh, pvh, expsf } },
+	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2, ops_pv_avx2, ops_exp_avx2 },
+	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx2, ops_pv_f16_avx2,
+	    ops_exp_avx2 } },
+};
 
 /* scratch[0..n) holds the scores; softmax them in place (exp, then the
  * sum in double in j order) and turn them into the weights of the V rows.
@@ -296,7 +328,7 @@ static float score(float dot, float scale, float softcap)
 
 /* The definition of attention for one query, and the test reference: the
  * grouped version below must give each query exactly this. */
-static void attend(float *out, const float *q, const float *const *K, const float *const *V,
+static void attend(float *out, const float *q, const void *const *K, const void *const *V,
 		   int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch,
 		   const struct attn_kernels *k)
 {
@@ -339,7 +371,7 @@ static void tile_cut(const struct ops_attn_query *q, int64_t t0, int64_t t1, int
 /* The raw dots of every query with the rows of its range, tile by tile;
  * a block's dots run over the union of its queries' ranges (the extra
  * ones are never read). */
-static void group_dots(const struct ops_attn_query *qs, int nq, const float *const *K, int64_t Dh,
+static void group_dots(const struct ops_attn_query *qs, int nq, const void *const *K, int64_t Dh,
 		       struct attn_span g, float *scratch, const struct attn_kernels *k)
 {
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
@@ -367,7 +399,7 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const float *con
 /* P.V of the queries of block [b, b + nb) over tile [t0, t1): the rows all
  * of them read together in one kernel call, any rows before or after that
  * per query, so each output still takes its rows in increasing order. */
-static void block_pv(const struct ops_attn_query *qs, int b, int nb, const float *const *V,
+static void block_pv(const struct ops_attn_query *qs, int b, int nb, const void *const *V,
 		     int64_t Dv, struct attn_span g, const float *scratch, int64_t t0, int64_t t1,
 		     const struct attn_kernels *k)
 {
@@ -407,8 +439,8 @@ static void block_pv(const struct ops_attn_query *qs, int b, int nb, const float
  * scores, max and softmax as attend(), then P.V tile by tile. Per query
  * every value goes through the same operations in the same j order as
  * attend(). */
-static void attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
-			 const float *const *V, int64_t Dh, int64_t Dv, float scale,
+static void attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
+			 const void *const *V, int64_t Dh, int64_t Dv, float scale,
 			 float softcap, float *scratch, const struct attn_kernels *k)
 {
 	struct attn_span g = { qs[0].lo, qs[0].hi, 0 };
@@ -437,33 +469,49 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const float *c
 	}
 }
 
-void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
-		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
+void ops_attend_ref(float *out, const float *q, const void *const *K, const void *const *V,
+		    enum ops_kv_type kt, int64_t n, int64_t Dh, int64_t Dv, float scale,
+		    float softcap, float *scratch)
 {
-	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_ref);
+	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_sets[0][kt == OPS_KV_F16]);
 }
 
-void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
-		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
-		      float *scratch)
+static const struct attn_kernels *attn_best(enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	if (nq <= 0)
-		return;
-	if (use_avx2)
-		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, &attn_avx2);
-	else
-		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, &attn_ref);
+	return &attn_sets[use_avx2 != 0][kt == OPS_KV_F16];
 }
 
-void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
-		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch)
+void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
+		      const void *const *V, enum ops_kv_type kt, int64_t Dh, int64_t Dv,
+		      float scale, float softcap, float *scratch)
+{
+	if (nq > 0)
+		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, attn_best(kt));
+}
+
+void ops_attend(float *out, const float *q, const void *const *K, const void *const *V,
+		enum ops_kv_type kt, int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap,
+		float *scratch)
+{
+	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, attn_best(kt));
+}
+
+void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	if (use_avx2)
-		attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_avx2);
+	if (kt == OPS_KV_F32)
+		memcpy(dst, x, (size_t)n * sizeof *x);
+	else if (use_avx2)
+		ops_f16_store_avx2(dst, x, n);
 	else
-		ops_attend_ref(out, q, K, V, n, Dh, Dv, scale, softcap, scratch);
+		for (int64_t i = 0; i < n; i++)
+			((uint16_t *)dst)[i] = f32_to_fp16(x[i]);
+}
+
+size_t ops_kv_elem_bytes(enum ops_kv_type kt)
+{
+	return kt == OPS_KV_F16 ? sizeof(uint16_t) : sizeof(float);
 }
 
 float ops_logsumexp(const float *x, int64_t n)

@@ -66,18 +66,33 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act);
 /* y[i] += x[i] */
 void ops_add(float *y, const float *x, int64_t n);
 
+/* How K/V rows are stored: F32, or F16 (IEEE half, rounded to nearest
+ * even when stored). Attention widens F16 values exactly and then does the
+ * F32 arithmetic, so F16 rows give bit for bit what F32 rows holding the
+ * same rounded values give. */
+enum ops_kv_type { OPS_KV_F32, OPS_KV_F16 };
+
+/* Bytes of one stored element: 4 or 2. */
+size_t ops_kv_elem_bytes(enum ops_kv_type kt);
+
+/* Stores a row of n floats as kt at dst (ops_kv_elem_bytes(kt) * n bytes). */
+void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt);
+
 /* One head of attention for one query over n key/value rows:
  *   out[Dv] = softmax(scale * q . K[j] for j < n) . V[j]
- * K[j] / V[j] point at row j (rows may live in different KV blocks); the
- * reduction runs in j order, so paging never changes the result. scratch
- * holds n floats. softcap > 0 applies softcap * tanh(s / softcap). */
-void ops_attend(float *out, const float *q, const float *const *K, const float *const *V,
-		int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
+ * K[j] / V[j] point at row j, stored as kt (rows may live in different KV
+ * blocks); the reduction runs in j order, so paging never changes the
+ * result. scratch holds n floats. softcap > 0 applies
+ * softcap * tanh(s / softcap). */
+void ops_attend(float *out, const float *q, const void *const *K, const void *const *V,
+		enum ops_kv_type kt, int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap,
+		float *scratch);
 
 /* The portable scalar reference of ops_attend (which uses AVX2/FMA loops
  * when the CPU has them). */
-void ops_attend_ref(float *out, const float *q, const float *const *K, const float *const *V,
-		    int64_t n, int64_t Dh, int64_t Dv, float scale, float softcap, float *scratch);
+void ops_attend_ref(float *out, const float *q, const void *const *K, const void *const *V,
+		    enum ops_kv_type kt, int64_t n, int64_t Dh, int64_t Dv, float scale,
+		    float softcap, float *scratch);
 
 /* The queries of one attention group: heads that share a KV head, on
  * rows of one sequence. Query i attends over K/V rows [lo, hi) of the
@@ -97,9 +112,9 @@ struct ops_attn_query {
  * stay in cache while every query reads them, queries in blocks of 4
  * whose dots share each load and whose outputs stay in registers across
  * a tile. scratch holds nq * (max hi - min lo) floats. */
-void ops_attend_group(const struct ops_attn_query *qs, int nq, const float *const *K,
-		      const float *const *V, int64_t Dh, int64_t Dv, float scale, float softcap,
-		      float *scratch);
+void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
+		      const void *const *V, enum ops_kv_type kt, int64_t Dh, int64_t Dv,
+		      float scale, float softcap, float *scratch);
 
 /* log(sum of exp(x[i]) for i < n), the maximum taken in float and the sum
  * of exp(x[i] - max) in double: x[i] - ops_logsumexp(x, n) is the

@@ -15,7 +15,12 @@
  * the output once per key. ops_exp_avx2 is the softmax's expf, glibc's
  * arithmetic 8 lanes at a time. ops_glu_gelu_avx2 is the FFN's GELU table
  * lookup with F16C conversions and a gather; ops_glu_silu_avx2 its SiLU
- * gate with the same exp. */
+ * gate with the same exp.
+ *
+ * Each attention loop reads its K/V rows through row8/row1, as F32 or as
+ * F16 widened by F16C (an F16 KV cache: half the bytes per row, and the
+ * same arithmetic on the widened values); the F16 twins are the same
+ * inlined code with the other loader. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -32,27 +37,46 @@ static inline float hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* Eight values of a K or V row from lane i on, F32 or F16 (F16C widens
+ * exactly, so an F16 row is the F32 row of its rounded values); f16 is a
+ * constant after inlining. */
+static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t i, int f16)
+{
+	if (f16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+	return _mm256_loadu_ps((const float *)row + i);
+}
+
+static inline __attribute__((always_inline)) float row1(const void *row, int64_t i, int f16)
+{
+	return f16 ? _cvtsh_ss(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
 /* The dot of n floats: four accumulators s0..s3 take lanes 0-7, 8-15,
  * 16-23, 24-31 of each chunk of 32, s0 then takes the leftover chunks of
  * 8, the scalar tail is added after the reduction. ops_qk_avx2 repeats
  * exactly this per pair. */
-float ops_dot_avx2(const float *a, const float *b, int64_t n)
+static inline __attribute__((always_inline)) float dot_row(const float *a, const void *b,
+							   int64_t n, int f16)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
 	int64_t i = 0;
 	for (; i + 32 <= n; i += 32) {
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, f16), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), row8(b, i + 8, f16), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), row8(b, i + 16, f16), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), row8(b, i + 24, f16), s3);
 	}
 	for (; i + 8 <= n; i += 8)
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, f16), s0);
 	float r = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 	for (; i < n; i++)
-		r += a[i] * b[i];
+		r += a[i] * row1(b, i, f16);
 	return r;
 }
+
+float ops_dot_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 0); }
+float ops_dot_f16_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 1); }
 
 /* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
  * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
@@ -60,8 +84,8 @@ float ops_dot_avx2(const float *a, const float *b, int64_t n)
  * pair; the stores are fenced off from the compiler (it kept the finished
  * groups in registers and spilled the running ones in the loop). */
 static inline __attribute__((always_inline)) void qk_lanes(const float *const *q, int Q,
-							    const float *const *k, int R,
-							    int64_t n, int g, float *acc)
+							    const void *const *k, int R,
+							    int64_t n, int g, float *acc, int f16)
 {
 	__m256 s[4][3];
 	UNROLL for (int a = 0; a < Q; a++)
@@ -71,7 +95,7 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 	for (; i + 32 - 8 * g <= n; i += 32) {
 		__m256 kv[3];
 		UNROLL for (int r = 0; r < R; r++)
-			kv[r] = _mm256_loadu_ps(k[r] + i);
+			kv[r] = row8(k[r], i, f16);
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 qv = _mm256_loadu_ps(q[a] + i);
 			UNROLL for (int r = 0; r < R; r++)
@@ -82,7 +106,7 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 qv = _mm256_loadu_ps(q[a] + i);
 			UNROLL for (int r = 0; r < R; r++)
-				s[a][r] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[r] + i), s[a][r]);
+				s[a][r] = _mm256_fmadd_ps(qv, row8(k[r], i, f16), s[a][r]);
 		}
 	UNROLL for (int a = 0; a < Q; a++)
 		UNROLL for (int r = 0; r < R; r++)
@@ -92,12 +116,12 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 
 /* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 3. */
 static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
-							    const float *const *k, int R,
-							    int64_t n, float *s, int64_t ld)
+							    const void *const *k, int R,
+							    int64_t n, float *s, int64_t ld, int f16)
 {
 	float part[4][12 * 8];
 	UNROLL for (int g = 0; g < 4; g++)
-		qk_lanes(q, Q, k, R, n, g, part[g]);
+		qk_lanes(q, Q, k, R, n, g, part[g], f16);
 	const int64_t tail = n - n % 8;
 	UNROLL for (int a = 0; a < Q; a++)
 		UNROLL for (int r = 0; r < R; r++) {
@@ -108,7 +132,7 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 			const __m256 s3 = _mm256_loadu_ps(part[3] + 8 * p);
 			float x = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 			for (int64_t i = tail; i < n; i++)
-				x += q[a][i] * k[r][i];
+				x += q[a][i] * row1(k[r], i, f16);
 			s[a * ld + r] = x;
 		}
 }
@@ -116,45 +140,62 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 /* Q queries (a compile-time constant after inlining) against keys in
  * threes, the last one or two keys as a block of their own. */
 static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
-							   const float *const *K, int64_t nk,
-							   int64_t n, float *s, int64_t ld)
+							   const void *const *K, int64_t nk,
+							   int64_t n, float *s, int64_t ld, int f16)
 {
 	int64_t j = 0;
 	for (; j + 3 <= nk; j += 3)
-		qk_block(q, Q, K + j, 3, n, s + j, ld);
+		qk_block(q, Q, K + j, 3, n, s + j, ld, f16);
 	if (j + 2 <= nk)
-		qk_block(q, Q, K + j, 2, n, s + j, ld);
+		qk_block(q, Q, K + j, 2, n, s + j, ld, f16);
 	else if (j < nk)
-		qk_block(q, Q, K + j, 1, n, s + j, ld);
+		qk_block(q, Q, K + j, 1, n, s + j, ld, f16);
 }
 
-void ops_qk_avx2(const float *const *q, int nq, const float *const *K, int64_t nk, int64_t n,
-		 float *s, int64_t ld)
+static inline __attribute__((always_inline)) void qk_rows(const float *const *q, int nq,
+							   const void *const *K, int64_t nk,
+							   int64_t n, float *s, int64_t ld, int f16)
 {
 	switch (nq) {
-	case 4: qk_keys(q, 4, K, nk, n, s, ld); break;
-	case 3: qk_keys(q, 3, K, nk, n, s, ld); break;
-	case 2: qk_keys(q, 2, K, nk, n, s, ld); break;
-	default: qk_keys(q, 1, K, nk, n, s, ld); break;
+	case 4: qk_keys(q, 4, K, nk, n, s, ld, f16); break;
+	case 3: qk_keys(q, 3, K, nk, n, s, ld, f16); break;
+	case 2: qk_keys(q, 2, K, nk, n, s, ld, f16); break;
+	default: qk_keys(q, 1, K, nk, n, s, ld, f16); break;
 	}
 }
 
-void ops_axpy_avx2(float *y, float p, const float *x, int64_t n)
+void ops_qk_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		 float *s, int64_t ld)
+{
+	qk_rows(q, nq, K, nk, n, s, ld, 0);
+}
+
+void ops_qk_f16_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		     float *s, int64_t ld)
+{
+	qk_rows(q, nq, K, nk, n, s, ld, 1);
+}
+
+static inline __attribute__((always_inline)) void axpy_row(float *y, float p, const void *x,
+							    int64_t n, int f16)
 {
 	const __m256 vp = _mm256_set1_ps(p);
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, row8(x, i, f16), _mm256_loadu_ps(y + i)));
 	for (; i < n; i++)
-		y[i] += p * x[i];
+		y[i] += p * row1(x, i, f16);
 }
+
+void ops_axpy_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 0); }
+void ops_axpy_f16_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 1); }
 
 /* Columns [c, c + 8 W) of P.V for Q queries: the outputs sit in Q x W
  * registers while every key j < nk, in order, adds fma(p[a][j], V[j]). */
 static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 							   const float *const *p, int Q,
-							   const float *const *V, int64_t nk,
-							   int64_t c, int W)
+							   const void *const *V, int64_t nk,
+							   int64_t c, int W, int f16)
 {
 	__m256 acc[4][4];
 	UNROLL for (int a = 0; a < Q; a++)
@@ -163,7 +204,7 @@ static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 	for (int64_t j = 0; j < nk; j++) {
 		__m256 v[4];
 		UNROLL for (int w = 0; w < W; w++)
-			v[w] = _mm256_loadu_ps(V[j] + c + 8 * w);
+			v[w] = row8(V[j], c + 8 * w, f16);
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 pj = _mm256_broadcast_ss(p[a] + j);
 			UNROLL for (int w = 0; w < W; w++)
@@ -180,37 +221,63 @@ static inline __attribute__((always_inline)) void pv_cols(float *const *out,
  * 8 chains by ~5% in attn_bench), then 16, then 8. */
 static inline __attribute__((always_inline)) void pv_block(float *const *out,
 							    const float *const *p, int Q,
-							    const float *const *V, int64_t nk,
-							    int64_t Dv)
+							    const void *const *V, int64_t nk,
+							    int64_t Dv, int f16)
 {
 	int64_t c = 0;
 	if (Q == 1)
 		for (; c + 32 <= Dv; c += 32)
-			pv_cols(out, p, Q, V, nk, c, 4);
+			pv_cols(out, p, Q, V, nk, c, 4, f16);
 	for (; c + 24 <= Dv; c += 24)
-		pv_cols(out, p, Q, V, nk, c, 3);
+		pv_cols(out, p, Q, V, nk, c, 3, f16);
 	for (; c + 16 <= Dv; c += 16)
-		pv_cols(out, p, Q, V, nk, c, 2);
+		pv_cols(out, p, Q, V, nk, c, 2, f16);
 	for (; c + 8 <= Dv; c += 8)
-		pv_cols(out, p, Q, V, nk, c, 1);
+		pv_cols(out, p, Q, V, nk, c, 1, f16);
 	for (; c < Dv; c++) /* ops_axpy_avx2's scalar tail */
 		for (int a = 0; a < Q; a++) {
 			float y = out[a][c];
 			for (int64_t j = 0; j < nk; j++)
-				y += p[a][j] * V[j][c];
+				y += p[a][j] * row1(V[j], c, f16);
 			out[a][c] = y;
 		}
 }
 
-void ops_pv_avx2(float *const *out, const float *const *p, int nq, const float *const *V,
-		 int64_t nk, int64_t Dv)
+static inline __attribute__((always_inline)) void pv_rows(float *const *out,
+							   const float *const *p, int nq,
+							   const void *const *V, int64_t nk,
+							   int64_t Dv, int f16)
 {
 	switch (nq) {
-	case 4: pv_block(out, p, 4, V, nk, Dv); break;
-	case 3: pv_block(out, p, 3, V, nk, Dv); break;
-	case 2: pv_block(out, p, 2, V, nk, Dv); break;
-	default: pv_block(out, p, 1, V, nk, Dv); break;
+	case 4: pv_block(out, p, 4, V, nk, Dv, f16); break;
+	case 3: pv_block(out, p, 3, V, nk, Dv, f16); break;
+	case 2: pv_block(out, p, 2, V, nk, Dv, f16); break;
+	default: pv_block(out, p, 1, V, nk, Dv, f16); break;
 	}
+}
+
+void ops_pv_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
+		 int64_t nk, int64_t Dv)
+{
+	pv_rows(out, p, nq, V, nk, Dv, 0);
+}
+
+void ops_pv_f16_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
+		     int64_t nk, int64_t Dv)
+{
+	pv_rows(out, p, nq, V, nk, Dv, 1);
+}
+
+/* dst[i] = x[i] rounded to F16, to nearest even (as f32_to_fp16). */
+void ops_f16_store_avx2(uint16_t *dst, const float *x, int64_t n)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+						 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	for (; i < n; i++)
+		dst[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 /* expf, 8 floats at a time, bit for bit glibc's (2.28 and later, the

@@ -1,8 +1,10 @@
 /* test_kv.c — paged KV cache: blocks, sharing, prefix cache, token-granular
  * reuse of partial blocks (finished and running sequences, rollback,
  * eviction), eviction, copy-on-write, exhaustion, with the bookkeeping
- * checked against itself; and, on the default model, that a sequence
- * reusing a cached prefix gets bit-identical logits to a full prefill. */
+ * checked against itself, with rows of 4-byte and of 2-byte elements (F32
+ * and F16 caches); and, on the default model with either cache, that a
+ * sequence reusing a cached prefix gets bit-identical logits to a full
+ * prefill. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,32 +17,50 @@
 #include "pool.h"
 #include "runner.h"
 
+static size_t elem = sizeof(float); /* bytes per element of the caches made */
+
 static struct kv_cache *make(int64_t n_seq, int64_t n_ctx, int64_t n_blocks)
 {
 	struct kv_cache *kv;
 	ing_err err = { 0 };
-	int rc = kv_create(2, 4, 4, n_seq, n_ctx, n_blocks, &kv, &err);
+	int rc = kv_create(2, 4, 4, elem, n_seq, n_ctx, n_blocks, &kv, &err);
 	CHECK(rc == ING_OK, "kv_create: %s", err.msg);
 	return rc ? NULL : kv;
+}
+
+/* The tag of a row lives in its last 4 bytes: a copy that moved too few
+ * bytes per row would lose it, whatever the element size. */
+static void tag_put(void *row, size_t row_bytes, float v)
+{
+	memcpy((unsigned char *)row + row_bytes - sizeof v, &v, sizeof v);
+}
+
+static float tag_get(const void *row, size_t row_bytes)
+{
+	float v;
+	memcpy(&v, (const unsigned char *)row + row_bytes - sizeof v, sizeof v);
+	return v;
 }
 
 /* Writes a recognizable value into every row of seq's positions [a, b). */
 static void fill(struct kv_cache *kv, int64_t seq, int64_t a, int64_t b, float tag)
 {
+	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
 	for (int64_t l = 0; l < kv->n_layer; l++)
 		for (int64_t p = a; p < b; p++) {
-			kv_k_row(kv, l, seq, p)[0] = tag + (float)p;
-			kv_v_row(kv, l, seq, p)[0] = -tag - (float)p;
+			tag_put(kv_k_row(kv, l, seq, p), kb, tag + (float)p);
+			tag_put(kv_v_row(kv, l, seq, p), vb, -tag - (float)p);
 		}
 }
 
 static int rows_hold(const struct kv_cache *kv, int64_t seq, int64_t a, int64_t b, float tag)
 {
+	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
 	int ok = 1;
 	for (int64_t l = 0; l < kv->n_layer; l++)
 		for (int64_t p = a; p < b; p++)
-			ok &= kv_k_row(kv, l, seq, p)[0] == tag + (float)p &&
-			      kv_v_row(kv, l, seq, p)[0] == -tag - (float)p;
+			ok &= tag_get(kv_k_row(kv, l, seq, p), kb) == tag + (float)p &&
+			      tag_get(kv_v_row(kv, l, seq, p), vb) == -tag - (float)p;
 	return ok;
 }
 
@@ -335,7 +355,7 @@ static int prefill(struct runner *r, struct fwd *f, int32_t seq, const int32_t *
  * copied). Rows of every layer are cached for every position (sliding-
  * window layers included: forward.c only reads fewer of them), so a copy
  * carries all a later position needs. */
-static void test_prefix_logits(void)
+static void test_prefix_logits(enum qtype kv_type)
 {
 	const char *path = check_default_model();
 	if (!path) {
@@ -349,7 +369,7 @@ static void test_prefix_logits(void)
 	struct runner *r = NULL;
 	float *la = NULL, *lb = NULL, *got = NULL;
 	struct fwd_config cfg = { .max_batch = 64, .max_logits = 1, .n_ctx = 64, .n_seq = 2,
-				  .n_threads = 2, .kv_type = QTYPE_F32 };
+				  .n_threads = 2, .kv_type = kv_type };
 	if (model_open(path, &m, &err) || fwd_create(m, &cfg, &f, &err) ||
 	    pool_create(2, 0, &pool, &err) || runner_create(RUNNER_MEGA, f, pool, &r, &err)) {
 		CHECK(0, "setup: %s", err.msg);
@@ -434,13 +454,17 @@ static void test_roots(void)
 int main(void)
 {
 	size_t live = ing_mem_live();
-	test_blocks();
-	test_prefix();
-	test_partial_finished();
-	test_partial_running();
-	test_partial_eviction();
-	test_prefix_logits();
-	test_roots();
+	for (int i = 0; i < 2; i++) {
+		elem = i ? sizeof(uint16_t) : sizeof(float);
+		test_blocks();
+		test_prefix();
+		test_partial_finished();
+		test_partial_running();
+		test_partial_eviction();
+		test_roots();
+	}
+	test_prefix_logits(QTYPE_F32);
+	test_prefix_logits(QTYPE_F16);
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_kv");
 }

@@ -23,7 +23,7 @@ static void test_attend(void)
 	enum { N = 300, DH = 256 };
 	float *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
 	float q[DH], a[DH], b[DH], sa[N], sb[N];
-	const float *K[N], *V[N];
+	const void *K[N], *V[N];
 	for (int i = 0; i < N * DH; i++) {
 		k[i] = frand(&seed);
 		v[i] = frand(&seed);
@@ -37,17 +37,18 @@ static void test_attend(void)
 	const int dims[] = { 8, 64, 100, 256 };
 	for (int di = 0; di < 4; di++)
 		for (int n = 1; n <= N; n += 37) {
-			ops_attend_ref(a, q, K, V, n, dims[di], dims[di], 0.0625f, 0.0f, sa);
-			ops_attend(b, q, K, V, n, dims[di], dims[di], 0.0625f, 0.0f, sb);
+			ops_attend_ref(a, q, K, V, OPS_KV_F32, n, dims[di], dims[di], 0.0625f, 0.0f,
+				       sa);
+			ops_attend(b, q, K, V, OPS_KV_F32, n, dims[di], dims[di], 0.0625f, 0.0f, sb);
 			float err = 0;
 			for (int i = 0; i < dims[di]; i++)
 				err = fmaxf(err, fabsf(a[i] - b[i]));
 			/* FMA and a different summation order: float rounding only */
 			CHECK(err < 1e-5f, "attend Dh=%d n=%d: max diff %g", dims[di], n, err);
 		}
-	ops_attend(b, q, K, V, 1, DH, DH, 0.0625f, 0.0f, sb);
+	ops_attend(b, q, K, V, OPS_KV_F32, 1, DH, DH, 0.0625f, 0.0f, sb);
 	CHECK(memcmp(b, v, sizeof b) == 0, "one key: the output is exactly its value row");
-	ops_attend(b, q, K, V, 5, DH, DH, 0.0625f, 30.0f, sb);
+	ops_attend(b, q, K, V, OPS_KV_F32, 5, DH, DH, 0.0625f, 30.0f, sb);
 	CHECK(isfinite(b[0]), "softcap keeps values finite");
 	free(k);
 	free(v);
@@ -86,7 +87,7 @@ static void test_attend_group(void)
 	float *k = malloc(sizeof(float) * N * DH), *v = malloc(sizeof(float) * N * DH);
 	float *qv = malloc(sizeof(float) * NQ * DH), *out = malloc(sizeof(float) * NQ * DH);
 	float *scratch = malloc(sizeof(float) * NQ * N), alone[DH], sa[N];
-	const float *K[N], *V[N];
+	const void *K[N], *V[N];
 	for (int i = 0; i < N * DH; i++) {
 		k[i] = frand(&seed);
 		v[i] = frand(&seed);
@@ -108,10 +109,10 @@ static void test_attend_group(void)
 			group_range(trial, i, &seed, N, &lo, &hi);
 			qs[i] = (struct ops_attn_query){ out + i * DH, qv + i * DH, lo, hi };
 		}
-		ops_attend_group(qs, nq, K, V, dh, dh, 0.125f, softcap, scratch);
+		ops_attend_group(qs, nq, K, V, OPS_KV_F32, dh, dh, 0.125f, softcap, scratch);
 		for (int i = 0; i < nq; i++, cases++) {
-			ops_attend(alone, qs[i].q, K + qs[i].lo, V + qs[i].lo, qs[i].hi - qs[i].lo, dh,
-				   dh, 0.125f, softcap, sa);
+			ops_attend(alone, qs[i].q, K + qs[i].lo, V + qs[i].lo, OPS_KV_F32,
+				   qs[i].hi - qs[i].lo, dh, dh, 0.125f, softcap, sa);
 			bad += memcmp(alone, qs[i].out, (size_t)dh * sizeof *alone) != 0;
 		}
 	}
@@ -120,6 +121,110 @@ static void test_attend_group(void)
 	free(v);
 	free(qv);
 	free(out);
+	free(scratch);
+}
+
+/* ops_kv_store's F16 rows: every pattern of a spread over all 2^32 float
+ * bits (finite, subnormal, overflowing, inf, NaN) rounds as f32_to_fp16
+ * does, with the SIMD body and the scalar tail alike; F32 rows are copied. */
+static void test_kv_store(void)
+{
+	enum { N = 1003 }; /* not a multiple of 8: a tail */
+	float x[N], back[N];
+	uint16_t h[N];
+	int bad = 0;
+	for (uint64_t base = 0; base < (1ull << 32); base += 4099ull * N) {
+		for (int i = 0; i < N; i++) {
+			uint32_t u = (uint32_t)(base + 4099ull * (uint64_t)i);
+			memcpy(&x[i], &u, sizeof u);
+		}
+		ops_kv_store(h, x, N, OPS_KV_F16);
+		for (int i = 0; i < N; i++)
+			bad += h[i] != f32_to_fp16(x[i]);
+	}
+	CHECK(bad == 0, "F16 store: %d values differ from f32_to_fp16", bad);
+	for (int i = 0; i < N; i++)
+		x[i] = (float)i * 0.37f - 100.0f;
+	ops_kv_store(back, x, N, OPS_KV_F32);
+	CHECK(memcmp(back, x, sizeof x) == 0, "F32 store copies the row");
+	CHECK(ops_kv_elem_bytes(OPS_KV_F16) == 2 && ops_kv_elem_bytes(OPS_KV_F32) == 4,
+	      "element sizes");
+}
+
+/* Attention over F16 rows is attention over their widened values: bit for
+ * bit what F32 rows holding fp16_to_f32 of each element give, alone and in
+ * groups, with the SIMD kernels and the scalar reference (whose results
+ * agree with each other as in test_attend). Head dims as in
+ * test_attend_group, tails included. */
+static void test_attend_f16(void)
+{
+	unsigned seed = 11;
+	enum { N = 200, DH = 256, NQ = OPS_ATTEND_GROUP_MAX }; /* group_range: < 200 */
+	float *wide = malloc(sizeof(float) * 2 * N * DH), *src = malloc(sizeof(float) * DH);
+	uint16_t *half = malloc(sizeof(uint16_t) * 2 * N * DH);
+	float *qv = malloc(sizeof(float) * NQ * DH), *o16 = malloc(sizeof(float) * NQ * DH);
+	float *o32 = malloc(sizeof(float) * NQ * DH), *scratch = malloc(sizeof(float) * NQ * N);
+	float a[DH], b[DH], sa[N];
+	const void *K16[N], *V16[N], *K32[N], *V32[N];
+	for (int r = 0; r < 2 * N; r++) {
+		for (int i = 0; i < DH; i++)
+			src[i] = 4 * frand(&seed);
+		ops_kv_store(half + r * DH, src, DH, OPS_KV_F16);
+		for (int i = 0; i < DH; i++)
+			wide[r * DH + i] = fp16_to_f32(half[r * DH + i]);
+	}
+	for (int i = 0; i < NQ * DH; i++)
+		qv[i] = 3 * frand(&seed);
+	for (int j = 0; j < N; j++) {
+		const int r = (j * 7) % N;
+		K16[r] = half + 2 * j * DH;
+		V16[r] = half + (2 * j + 1) * DH;
+		K32[r] = wide + 2 * j * DH;
+		V32[r] = wide + (2 * j + 1) * DH;
+	}
+	int bad = 0, bad_ref = 0, cases = 0;
+	float worst = 0;
+	static const int dims[] = { 256, 64, 100, 8, 44, 72 };
+	for (int trial = 0; trial < 120; trial++) {
+		const int nq = 1 + trial % NQ, dh = dims[trial % 6];
+		const float softcap = trial % 3 == 0 ? 30.0f : 0.0f;
+		struct ops_attn_query q16[NQ], q32[NQ];
+		for (int i = 0; i < nq; i++) {
+			int64_t lo, hi;
+			group_range(trial, i, &seed, N, &lo, &hi);
+			q16[i] = (struct ops_attn_query){ o16 + i * DH, qv + i * DH, lo, hi };
+			q32[i] = (struct ops_attn_query){ o32 + i * DH, qv + i * DH, lo, hi };
+		}
+		ops_attend_group(q16, nq, K16, V16, OPS_KV_F16, dh, dh, 0.125f, softcap, scratch);
+		ops_attend_group(q32, nq, K32, V32, OPS_KV_F32, dh, dh, 0.125f, softcap, scratch);
+		for (int i = 0; i < nq; i++, cases++) {
+			bad += memcmp(o16 + i * DH, o32 + i * DH, (size_t)dh * sizeof(float)) != 0;
+			const int64_t lo = q16[i].lo, n = q16[i].hi - lo;
+			if (n <= 0)
+				continue;
+			ops_attend_ref(a, q16[i].q, K16 + lo, V16 + lo, OPS_KV_F16, n, dh, dh, 0.125f,
+				       softcap, sa);
+			ops_attend_ref(b, q16[i].q, K32 + lo, V32 + lo, OPS_KV_F32, n, dh, dh, 0.125f,
+				       softcap, sa);
+			bad_ref += memcmp(a, b, (size_t)dh * sizeof(float)) != 0;
+			ops_attend(b, q16[i].q, K16 + lo, V16 + lo, OPS_KV_F16, n, dh, dh, 0.125f,
+				   softcap, sa);
+			bad += memcmp(b, o16 + i * DH, (size_t)dh * sizeof(float)) != 0;
+			for (int c = 0; c < dh; c++)
+				worst = fmaxf(worst, fabsf(a[c] - b[c]));
+		}
+	}
+	CHECK(bad == 0, "F16 attention (SIMD) equals F32 on widened rows: %d of %d differ", bad,
+	      cases);
+	CHECK(bad_ref == 0, "F16 reference equals the F32 reference on widened rows: %d differ",
+	      bad_ref);
+	CHECK(worst < 1e-4f, "F16 reference vs SIMD: max diff %g", worst);
+	free(wide);
+	free(src);
+	free(half);
+	free(qv);
+	free(o16);
+	free(o32);
 	free(scratch);
 }
 
@@ -359,6 +464,8 @@ int main(void)
 	test_exp();
 	test_attend_group();
 	test_attend();
+	test_kv_store();
+	test_attend_f16();
 	test_rmsnorm();
 	test_rope();
 	test_gelu();

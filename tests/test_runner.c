@@ -8,7 +8,8 @@
  *   2. a sequence's rows inside a 2-sequence batch vs that sequence alone;
  *   3. a prompt prefilled in one step vs in chunks of 3 vs token by token;
  *   4. the argmax the LM head finds (fwd_batch.argmax) equals ops_argmax of
- *      every logits row, and finding it leaves the logits unchanged. */
+ *      every logits row, and finding it leaves the logits unchanged;
+ * all with an F32 and with an F16 KV cache. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +33,13 @@ struct rig {
 	bool argmax; /* steps ask the LM head for the argmax */
 };
 
+static enum qtype kv_type = QTYPE_F32; /* of the rigs opened */
+
 static int rig_open(struct rig *g, struct model *m, enum runner_kind kind, int threads, int n_seq)
 {
 	ing_err err = { 0 };
 	struct fwd_config cfg = { .max_batch = 16, .max_logits = 16, .n_ctx = 64, .n_seq = n_seq,
-				  .n_threads = threads, .kv_type = QTYPE_F32 };
+				  .n_threads = threads, .kv_type = kv_type };
 	memset(g, 0, sizeof *g);
 	g->V = m->hp.n_vocab;
 	if (fwd_create(m, &cfg, &g->f, &err) || pool_create(threads, 0, &g->pool, &err) ||
@@ -117,8 +120,8 @@ static void test_schedules(struct model *m)
 				run_script(&g, chunk, got);
 				rig_close(&g);
 				CHECK(memcmp(ref, got, sz) == 0,
-				      "%s, %d threads, prefill chunks of %d: logits differ",
-				      runner_kind_name(kinds[k]), threads, chunk);
+				      "%s KV, %s, %d threads, prefill chunks of %d: logits differ",
+				      qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads, chunk);
 			}
 	free(ref);
 	free(got);
@@ -162,8 +165,8 @@ static void test_batch_rows(struct model *m, enum runner_kind kind)
 	for (int i = 0; i < 7; i++)
 		same &= memcmp(alone + (size_t)i * V, mixed + (size_t)a_row[i] * V,
 			       (size_t)V * sizeof(float)) == 0;
-	CHECK(same, "%s: rows of a sequence inside a mixed batch differ from the sequence alone",
-	      runner_kind_name(kind));
+	CHECK(same, "%s KV, %s: rows of a sequence inside a mixed batch differ from the sequence "
+	      "alone", qtype_traits(kv_type)->name, runner_kind_name(kind));
 	free(alone);
 	free(mixed);
 }
@@ -182,9 +185,13 @@ int main(void)
 		return check_summary("test_runner");
 	}
 	size_t live = ing_mem_live();
-	test_schedules(m);
-	test_batch_rows(m, RUNNER_GRAPH);
-	test_batch_rows(m, RUNNER_MEGA);
+	const enum qtype kv_types[2] = { QTYPE_F32, QTYPE_F16 };
+	for (int i = 0; i < 2; i++) {
+		kv_type = kv_types[i];
+		test_schedules(m);
+		test_batch_rows(m, RUNNER_GRAPH);
+		test_batch_rows(m, RUNNER_MEGA);
+	}
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	model_close(m);
 	return check_summary("test_runner");

@@ -2,7 +2,7 @@
  * (ops_attend_group) on the default model's shapes, in thread CPU time so
  * other processes on the machine change the figures little.
  *
- *   attn_bench [--quick]
+ *   attn_bench [--quick] [--f16]
  *
  * Shape: Gemma 3 270M, head_dim 256 (Dh = Dv), 4 query heads per KV head,
  * a unit of R = 8 adjacent rows x 4 heads = 32 queries (what exec_attn in
@@ -12,7 +12,8 @@
  * median over repeats of the time per call is printed, with ns per
  * (query, key) pair, and "alone": the same 32 queries through ops_attend
  * one at a time (the pre-group baseline; it must give the same bits, or
- * the line says NOT IDENTICAL). Deterministic data. */
+ * the line says NOT IDENTICAL). --f16 stores the K/V rows as F16, as an
+ * F16 KV cache does. Deterministic data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 struct bench {
-	const float *K[NMAX], *V[NMAX];
+	const void *K[NMAX], *V[NMAX];
+	enum ops_kv_type kt;
 	float *q, *out, *alone, *scratch;
 	struct ops_attn_query qs[NQ];
 };
@@ -61,14 +63,14 @@ static void tile_set(struct bench *b, int64_t n)
 
 static void run_group(struct bench *b)
 {
-	ops_attend_group(b->qs, NQ, b->K, b->V, DH, DH, 0.0625f, 0.0f, b->scratch);
+	ops_attend_group(b->qs, NQ, b->K, b->V, b->kt, DH, DH, 0.0625f, 0.0f, b->scratch);
 }
 
 static void run_alone(struct bench *b)
 {
 	for (int i = 0; i < NQ; i++)
-		ops_attend(b->alone + i * DH, b->qs[i].q, b->K, b->V, b->qs[i].hi, DH, DH, 0.0625f,
-			   0.0f, b->scratch);
+		ops_attend(b->alone + i * DH, b->qs[i].q, b->K, b->V, b->kt, b->qs[i].hi, DH, DH,
+			   0.0625f, 0.0f, b->scratch);
 }
 
 /* Median seconds per call of f over reps calls, timed in batches. */
@@ -88,25 +90,36 @@ static double time_median(void (*f)(struct bench *), struct bench *b, int reps)
 
 int main(int argc, char **argv)
 {
-	const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+	int quick = 0, f16 = 0;
+	for (int i = 1; i < argc; i++) {
+		quick |= strcmp(argv[i], "--quick") == 0;
+		f16 |= strcmp(argv[i], "--f16") == 0;
+	}
 	struct bench *b = calloc(1, sizeof *b);
-	float *kv = malloc(sizeof(float) * 2 * NMAX * DH);
+	const enum ops_kv_type kt = f16 ? OPS_KV_F16 : OPS_KV_F32;
+	const size_t row = ops_kv_elem_bytes(kt) * DH;
+	float *src = malloc(sizeof(float) * DH);
+	unsigned char *kv = malloc(2 * NMAX * row);
 	b->q = malloc(sizeof(float) * NQ * DH);
 	b->out = malloc(sizeof(float) * NQ * DH);
 	b->alone = malloc(sizeof(float) * NQ * DH);
 	b->scratch = malloc(sizeof(float) * NQ * NMAX);
-	if (!b || !kv || !b->q || !b->out || !b->alone || !b->scratch)
+	if (!b || !src || !kv || !b->q || !b->out || !b->alone || !b->scratch)
 		return 1;
-	for (int64_t i = 0; i < 2 * NMAX * DH; i++)
-		kv[i] = frand();
+	b->kt = kt;
+	for (int64_t r = 0; r < 2 * NMAX; r++) {
+		for (int i = 0; i < DH; i++)
+			src[i] = frand();
+		ops_kv_store(kv + r * row, src, DH, kt);
+	}
 	for (int i = 0; i < NQ * DH; i++)
 		b->q[i] = 3 * frand();
 	for (int j = 0; j < NMAX; j++) { /* scattered rows, like KV blocks */
-		b->K[(j * 7) % NMAX] = kv + (int64_t)j * 2 * DH;
-		b->V[(j * 7) % NMAX] = kv + (int64_t)j * 2 * DH + DH;
+		b->K[(j * 7) % NMAX] = kv + (size_t)j * 2 * row;
+		b->V[(j * 7) % NMAX] = kv + (size_t)j * 2 * row + row;
 	}
-	printf("attn_bench: %d queries (%d rows x %d heads), Dh = Dv = %d, thread CPU time\n", NQ,
-	       ROWS, HEADS, DH);
+	printf("attn_bench: %d queries (%d rows x %d heads), Dh = Dv = %d, %s K/V, thread CPU "
+	       "time\n", NQ, ROWS, HEADS, DH, f16 ? "F16" : "F32");
 	printf("%6s %12s %10s %12s %8s\n", "keys", "group us", "ns/pair", "alone us", "gain");
 	static const int64_t ns[] = { 64, 128, 256, 512, 1024 };
 	for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
@@ -123,6 +136,7 @@ int main(int argc, char **argv)
 		       tg * 1e9 / pairs, ta * 1e6, ta / tg, same ? "" : "  NOT IDENTICAL");
 	}
 	free(kv);
+	free(src);
 	free(b->q);
 	free(b->out);
 	free(b->alone);
