@@ -104,16 +104,29 @@ int cli_threads(int requested)
 	return requested;
 }
 
-/* Default context: the trained length, capped so the F32 KV cache stays
- * under a quarter of physical memory. */
-static int64_t default_ctx(const struct model *m)
+/* Default context: the trained length, capped so the KV cache stays under
+ * a quarter of physical memory. */
+static int64_t default_ctx(const struct model *m, enum qtype kv_type)
 {
 	const struct model_hparams *hp = &m->hp;
-	double per_pos = (double)hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v) * 4;
+	double per_pos = fwd_kv_bytes_per_pos(hp, kv_type);
 	double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 	int64_t cap = (int64_t)(mem / 4 / per_pos);
 	int64_t n = hp->ctx_train < cap ? hp->ctx_train : cap;
 	return n > 0 ? n : 512;
+}
+
+int cli_kv_dtype(const char *s, enum qtype *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = FWD_KV_DEFAULT;
+	else if (!strcmp(s, "f16"))
+		*out = QTYPE_F16;
+	else if (!strcmp(s, "f32"))
+		*out = QTYPE_F32;
+	else
+		return -1;
+	return 0;
 }
 
 int cli_session_open(struct cli_session *s, const char *path, struct fwd_config *fc,
@@ -126,7 +139,7 @@ int cli_session_open(struct cli_session *s, const char *path, struct fwd_config 
 		return ing_err_set(err, ING_ERR_FORMAT, "cannot load the vocabulary");
 	fc->n_threads = cli_threads(threads);
 	if (fc->n_ctx <= 0)
-		fc->n_ctx = default_ctx(s->m);
+		fc->n_ctx = default_ctx(s->m, fc->kv_type);
 	if ((rc = fwd_create(s->m, fc, &s->f, err)) ||
 	    (rc = pool_create(fc->n_threads, 1, &s->pool, err)))
 		return rc;

@@ -39,6 +39,7 @@ struct bench_opts {
 	int runners[MAX_LIST], n_runners;
 	int batches[MAX_LIST], n_batches;
 	int prompt, gen, runs, threads, json, prefetch, profile;
+	enum qtype kv_type;
 };
 
 struct bench_row {
@@ -61,7 +62,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
 		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n"
-		"                   [--profile]\n");
+		"                   [--profile] [--kv-cache-dtype f16|f32|auto]\n");
 	return 2;
 }
 
@@ -96,16 +97,17 @@ static int parse_runners(const char *s, int *out)
 
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
-	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE };
+	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE,
+	       O_KV_DTYPE };
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
 		{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
-		{ "profile", 0, 0, O_PROFILE }, { 0 }
+		{ "profile", 0, 0, O_PROFILE }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
 	};
 	*o = (struct bench_opts){ .runners = { RUNNER_MEGA, RUNNER_GRAPH }, .n_runners = 2,
 				  .batches = { 1 }, .n_batches = 1, .prompt = 512, .gen = 32,
-				  .runs = 5, .prefetch = 1 };
+				  .runs = 5, .prefetch = 1, .kv_type = FWD_KV_DEFAULT };
 	int opt, bad = 0;
 	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1) {
 		switch (opt) {
@@ -118,6 +120,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
 		case O_JSON: o->json = 1; break;
 		case O_PROFILE: o->profile = 1; break;
+		case O_KV_DTYPE: bad |= cli_kv_dtype(optarg, &o->kv_type) != 0; break;
 		case O_PREFETCH: o->prefetch = !strcmp(optarg, "on"); bad |= strcmp(optarg, "on") && strcmp(optarg, "off"); break;
 		default: return -1;
 		}
@@ -192,7 +195,7 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, int kin
 {
 	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = 8 * B, .n_ctx = 8 + o->gen + 1,
 				  .n_seq = B, .n_threads = pool_threads(c->pool),
-				  .kv_type = QTYPE_F32 };
+				  .kv_type = o->kv_type };
 	struct fwd *f;
 	struct runner *r;
 	if (open_runner(c, kind, &cfg, &f, &r))
@@ -224,7 +227,7 @@ static int bench_prefill(struct bench_ctx *c, const struct bench_opts *o, int ki
 	const int chunk = o->prompt < 512 ? o->prompt : 512;
 	struct fwd_config cfg = { .max_batch = chunk, .max_logits = 1, .n_ctx = o->prompt,
 				  .n_seq = 1, .n_threads = pool_threads(c->pool),
-				  .kv_type = QTYPE_F32 };
+				  .kv_type = o->kv_type };
 	struct fwd *f;
 	struct runner *r;
 	if (open_runner(c, kind, &cfg, &f, &r))

@@ -374,7 +374,7 @@ int cmd_bench_spec(int argc, char **argv)
 	struct bs_result res = { 0 };
 	/* the context: the longest prompt plus its output */
 	struct fwd_config fc = { .max_batch = 256, .max_logits = o.spec_max + 1, .n_ctx = 0,
-				 .n_seq = 1, .kv_type = QTYPE_F32 };
+				 .n_seq = 1, .kv_type = FWD_KV_DEFAULT };
 	struct tokenizer *tk = NULL;
 	if (cli_tokenizer_open(path, &tk))
 		goto out;

@@ -41,6 +41,7 @@ struct ppl_opts {
 	const char *model, *file;
 	int64_t n_ctx, batch, n_chunks; /* n_chunks: -1 = all */
 	int threads;
+	enum qtype kv_type;
 };
 
 static int usage(void)
@@ -53,6 +54,7 @@ static int usage(void)
 		"      --batch N      rows per forward step (default 128)\n"
 		"      --chunks N     score only the first N chunks (default: all)\n"
 		"  -t, --threads N    compute threads (default: physical cores)\n"
+		"      --kv-cache-dtype f16|f32|auto   KV cache element type (default auto: f16)\n"
 		"Method and numbers match llama.cpp's llama-perplexity -c N.\n");
 	return 2;
 }
@@ -67,16 +69,17 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-enum { O_CTX = 256, O_BATCH, O_CHUNKS };
+enum { O_CTX = 256, O_BATCH, O_CHUNKS, O_KV_DTYPE };
 
 static int parse_args(int argc, char **argv, struct ppl_opts *o)
 {
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'm' }, { "file", 1, 0, 'f' }, { "threads", 1, 0, 't' },
 		{ "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
-		{ "chunks", 1, 0, O_CHUNKS }, { 0 }
+		{ "chunks", 1, 0, O_CHUNKS }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
 	};
-	*o = (struct ppl_opts){ .n_ctx = 512, .batch = 128, .n_chunks = -1 };
+	*o = (struct ppl_opts){ .n_ctx = 512, .batch = 128, .n_chunks = -1,
+				.kv_type = FWD_KV_DEFAULT };
 	int opt;
 	long v;
 	while ((opt = getopt_long(argc, argv, "m:f:t:", lo, NULL)) != -1) {
@@ -92,6 +95,8 @@ static int parse_args(int argc, char **argv, struct ppl_opts *o)
 			o->batch = v;
 		} else if (opt == O_CHUNKS && !parse_int(optarg, 1, 1L << 30, &v)) {
 			o->n_chunks = v;
+		} else if (opt == O_KV_DTYPE && !cli_kv_dtype(optarg, &o->kv_type)) {
+			continue;
 		} else {
 			if (opt != '?')
 				fprintf(stderr, "ingot perplexity: bad value '%s' for an option\n", optarg);
@@ -130,7 +135,7 @@ static int ppl_ctx_open(struct ppl_ctx *c, const char *path, const struct ppl_op
 			ing_err *err)
 {
 	struct fwd_config fc = { .max_batch = o->batch, .max_logits = o->batch,
-				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = QTYPE_F32 };
+				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = o->kv_type };
 	int rc = cli_session_open(&c->ses, path, &fc, o->threads, RUNNER_MEGA, "ingot perplexity",
 				  err);
 	if (rc)

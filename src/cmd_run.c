@@ -27,6 +27,7 @@ struct run_opts {
 	int64_t n_predict, n_ctx, batch;
 	int threads, spec_max;
 	int chat, ids, ignore_eos, no_bos;
+	enum qtype kv_type;
 	struct sample_params sp;
 };
 
@@ -50,6 +51,7 @@ static int usage(void)
 		"      --seed S            RNG seed (default 0)\n"
 		"      --ctx N             context length (default: the model's, capped by memory)\n"
 		"      --batch N           prefill chunk size (default 256)\n"
+		"      --kv-cache-dtype f16|f32|auto   KV cache element type (default auto: f16)\n"
 		"  -t, --threads N         compute threads (default: physical cores)\n"
 		"      --runner mega|graph schedule: megakernel (default) or one dispatch per op\n"
 		"      --ignore-eos        keep generating past end-of-sequence tokens\n"
@@ -71,7 +73,8 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 }
 
 enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ,
-       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX, O_DRAFT };
+       O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX, O_DRAFT,
+       O_KV_DTYPE };
 
 static int parse_opt(struct run_opts *o, int opt, const char *arg)
 {
@@ -86,6 +89,11 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_RUNNER: o->runner = arg; return 0;
 	case O_SPEC: o->spec = arg; return 0;
 	case O_DRAFT: o->draft_model = arg; return 0;
+	case O_KV_DTYPE:
+		if (!cli_kv_dtype(arg, &o->kv_type))
+			return 0;
+		fprintf(stderr, "ingot run: --kv-cache-dtype takes f16, f32 or auto, not '%s'\n", arg);
+		return -1;
 	}
 	if (opt == 'n' && !parse_num(arg, -1, 1e9, &v)) o->n_predict = (int64_t)v;
 	else if (opt == 't' && !parse_num(arg, 1, 1024, &v)) o->threads = (int)v;
@@ -120,10 +128,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
 		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-		{ "draft-model", 1, 0, O_DRAFT }, { 0 }
+		{ "draft-model", 1, 0, O_DRAFT }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
 	};
 	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega", .spec = "none",
-				.spec_max = 16,
+				.spec_max = 16, .kv_type = FWD_KV_DEFAULT,
 				.sp = sample_params_default() };
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", lo, NULL)) != -1)
@@ -250,7 +258,7 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 				   "--spec draft and --draft-model FILE go together");
 	int rows = method == SPEC_NONE ? 1 : 1 + o->spec_max;
 	struct fwd_config fc = { .max_batch = o->batch > rows ? o->batch : rows, .max_logits = rows,
-				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = QTYPE_F32 };
+				 .n_ctx = o->n_ctx, .n_seq = 1, .kv_type = o->kv_type };
 	int rc = cli_session_open(&c->ses, path, &fc, o->threads, kind, "ingot run", err);
 	if (rc == ING_OK)
 		rc = sampler_create(&o->sp, c->ses.m->hp.n_vocab, &c->s, err);

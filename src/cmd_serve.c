@@ -54,6 +54,8 @@ static int usage(void)
 		"      --max-num-batched-tokens N  tokens a step computes: decode rows and prompt\n"
 		"                           chunks (default 256; at least --max-num-seqs)\n"
 		"      --kv-cache-mb N      KV pool size (default: max-num-seqs full contexts)\n"
+		"      --kv-cache-dtype f16|f32|auto  how the KV cache stores keys and values\n"
+		"                           (default auto: f16, half the memory of f32)\n"
 		"      --max-model-len N    prompt + generated tokens per request (default 4096)\n"
 		"      --served-model-name NAME   model id in the API (default: file name)\n"
 		"      --chat-template FILE|TEMPLATE  Jinja chat template to use instead of the\n"
@@ -76,7 +78,8 @@ static int usage(void)
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
-       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED };
+       O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED,
+       O_KV_DTYPE };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -102,6 +105,13 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_DRAFT: o->ec.draft_model = arg; return 0;
 	case O_OTLP: o->otlp = arg; return 0;
 	case O_TEMPLATE: o->chat_template = arg; return 0;
+	}
+	if (opt == O_KV_DTYPE) {
+		if (!cli_kv_dtype(arg, &o->ec.kv_type))
+			return 0;
+		fprintf(stderr, "ingot serve: --kv-cache-dtype takes f16, f32 or auto, not '%s'\n",
+			arg);
+		return -1;
 	}
 	if (opt == O_PORT && !num(arg, 0, 65535, &v)) o->sc.port = (int)v;
 	else if (opt == O_SEQS && !num(arg, 1, 1024, &v)) o->ec.max_num_seqs = (int)v;
@@ -135,7 +145,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
 		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
 		{ "chat-template", 1, 0, O_TEMPLATE },
-		{ "max-num-batched-tokens", 1, 0, O_BATCHED }, { 0 }
+		{ "max-num-batched-tokens", 1, 0, O_BATCHED },
+		{ "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default() };

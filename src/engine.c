@@ -147,7 +147,8 @@ struct engine_config engine_config_default(void)
 	return (struct engine_config){ .max_num_seqs = 16, .max_model_len = 4096,
 				       .step_tokens = 256, .max_waiting = 64,
 				       .mixed_prefill_tokens = 0, .runner = RUNNER_MEGA,
-				       .spec = SPEC_NONE, .spec_max = 16 };
+				       .spec = SPEC_NONE, .spec_max = 16,
+				       .kv_type = FWD_KV_DEFAULT };
 }
 
 const struct model *engine_model(const struct engine *e) { return e->m; }
@@ -1024,9 +1025,7 @@ static int64_t kv_blocks_for(const struct engine *e)
 {
 	if (e->cfg.kv_cache_mb <= 0)
 		return 0; /* kv_create: n_seq full contexts */
-	const struct model_hparams *hp = &e->m->hp;
-	double per_block = (double)hp->n_layer * KV_BLOCK *
-			   (double)(hp->n_head_kv * (hp->head_dim + hp->head_dim_v)) * sizeof(float);
+	double per_block = KV_BLOCK * fwd_kv_bytes_per_pos(&e->m->hp, e->cfg.kv_type);
 	int64_t n = (int64_t)(e->cfg.kv_cache_mb * 1e6 / per_block);
 	return n > 0 ? n : 1;
 }
@@ -1096,7 +1095,7 @@ static int setup(struct engine *e, ing_err *err)
 	struct fwd_config fc = { .max_batch = c->step_tokens,
 				 .max_logits = c->max_num_seqs + e->extra_rows,
 				 .n_ctx = c->max_model_len, .n_seq = c->max_num_seqs,
-				 .n_threads = threads, .kv_type = QTYPE_F32,
+				 .n_threads = threads, .kv_type = c->kv_type,
 				 .kv_blocks = kv_blocks_for(e) };
 	if ((rc = fwd_create(e->m, &fc, &e->f, err)) ||
 	    (rc = pool_create(threads, 1, &e->pool, err)))
@@ -1119,6 +1118,9 @@ static int setup(struct engine *e, ing_err *err)
 		return rc;
 	if ((rc = samplers_create(e, err)))
 		return rc;
+	/* before ready: no lock needed */
+	e->stats.kv_blocks = fwd_kv(e->f)->n_blocks;
+	e->stats.kv_dtype = c->kv_type == QTYPE_F16 ? "f16" : "f32";
 	if (c->spec == SPEC_NONE)
 		return ING_OK;
 	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */

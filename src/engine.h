@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "quant.h"
 #include "runner.h"
 #include "sample.h"
 #include "spec.h"
@@ -37,6 +38,7 @@ struct engine_config {
 	int max_num_seqs;       /* running sequences at once (batch rows for decode) */
 	int64_t max_model_len;  /* prompt + generated tokens per request */
 	int64_t kv_cache_mb;    /* KV pool size; 0: enough for max_num_seqs full contexts */
+	enum qtype kv_type;     /* KV cache rows: QTYPE_F16 (default) or QTYPE_F32 */
 	int64_t step_tokens;    /* token budget per step (decode rows + prefill) */
 	int64_t mixed_prefill_tokens; /* prefill tokens in a step that also decodes (0: no
 				       * limit beyond step_tokens) */
@@ -49,8 +51,8 @@ struct engine_config {
 };
 
 /* Defaults: 16 sequences, 4096 tokens, 256 tokens per step (prefill fills
- * what decode rows leave: mixed_prefill_tokens 0), 64 waiting,
- * no speculation (spec_max 16 when turned on). */
+ * what decode rows leave: mixed_prefill_tokens 0), 64 waiting, an F16 KV
+ * cache (FWD_KV_DEFAULT), no speculation (spec_max 16 when turned on). */
 struct engine_config engine_config_default(void);
 
 #define ENGINE_MAX_LOGPROBS 20
@@ -172,6 +174,8 @@ void engine_cancel(struct engine *e, uint64_t id);
 struct engine_stats {
 	int running, waiting;
 	double kv_usage;                 /* used blocks / pool blocks */
+	int64_t kv_blocks;               /* pool blocks (of KV_BLOCK positions) */
+	const char *kv_dtype;            /* "f16" or "f32" (static); NULL before setup */
 	uint64_t prompt_tokens, generation_tokens;
 	uint64_t requests_finished[3];   /* by enum engine_finish */
 	uint64_t preemptions;

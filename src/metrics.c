@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "kv.h"
 #include "mem.h"
 #include "sbuf.h"
 
@@ -264,8 +265,21 @@ static void put_iterations(struct sbuf *b, const struct metrics *m,
 	sbuf_printf(b, "%s_count{%s} %llu\n", name, m->label, (unsigned long long)st->steps);
 }
 
+/* vLLM's info gauge of its cache configuration (value 1, the facts in
+ * labels, no model_name): dashboards read the block size, the element
+ * type and the pool's size in blocks from it. */
+static void put_cache_info(struct sbuf *b, const struct engine_stats *st)
+{
+	put_header(b, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+	sbuf_printf(b,
+		    "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"%s\","
+		    "enable_prefix_caching=\"True\",num_gpu_blocks=\"%lld\"} 1\n",
+		    KV_BLOCK, st->kv_dtype ? st->kv_dtype : "auto", (long long)st->kv_blocks);
+}
+
 static void put_engine(struct sbuf *b, const struct metrics *m, const struct engine_stats *st)
 {
+	put_cache_info(b, st);
 	put_gauge(b, m, "vllm:num_requests_running", "Number of requests in model execution batches.",
 		  st->running);
 	put_gauge(b, m, "vllm:num_requests_waiting", "Number of requests waiting to be processed.",

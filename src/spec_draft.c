@@ -100,7 +100,7 @@ int spec_draft_create(const char *path, const struct tokenizer *target_tk, struc
 	d->n_seq = n_seq;
 	struct fwd_config fc = { .max_batch = DRAFT_CHUNK, .max_logits = 1, .n_ctx = n_ctx,
 				 .n_seq = n_seq, .n_threads = pool_threads(pool),
-				 .kv_type = QTYPE_F32 };
+				 .kv_type = FWD_KV_DEFAULT };
 	if ((rc = model_open(path, &d->m, err)) || (rc = fwd_create(d->m, &fc, &d->f, err)) ||
 	    (rc = runner_create(kind, d->f, pool, &d->r, err)))
 		goto fail;

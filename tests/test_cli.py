@@ -60,6 +60,14 @@ def main():
     check("bad option value -> exit 2", r.returncode == 2, r.stderr)
     r = ingot("run")
     check("run without prompt -> exit 2", r.returncode == 2, r.stderr)
+    for cmd in (["run", "-p", "x"], ["bench"], ["perplexity", "-f", "/dev/null"]):
+        r = ingot(*cmd, "--kv-cache-dtype", "q8_0")
+        check(f"{cmd[0]} --kv-cache-dtype q8_0 -> exit 2", r.returncode == 2, r.stderr)
+    for kv in ("f32", "f16", "auto"):
+        r = ingot("run", "-p", "The capital of France is", "-n", "4", "--temp", "0", "--ids",
+                  "--kv-cache-dtype", kv)
+        check(f"run --kv-cache-dtype {kv}: 4 tokens", r.returncode == 0 and
+              len(r.stdout.split()) == 4, r.stdout + r.stderr)
 
     long_prompt = "word " * 300
     r = ingot("run", "-p", long_prompt, "--ctx", "64", "-n", "4")

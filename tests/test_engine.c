@@ -189,7 +189,8 @@ static void test_batching(const struct result *solo)
 static void test_preemption(const struct result *solo)
 {
 	struct result r[NREQ] = { 0 };
-	struct engine *e = start(4, 2, NREQ); /* ~3 blocks of 16 positions */
+	/* 1 MB of F16 KV (the default type): 3 blocks of 16 positions */
+	struct engine *e = start(4, 1, NREQ);
 	if (!e)
 		return;
 	for (int i = 0; i < NREQ; i++)
@@ -228,7 +229,7 @@ static void test_speculation(const struct result *solo)
 		engine_destroy(e, true);
 		compare(solo, r, "speculation");
 	}
-	e = start(4, 2, NREQ);
+	e = start(4, 1, NREQ);
 	if (e) {
 		for (int i = 0; i < NREQ; i++)
 			submit(e, i, &rp[i], GEN);
@@ -472,7 +473,7 @@ static void score_reference(const int32_t *p, int n, struct scores *ref)
 	struct runner *r = NULL;
 	ing_err err = { 0 };
 	struct fwd_config fc = { .max_batch = n, .max_logits = n, .n_ctx = n, .n_seq = 1,
-				 .n_threads = 2, .kv_type = QTYPE_F32 };
+				 .n_threads = 2, .kv_type = engine_config_default().kv_type };
 	int rc = model_open(check_default_model(), &m, &err);
 	if (!rc)
 		rc = fwd_create(m, &fc, &f, &err);
@@ -573,7 +574,7 @@ static void test_prompt_scoring(const struct result *solo)
 	      !memcmp(others[1].toks, solo[1].toks, sizeof others[1].toks),
 	      "requests batched with a scoring one get their solo tokens");
 	engine_destroy(e, true);
-	e = start(3, 4, 4); /* 6 blocks of 16 positions: 84 for d, 20 and 21 for the others */
+	e = start(3, 2, 4); /* 6 blocks of 16 positions (F16): 84 for d, 20 and 21 for the others */
 	if (!e)
 		return;
 	submit(e, 0, &tiny[0], GEN);

@@ -46,7 +46,8 @@ static void test_render(void)
 				   .preemptions = 1, .prefix_queries = 64, .prefix_hits = 32,
 				   .steps = 7, .step_seconds = 1.5, .batch_rows = 21,
 				   /* 1 row, 2 rows, 3-4 rows, 5-8 rows; 9-16 rows */
-				   .step_rows_bins = { 1, 1, 2, 1, 2 } };
+				   .step_rows_bins = { 1, 1, 2, 1, 2 },
+				   .kv_blocks = 4096, .kv_dtype = "f16" };
 	char *t;
 	size_t len;
 	CHECK(!metrics_render(m, &st, &t, &len, &err) && strlen(t) == len, "%s", err.msg);
@@ -54,6 +55,8 @@ static void test_render(void)
 	char k[256];
 #define S(fmt, ...) (snprintf(k, sizeof k, fmt, __VA_ARGS__), series(t, k))
 	CHECK(S("vllm:num_requests_running{%s}", L) == 3, "running");
+	CHECK(S("vllm:cache_config_info{%s}", "block_size=\"16\",cache_dtype=\"f16\","
+		"enable_prefix_caching=\"True\",num_gpu_blocks=\"4096\"") == 1, "cache info");
 	CHECK(S("vllm:num_requests_waiting{%s}", L) == 2, "waiting");
 	CHECK(S("vllm:kv_cache_usage_perc{%s}", L) == 0.25, "kv usage");
 	CHECK(S("vllm:prompt_tokens_total{%s}", L) == 100, "prompt tokens");

@@ -29,6 +29,10 @@ Checks:
      llama.cpp's, where B >= A, the gap cannot exceed that). A larger gap
      means an error beyond the tolerance and fails. At least MIN_EXACT
      prompts must match for all 64 tokens.
+  Check 3 runs twice: with an F32 KV cache (llama.cpp's reference
+  conditions) and with ingot's default F16 one (llama.cpp's own default),
+  whose rounding of K and V adds far less than LOGIT_TOL; each run's gaps
+  come from the logits tool with the same cache type.
 """
 import json
 import os
@@ -44,6 +48,7 @@ LOGITS = os.path.join(ROOT, "build", "release", "tools", "logits")
 LOGIT_TOL = 0.6
 TIE_GAP = 2 * LOGIT_TOL
 MIN_EXACT = 2
+KV_TYPES = ("f32", "f16")
 
 
 def model_path():
@@ -61,9 +66,10 @@ def ingot_ids(args):
     return [int(x) for x in out.stdout.split()]
 
 
-def logits_for(model, ids):
+def logits_for(model, ids, kv="f32"):
+    env = dict(os.environ, INGOT_KV_TYPE=kv)
     out = subprocess.run([LOGITS, model] + [str(i) for i in ids], capture_output=True,
-                         timeout=300)
+                         timeout=300, env=env)
     if out.returncode != 0:
         raise RuntimeError("logits tool failed: %s" % out.stderr.decode())
     return np.frombuffer(out.stdout, dtype=np.float32).reshape(len(ids), -1)
@@ -75,7 +81,8 @@ def main():
         print("default model missing at %s: run ./ingot pull" % model)
         return 1
     refs = [json.loads(l) for l in open(REF) if l.strip()]
-    passed = failed = exact = 0
+    passed = failed = 0
+    exact = {kv: 0 for kv in KV_TYPES}
     for r in refs:
         name = r["prompt"][:40]
         toks = ingot_ids(["tokenize", "-m", model, "-p", r["prompt"]])
@@ -84,27 +91,29 @@ def main():
             print("FAIL tokens %r: ingot %s llama.cpp %s" % (name, toks_bos, r["prompt_ids"]))
             failed += 1
             continue
-        ids = ingot_ids(["run", "-m", model, "-p", r["prompt"], "-n", str(len(r["ids"])),
-                         "--temp", "0", "--ids", "-t", "2"])
-        want = r["ids"]
-        k = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
-        if k is None and len(ids) == len(want):
-            exact += 1
-            passed += 1
-            print("ok   %r: %d tokens identical" % (name, len(ids)))
-        elif k is None:
-            print("FAIL %r: lengths differ (%d vs %d)" % (name, len(ids), len(want)))
-            failed += 1
-        else:
-            lg = logits_for(model, r["prompt_ids"] + ids[:k])[-1]
-            gap = float(lg[ids[k]] - lg[want[k]])
-            verdict = "ok  " if gap < TIE_GAP else "FAIL"
-            print("%s %r: diverges at token %d (ingot %d, llama.cpp %d), ingot's logit gap "
-                  "%.4f (tie threshold %.2f)" % (verdict, name, k, ids[k], want[k], gap, TIE_GAP))
-            if gap < TIE_GAP:
+        for kv in KV_TYPES:
+            ids = ingot_ids(["run", "-m", model, "-p", r["prompt"], "-n", str(len(r["ids"])),
+                             "--temp", "0", "--ids", "-t", "2", "--kv-cache-dtype", kv])
+            want = r["ids"]
+            k = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
+            if k is None and len(ids) == len(want):
+                exact[kv] += 1
                 passed += 1
-            else:
+                print("ok   %s %r: %d tokens identical" % (kv, name, len(ids)))
+            elif k is None:
+                print("FAIL %s %r: lengths differ (%d vs %d)" % (kv, name, len(ids), len(want)))
                 failed += 1
+            else:
+                lg = logits_for(model, r["prompt_ids"] + ids[:k], kv)[-1]
+                gap = float(lg[ids[k]] - lg[want[k]])
+                verdict = "ok  " if gap < TIE_GAP else "FAIL"
+                print("%s %s %r: diverges at token %d (ingot %d, llama.cpp %d), ingot's logit "
+                      "gap %.4f (tie threshold %.2f)" % (verdict, kv, name, k, ids[k], want[k],
+                                                         gap, TIE_GAP))
+                if gap < TIE_GAP:
+                    passed += 1
+                else:
+                    failed += 1
         # top-5 at the first generated position
         lg0 = logits_for(model, r["prompt_ids"])[-1]
         top = [int(i) for i in np.argsort(-lg0, kind="stable")[:5]]
@@ -118,10 +127,13 @@ def main():
             failed += 1
         else:
             passed += 1
-    if exact < MIN_EXACT:
-        print("FAIL only %d of %d prompts match exactly (need %d)" % (exact, len(refs), MIN_EXACT))
-        failed += 1
-    print("%d of %d prompts identical to llama.cpp for all tokens" % (exact, len(refs)))
+    for kv in KV_TYPES:
+        if exact[kv] < MIN_EXACT:
+            print("FAIL %s: only %d of %d prompts match exactly (need %d)" %
+                  (kv, exact[kv], len(refs), MIN_EXACT))
+            failed += 1
+        print("%s KV: %d of %d prompts identical to llama.cpp for all tokens" %
+              (kv, exact[kv], len(refs)))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -660,6 +660,48 @@ def test_step_budget(srv, cl):
               "bad value" in p.stderr, (p.returncode, p.stderr[:200]))
 
 
+def cache_info(srv):
+    """The labels of vllm:cache_config_info, and its value."""
+    m, _ = metrics(srv)
+    for k, v in m.items():
+        if k.startswith("vllm:cache_config_info{"):
+            return dict(re.findall(r'(\w+)="([^"]*)"', k)), v
+    return {}, None
+
+
+def test_kv_dtype(srv, cl):
+    """--kv-cache-dtype: F16 by default (vLLM's cache_config_info says so,
+    with the pool's size in blocks); f32 doubles the bytes a block takes,
+    so the same --kv-cache-mb holds half the blocks, and it serves the
+    same prompt; a bad value is a usage error."""
+    info, v = cache_info(srv)
+    check("cache_config_info: F16 by default, 16 full contexts of 16-position blocks",
+          v == 1 and info.get("cache_dtype") == "f16" and info.get("block_size") == "16" and
+          info.get("num_gpu_blocks") == str(16 * MAX_LEN // 16), info)
+    M = "gemma-3-270m-q4_k_m"
+    blocks = {}
+    for dtype in ("f16", "f32"):
+        s2 = Server("-t", "1", "--kv-cache-dtype", dtype, "--kv-cache-mb", "10")
+        try:
+            info, _ = cache_info(s2)
+            blocks[dtype] = info.get("num_gpu_blocks")
+            got = client(s2).completions.create(model=M, prompt="The capital of France is",
+                                                max_tokens=6, temperature=0,
+                                                extra_body={"ignore_eos": True})
+            check(f"--kv-cache-dtype {dtype}: serves", got.usage.completion_tokens == 6 and
+                  info.get("cache_dtype") == dtype, (got, info))
+        finally:
+            s2.stop()
+    # 18 layers x 512 K+V elements a position: 18432 bytes in F16, 36864 in F32
+    check("--kv-cache-mb 10: 33 blocks of F16, 16 of F32",
+          blocks == {"f16": "33", "f32": "16"}, blocks)
+    for bad in ("q4_0", ""):
+        p = subprocess.run([INGOT, "serve", "--kv-cache-dtype", bad],
+                           capture_output=True, text=True, timeout=60)
+        check(f"--kv-cache-dtype {bad!r}: usage error", p.returncode == 2 and
+              "--kv-cache-dtype" in p.stderr, (p.returncode, p.stderr[:200]))
+
+
 def test_chat_template_flag():
     """--chat-template: a file or an inline template replaces the model's;
     one that cannot be read or parsed stops the server at start, saying
@@ -938,6 +980,7 @@ def main():
                          ("chat echo", test_chat_echo), ("token ids", test_token_ids),
                          ("cache salt", test_cache_salt),
                          ("step budget", test_step_budget),
+                         ("kv dtype", test_kv_dtype),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),

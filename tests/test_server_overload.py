@@ -254,8 +254,9 @@ def main():
             print(f"  [{fn.__name__}: {time.time() - t:.1f}s]", flush=True)
         test_sigterm(srv)
         srv.stop()
-        # a pool of about 2.5 full contexts (gemma-3-270m: 36 KB of KV per token)
-        srv = serve_proc.Server(*args, "--kv-cache-mb", str(int(2.5 * MAX_LEN * 36864 / 1e6)))
+        # a pool of about 2.5 full contexts (gemma-3-270m: 18 KB of F16 KV,
+        # the default type, per token)
+        srv = serve_proc.Server(*args, "--kv-cache-mb", str(int(2.5 * MAX_LEN * 18432 / 1e6)))
         t = time.time()
         test_full_slots(srv.port)
         print(f"  [test_full_slots: {time.time() - t:.1f}s]", flush=True)
