@@ -226,6 +226,28 @@ static void on_completions(struct api *a, struct server_call *c, const cJSON *bo
 	on_generate(a, c, body, false);
 }
 
+/* The Responses API: the request as a chat one, the answer translated back
+ * (api_responses.c). */
+static void on_responses(struct api *a, struct server_call *c, const cJSON *body)
+{
+	struct api_error e;
+	struct gen_request r;
+	cJSON *chat = NULL;
+	int rc = api_responses_chat_body(body, &chat, &e);
+	if (!rc && (rc = api_gen_request_read(a, chat, true, c, &r, &e)))
+		api_responses_error_param(&e);
+	cJSON_Delete(chat);
+	if (!rc && !(r.responses = cJSON_Duplicate(body, true))) {
+		gen_request_free(&r);
+		rc = api_fail(&e, 500, NULL, NULL, "out of memory");
+	}
+	if (rc) {
+		api_respond_error(c, &e);
+		return;
+	}
+	api_generate(a, c, &r);
+}
+
 cJSON *api_ids_json(const struct token_ids *t)
 {
 	cJSON *arr = cJSON_CreateArray();
@@ -328,6 +350,7 @@ struct route {
 static const struct route routes[] = {
 	{ "/v1/chat/completions", "POST", on_chat, true },
 	{ "/v1/completions", "POST", on_completions, true },
+	{ "/v1/responses", "POST", on_responses, true },
 	{ "/v1/models", "GET", on_models, false },
 	{ "/tokenize", "POST", on_tokenize, true },
 	{ "/detokenize", "POST", on_detokenize, true },

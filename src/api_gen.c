@@ -125,6 +125,7 @@ struct gen_call {
 	long long created;
 	int64_t prompt_tokens;
 	struct sbuf out;           /* SSE bytes not yet handed to the server */
+	struct resp_stream *resp;  /* a streamed Responses call: its chunks' translation */
 	bool ended;                /* [DONE] written */
 	bool failed;               /* an engine error (non-streamed: 500) */
 	bool submitted;            /* every choice reached the engine */
@@ -152,6 +153,7 @@ static void call_free(struct gen_call *k)
 	}
 	ing_free(k->ch);
 	sbuf_free(&k->out);
+	api_resp_stream_free(k->resp);
 	gen_request_free(&k->r);
 	pthread_cond_destroy(&k->cv);
 	pthread_mutex_destroy(&k->mu);
@@ -639,6 +641,10 @@ static void chunk_ids(const struct gen_call *k, struct gen_choice *ch, cJSON *o,
 
 static void sse_put(struct gen_call *k, cJSON *o)
 {
+	if (k->resp) {
+		api_resp_stream_chunk(k->resp, o, &k->out);
+		return;
+	}
 	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
 	if (!s) {
@@ -701,12 +707,19 @@ static void sse_end(struct gen_call *k)
 		cJSON_AddItemToObject(o, "usage", usage_new(k));
 		sse_put(k, o);
 	}
-	sbuf_puts(&k->out, "data: [DONE]\n\n");
+	if (k->resp)
+		api_resp_stream_end(k->resp, &k->out);
+	else
+		sbuf_puts(&k->out, "data: [DONE]\n\n");
 	k->ended = true;
 }
 
 static void sse_error(struct gen_call *k, const char *msg)
 {
+	if (k->resp) {
+		api_resp_stream_error(k->resp, msg, &k->out);
+		return;
+	}
 	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
 	cJSON_AddItemToObject(e, "message", api_json_text(msg, strlen(msg)));
 	cJSON_AddStringToObject(e, "type", "server_error");
@@ -1203,6 +1216,8 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	if (k->r.chat && k->r.return_token_ids)
 		cJSON_AddItemToObject(o, "prompt_token_ids", api_ids_json(&k->r.prompts[0]));
 	cJSON_AddItemToObject(o, "usage", usage_new(k));
+	if (k->r.responses)
+		o = api_responses_whole(o, k->r.responses);
 	api_respond_json(c, 200, o);
 }
 
@@ -1364,6 +1379,12 @@ static struct gen_call *call_new(struct api *a, struct gen_request *r)
 	snprintf(k->id, sizeof k->id, "%s%016" PRIx64, k->r.chat ? "chatcmpl-" : "cmpl-",
 		 api_unique(a));
 	k->created = (long long)time(NULL);
+	if (k->r.responses && k->r.stream &&
+	    !(k->resp = api_resp_stream_new(k->r.responses, k->id, (double)k->created,
+					    a->model_name))) {
+		call_free(k);
+		return NULL;
+	}
 	return k;
 }
 

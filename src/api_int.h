@@ -8,7 +8,9 @@
  *   api_tools.c   tools, tool_choice, parallel_tool_calls; tool calls in
  *                 answers and stream deltas
  *   api_gen.c     one generation: engine submit, event queue, stop
- *                 strings, responses and SSE streams */
+ *                 strings, responses and SSE streams
+ *   api_responses.c  the Responses API as a translation of chat requests,
+ *                 answers and streams */
 #ifndef INGOT_API_INT_H
 #define INGOT_API_INT_H
 
@@ -148,6 +150,9 @@ struct gen_request {
 	char *tool_prefix;           /* forced start of a call the prompt ends with, or NULL */
 	char *tool_name;             /* the forced call's function, when known, or NULL */
 	char *tool_close;            /* ... and the markup after its arguments */
+	cJSON *responses;            /* POST /v1/responses: its body (owned), the answer
+				      * translated back into its form; NULL: chat or
+				      * completions */
 	/* tracing (a->tracer set) */
 	uint64_t t_start_ns;         /* request start, Unix ns */
 	struct trace_parent parent;  /* from traceparent, when has_parent */
@@ -158,6 +163,34 @@ struct gen_request {
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e);
 void gen_request_free(struct gen_request *r);
+
+/* ---- the Responses API (api_responses.c) ---- */
+
+struct resp_stream;
+
+/* body of POST /v1/responses -> *chat, a chat completions body asking for
+ * the same generation (the caller deletes it). A 400 naming the Responses
+ * field for what cannot be translated or is not supported. */
+int api_responses_chat_body(const cJSON *body, cJSON **chat, struct api_error *e);
+/* Renames the chat field an error from the chat path names to the
+ * Responses field it came from (messages -> input, ...). */
+void api_responses_error_param(struct api_error *e);
+/* A whole chat completion (deleted) -> the response object for req. */
+cJSON *api_responses_whole(cJSON *chat, const cJSON *req);
+
+/* A stream's translation state: chat_id and created as the chat chunks
+ * carry them. NULL when out of memory. */
+struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, double created,
+					const char *model);
+void api_resp_stream_free(struct resp_stream *s);
+/* Appends to out the events chat chunk `chunk` (deleted; NULL: out of
+ * memory) makes; the first one also opens the response. */
+void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out);
+/* The chat stream ended (after its usage chunk): closes the open items
+ * and appends response.completed (or response.incomplete). */
+void api_resp_stream_end(struct resp_stream *s, struct sbuf *out);
+/* The generation failed: an error event and response.failed. */
+void api_resp_stream_error(struct resp_stream *s, const char *msg, struct sbuf *out);
 
 /* ---- response_format (api_format.c) ---- */
 

@@ -512,5 +512,6 @@ void gen_request_free(struct gen_request *r)
 	ing_free(r->tool_prefix);
 	ing_free(r->tool_name);
 	ing_free(r->tool_close);
+	cJSON_Delete(r->responses);
 	*r = (struct gen_request){ 0 };
 }

@@ -8,7 +8,8 @@
  *            bit 3: chat (else completions);
  *            bits 4-7: template (0 a built-in ChatML, then the shared
  *            templates in name order, modulo their count)
- *   bytes 1. the request body
+ *   bytes 1. the request body; a chat one with an "input" field is a
+ *            Responses request (/v1/responses), translated to chat first
  * Invariants: success gives at least one prompt, every id inside the
  * vocabulary and in-range fields; failure gives a 4xx/5xx status with a
  * message and leaves nothing allocated.
@@ -151,12 +152,19 @@ int harness_request(const uint8_t *data, size_t size)
 		check_error(&e, "body");
 	} else {
 		struct gen_request r;
-		if (api_gen_request_read(&a, body, chat, NULL, &r, &e) == 0) {
+		cJSON *conv = NULL;
+		int rc = 0;
+		if (chat && cJSON_HasObjectItem(body, "input"))
+			rc = api_responses_chat_body(body, &conv, &e);
+		if (!rc && api_gen_request_read(&a, conv ? conv : body, chat, NULL, &r, &e) == 0) {
 			check_request(&a, &r);
 			gen_request_free(&r);
 		} else {
+			if (conv)
+				api_responses_error_param(&e);
 			check_error(&e, "request");
 		}
+		cJSON_Delete(conv);
 		cJSON_Delete(body);
 	}
 	api_gcache_free(&a); /* grammars response_format and the like compiled */

@@ -61,6 +61,17 @@ static const char *const bodies[] = {
 	"{\"enum\":[1,\"a\",null]},\"maxItems\":3}},\"guided_grammar\":\"root ::= [0-9]+\"}",
 	"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"structured\":{\"regex\":"
 	"\"(a|b)*c\"},\"structured_outputs\":{\"json_object\":true,\"choice\":[]}}",
+	/* the Responses API: input items, instructions, flat tools, text.format */
+	"{\"input\":[{\"role\":\"developer\",\"content\":[{\"type\":\"input_text\","
+	"\"text\":\"be brief\"}]},{\"role\":\"user\",\"content\":\"weather?\"},"
+	"{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"w\",\"arguments\":"
+	"\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"call_1\",\"output\":"
+	"\"sun\"}],\"instructions\":\"sys\",\"max_output_tokens\":8,\"tools\":[{\"type\":"
+	"\"function\",\"name\":\"w\",\"parameters\":{\"type\":\"object\"}}],"
+	"\"tool_choice\":{\"type\":\"function\",\"name\":\"w\"}}",
+	"{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\","
+	"\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},"
+	"\"stream\":true,\"previous_response_id\":null}",
 };
 
 void harness_request_seeds(harness_seed_fn emit, void *ctx)
@@ -73,8 +84,10 @@ void harness_request_seeds(harness_seed_fn emit, void *ctx)
 			uint8_t *buf = malloc(n + 1);
 			if (!buf)
 				abort();
-			/* chat bodies go to chat, the others to completions */
-			buf[0] = (uint8_t)((sels[k] & ~8u) | (strstr(bodies[i], "messages") ? 8u : 0u));
+			/* chat and Responses bodies go to chat, the others to
+			 * completions */
+			bool chat = strstr(bodies[i], "messages") || strstr(bodies[i], "\"input\"");
+			buf[0] = (uint8_t)((sels[k] & ~8u) | (chat ? 8u : 0u));
 			memcpy(buf + 1, bodies[i], n);
 			snprintf(name, sizeof name, "body%02zu-%02x", i, buf[0]);
 			emit(name, buf, n + 1, ctx);

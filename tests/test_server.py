@@ -702,6 +702,113 @@ def test_kv_dtype(srv, cl):
               "--kv-cache-dtype" in p.stderr, (p.returncode, p.stderr[:200]))
 
 
+def test_responses(srv, cl):
+    """POST /v1/responses (OpenAI's Responses API) through the official
+    client: instructions and input give the chat answer for the same
+    messages (text and token counts), max_output_tokens cuts it (status
+    incomplete), the stream's events rebuild the same answer and end in
+    response.completed with usage, function tools come back as
+    function_call items (streamed too) and their outputs go back in as
+    input items, text.format json_schema gives parseable JSON; what cannot
+    be honoured is a 400 naming the field."""
+    M = "gemma-3-270m-q4_k_m"
+    msgs = [{"role": "system", "content": "Answer in one short sentence."},
+            {"role": "user", "content": "Name a color of the sky."}]
+    chat = cl.chat.completions.create(model=M, messages=msgs, max_tokens=12, temperature=0)
+    r = cl.responses.create(model=M, instructions=msgs[0]["content"], input=msgs[1]["content"],
+                            max_output_tokens=12, temperature=0)
+    want_status = "incomplete" if chat.choices[0].finish_reason == "length" else "completed"
+    check("responses: the chat answer's text, tokens and status",
+          r.object == "response" and r.id.startswith("resp_") and
+          r.output_text == chat.choices[0].message.content and
+          r.usage.input_tokens == chat.usage.prompt_tokens and
+          r.usage.output_tokens == chat.usage.completion_tokens and
+          r.status == want_status and r.output[0].type == "message" and
+          r.output[0].role == "assistant", (r, chat))
+    cut = cl.responses.create(model=M, input="Count to twenty.", max_output_tokens=3,
+                              temperature=0, extra_body={"ignore_eos": True})
+    check("responses: max_output_tokens -> incomplete",
+          cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens" and
+          cut.usage.output_tokens == 3, cut)
+    events = list(cl.responses.create(model=M, instructions=msgs[0]["content"],
+                                      input=msgs[1]["content"], max_output_tokens=12,
+                                      temperature=0, stream=True))
+    types = [e.type for e in events]
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    last = events[-1].response if events else None
+    check("responses stream: created .. deltas .. completed, the same answer",
+          types[:2] == ["response.created", "response.in_progress"] and
+          types[-1] == "response." + want_status and text == r.output_text and
+          last.output_text == text and last.usage.output_tokens == r.usage.output_tokens and
+          [e.sequence_number for e in events] == list(range(len(events))) and
+          "response.output_item.done" in types, types)
+
+    tools = [{"type": "function", "name": "get_weather", "description": "Weather of a city",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    forced = {"type": "function", "name": "get_weather"}
+    r = cl.responses.create(model=M, input=ask, tools=tools, tool_choice=forced,
+                            max_output_tokens=48, temperature=0)
+    calls = [o for o in r.output if o.type == "function_call"]
+    args = json.loads(calls[0].arguments) if calls else None
+    check("responses: a forced function call item",
+          len(calls) == 1 and calls[0].name == "get_weather" and isinstance(args, dict) and
+          "city" in args and calls[0].call_id.startswith("call_"), r)
+    ev = list(cl.responses.create(model=M, input=ask, tools=tools, tool_choice=forced,
+                                  max_output_tokens=48, temperature=0, stream=True))
+    scalls = [o for o in ev[-1].response.output if o.type == "function_call"] if ev else []
+    check("responses stream: the same call, its arguments streamed",
+          len(scalls) == 1 and scalls[0].arguments == calls[0].arguments and
+          "".join(e.delta for e in ev if e.type == "response.function_call_arguments.delta")
+          == calls[0].arguments, [e.type for e in ev])
+    if calls:
+        c0 = calls[0]
+        turn = ask + [{"type": "function_call", "call_id": c0.call_id, "name": c0.name,
+                       "arguments": c0.arguments},
+                      {"type": "function_call_output", "call_id": c0.call_id,
+                       "output": "sunny, 21 C"}]
+        r2 = cl.responses.create(model=M, input=turn, tools=tools, max_output_tokens=16,
+                                 temperature=0)
+        chat2 = cl.chat.completions.create(
+            model=M, temperature=0, max_tokens=16,
+            tools=[{"type": "function", "function": {k: v for k, v in tools[0].items()
+                                                     if k != "type"}}],
+            messages=ask + [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": c0.call_id, "type": "function",
+                 "function": {"name": c0.name, "arguments": c0.arguments}}]},
+                {"role": "tool", "tool_call_id": c0.call_id, "content": "sunny, 21 C"}])
+        check("responses: call and output items are the chat turn's messages",
+              r2.usage.input_tokens == chat2.usage.prompt_tokens and
+              r2.output_text == (chat2.choices[0].message.content or ""), (r2, chat2))
+    fmt = {"format": {"type": "json_schema", "name": "sky", "strict": True,
+                      "schema": {"type": "object", "properties": {"color": {"type": "string"}},
+                                 "required": ["color"]}}}
+    r = cl.responses.create(model=M, input="What color is the sky? Answer in JSON.", text=fmt,
+                            max_output_tokens=40, temperature=0)
+    try:
+        ok = isinstance(json.loads(r.output_text).get("color"), str)
+    except ValueError:
+        ok = False
+    check("responses: text.format json_schema", ok and r.text.format.type == "json_schema",
+          r.output_text)
+
+    for body, param in (({"input": "hi", "previous_response_id": "resp_1"},
+                         "previous_response_id"),
+                        ({}, "input"),
+                        ({"input": "hi", "max_output_tokens": "x"}, "max_output_tokens"),
+                        ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
+                        ({"input": [{"role": "user", "content": [
+                            {"type": "input_image", "image_url": "http://x/y.png"}]}]},
+                         "input"),
+                        ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
+                        ({"input": "hi", "background": True}, "background")):
+        st, _, err = raw(srv, "POST", "/v1/responses", dict(body, model=M))
+        e = err.get("error", {}) if isinstance(err, dict) else {}
+        check(f"responses: 400 naming {param}", st == 400 and e.get("param") == param,
+              (st, err))
+
+
 def test_chat_template_flag():
     """--chat-template: a file or an inline template replaces the model's;
     one that cannot be read or parsed stops the server at start, saying
@@ -981,6 +1088,7 @@ def main():
                          ("cache salt", test_cache_salt),
                          ("step budget", test_step_budget),
                          ("kv dtype", test_kv_dtype),
+                         ("responses", test_responses),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),
