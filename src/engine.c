@@ -258,12 +258,11 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 	q->prompt_top = p->prompt_top;
 	q->n_scored = 1;
 	/* constrained requests do not draft (yet: verify_rows masks every
-	 * row through emit_token, so drafting would stay correct); nor do
-	 * salted ones where drafts come from other requests' outputs (the
-	 * suffix drafter's shared cache), which they must neither read nor
-	 * feed */
-	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar &&
-		  !(p->cache_salt && e->cfg.spec == SPEC_SUFFIX);
+	 * row through emit_token, so drafting would stay correct); salted
+	 * ones draft from their own tokens only (admit isolates them from the
+	 * suffix drafter's cache of other requests' outputs, release_slot
+	 * keeps their output out of it) */
+	q->spec = e->cfg.spec != SPEC_NONE && !p->no_spec && !p->grammar;
 	q->slot = -1;
 	return q;
 }
@@ -333,7 +332,8 @@ static void release_slot(struct engine *e, struct req *q)
 {
 	if (q->slot < 0)
 		return;
-	if (q->spec && q->n_generated > 0) /* later requests may repeat this output */
+	/* later requests may repeat this output (a salted one's is its own) */
+	if (q->spec && q->n_generated > 0 && !q->cache_salt)
 		spec_cache_add(e->spec_cache, q->tokens + q->n_prompt, q->n_generated);
 	struct kv_cache *kv = fwd_kv(e->f);
 	kv_seq_publish(kv, q->slot, q->tokens, q->n_computed);
@@ -553,6 +553,8 @@ static void admit(struct engine *e, int64_t budget)
 		} else if (q->spec) {
 			struct spec_seq *sp = e->spec[q->slot];
 			spec_seq_reset(sp);
+			if (q->cache_salt)
+				spec_seq_isolate(sp);
 			spec_seq_append(sp, q->tokens, q->n_tokens);
 		}
 		e->running[e->n_running++] = q;

@@ -24,6 +24,7 @@ struct spec_seq {
 	int32_t *tokens;         /* [max_len] */
 	struct strie t;          /* SPEC_SUFFIX: this sequence */
 	struct spec_cache *cache;
+	bool isolated;           /* until the next reset: drafts ignore cache */
 };
 
 int spec_method_parse(const char *name)
@@ -138,12 +139,15 @@ void spec_seq_free(struct spec_seq *s)
 void spec_seq_reset(struct spec_seq *s)
 {
 	s->n = 0;
+	s->isolated = false;
 	s->k_cap = spec_cap_first(s->k_max);
 	if (s->method == SPEC_SUFFIX)
 		strie_clear(&s->t);
 }
 
 int64_t spec_seq_len(const struct spec_seq *s) { return s->n; }
+
+void spec_seq_isolate(struct spec_seq *s) { s->isolated = true; }
 
 void spec_seq_append(struct spec_seq *s, const int32_t *tokens, int64_t n)
 {
@@ -226,7 +230,7 @@ static int draft_suffix(const struct spec_seq *s, int k, int32_t *draft)
 	float score = 1.0f;
 	while (m < k) {
 		struct guess g = trie_guess(&s->t, ctx, n);
-		if (s->cache) {
+		if (s->cache && !s->isolated) {
 			struct guess c = trie_guess(&s->cache->t, ctx, n);
 			if (c.match > g.match || (c.match == g.match && c.prob > g.prob))
 				g = c;

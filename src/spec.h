@@ -57,8 +57,15 @@ int spec_seq_create(enum spec_method m, int k_max, int64_t max_len, struct spec_
 		    struct spec_seq **out, ing_err *err);
 void spec_seq_free(struct spec_seq *s);
 
-/* Forgets everything about the previous sequence (O(1)). */
+/* Forgets everything about the previous sequence (O(1)), isolation
+ * included. */
 void spec_seq_reset(struct spec_seq *s);
+
+/* Until the next reset, drafts come from this sequence's own tokens only,
+ * never from the global cache: for a sequence that must not read other
+ * sequences' data (a request with a cache salt; the caller also keeps its
+ * tokens out of the cache). */
+void spec_seq_isolate(struct spec_seq *s);
 
 /* Appends tokens to the sequence the drafter knows (prompt first, then
  * every accepted token, in order). Tokens past max_len are ignored. */

@@ -107,6 +107,7 @@ static void make_prompts(void)
 
 static enum spec_method g_spec = SPEC_NONE; /* drafter of engines start() makes */
 static bool g_sampled;                       /* submit samples (seeded, penalties) */
+static uint64_t g_salt;                      /* submit's cache salt (0: none) */
 
 static struct engine *start(int seqs, int64_t kv_mb, int waiting)
 {
@@ -130,7 +131,7 @@ static int submit(struct engine *e, int i, struct result *r, int64_t max_tokens)
 {
 	struct engine_params p = { .prompt = prompts[i], .n_prompt = prompt_len[i],
 				   .max_tokens = max_tokens, .top_logprobs = -1,
-				   .sample = sample_params_default() };
+				   .sample = sample_params_default(), .cache_salt = g_salt };
 	p.sample.temperature = 0;
 	if (g_sampled) {
 		p.sample.temperature = 1.0f;
@@ -240,6 +241,21 @@ static void test_speculation(const struct result *solo)
 		CHECK(stp.preemptions > 0, "a tiny pool preempts with speculation too");
 		CHECK(st.spec_drafts + stp.spec_drafts > 0, "drafts were proposed");
 	}
+	/* salted requests draft from their own tokens alone (not the suffix
+	 * cache of the others' outputs): the same tokens */
+	struct result rs[NREQ] = { 0 };
+	g_salt = 0x5a175a17;
+	e = start(4, 0, NREQ);
+	if (e) {
+		for (int i = 0; i < NREQ; i++)
+			submit(e, i, &rs[i], GEN);
+		wait_all(rs, NREQ);
+		engine_stats_get(e, &st);
+		engine_destroy(e, true);
+		compare(solo, rs, "salted speculation");
+		CHECK(st.spec_drafts > 0, "salted requests draft (from their own tokens)");
+	}
+	g_salt = 0;
 	g_spec = SPEC_NONE;
 }
 

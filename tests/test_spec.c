@@ -187,6 +187,22 @@ static void test_suffix(void)
 	spec_seq_append(s, out, 5);
 	n = spec_seq_draft(s, 4, d);
 	CHECK(n == 4 && d[0] == 905 && d[3] == 908, "cache draft: n=%d d0=%d", n, d[0]);
+	/* an isolated sequence (a salted request) drafts from itself alone,
+	 * until its next reset */
+	spec_seq_reset(s);
+	spec_seq_isolate(s);
+	spec_seq_append(s, uniq, 5);
+	spec_seq_append(s, out, 5);
+	CHECK(spec_seq_draft(s, 4, d) == 0, "isolated: nothing from the cache");
+	spec_seq_append(s, uniq, 5); /* its own repeat still drafts */
+	n = spec_seq_draft(s, 4, d);
+	CHECK(n == 4 && d[0] == 900 && d[3] == 903, "isolated: its own tokens: n=%d d0=%d", n,
+	      d[0]);
+	spec_seq_reset(s);
+	spec_seq_append(s, uniq, 5);
+	spec_seq_append(s, out, 5);
+	n = spec_seq_draft(s, 4, d);
+	CHECK(n == 4 && d[0] == 905, "reset ends isolation: n=%d", n);
 	/* a sequence larger than the cache restarts it: no crash, still bounded */
 	int32_t big[600];
 	for (int i = 0; i < 600; i++)
