@@ -124,6 +124,8 @@ int cli_kv_dtype(const char *s, enum qtype *out)
 		*out = QTYPE_F16;
 	else if (!strcmp(s, "f32"))
 		*out = QTYPE_F32;
+	else if (!strcmp(s, "q8_0"))
+		*out = QTYPE_Q8_0;
 	else
 		return -1;
 	return 0;

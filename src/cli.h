@@ -32,7 +32,7 @@ int cli_threads(int requested);
 char *cli_read_stdin(size_t *len);
 char *cli_read_file(const char *path, size_t *len);
 
-/* --kv-cache-dtype: "f16", "f32" or "auto" (FWD_KV_DEFAULT) into *out;
+/* --kv-cache-dtype: "f16", "f32", "q8_0" or "auto" (FWD_KV_DEFAULT) into *out;
  * -1 for anything else. */
 int cli_kv_dtype(const char *s, enum qtype *out);
 

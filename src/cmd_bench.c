@@ -62,7 +62,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
 		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n"
-		"                   [--profile] [--kv-cache-dtype f16|f32|auto]\n");
+		"                   [--profile] [--kv-cache-dtype f16|f32|q8_0|auto]\n");
 	return 2;
 }
 

@@ -54,7 +54,7 @@ static int usage(void)
 		"      --batch N      rows per forward step (default 128)\n"
 		"      --chunks N     score only the first N chunks (default: all)\n"
 		"  -t, --threads N    compute threads (default: physical cores)\n"
-		"      --kv-cache-dtype f16|f32|auto   KV cache element type (default auto: f16)\n"
+		"      --kv-cache-dtype f16|f32|q8_0|auto   KV cache element type (default f16)\n"
 		"Method and numbers match llama.cpp's llama-perplexity -c N.\n");
 	return 2;
 }

@@ -51,7 +51,7 @@ static int usage(void)
 		"      --seed S            RNG seed (default 0)\n"
 		"      --ctx N             context length (default: the model's, capped by memory)\n"
 		"      --batch N           prefill chunk size (default 256)\n"
-		"      --kv-cache-dtype f16|f32|auto   KV cache element type (default auto: f16)\n"
+		"      --kv-cache-dtype f16|f32|q8_0|auto   KV cache element type (default f16)\n"
 		"  -t, --threads N         compute threads (default: physical cores)\n"
 		"      --runner mega|graph schedule: megakernel (default) or one dispatch per op\n"
 		"      --ignore-eos        keep generating past end-of-sequence tokens\n"
@@ -92,7 +92,8 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_KV_DTYPE:
 		if (!cli_kv_dtype(arg, &o->kv_type))
 			return 0;
-		fprintf(stderr, "ingot run: --kv-cache-dtype takes f16, f32 or auto, not '%s'\n", arg);
+		fprintf(stderr, "ingot run: --kv-cache-dtype takes f16, f32, q8_0 or auto, not '%s'\n",
+			arg);
 		return -1;
 	}
 	if (opt == 'n' && !parse_num(arg, -1, 1e9, &v)) o->n_predict = (int64_t)v;

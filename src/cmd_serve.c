@@ -54,8 +54,9 @@ static int usage(void)
 		"      --max-num-batched-tokens N  tokens a step computes: decode rows and prompt\n"
 		"                           chunks (default 256; at least --max-num-seqs)\n"
 		"      --kv-cache-mb N      KV pool size (default: max-num-seqs full contexts)\n"
-		"      --kv-cache-dtype f16|f32|auto  how the KV cache stores keys and values\n"
-		"                           (default auto: f16, half the memory of f32)\n"
+		"      --kv-cache-dtype f16|f32|q8_0|auto  how the KV cache stores keys and values\n"
+		"                           (default auto: f16, half the memory of f32; q8_0 about\n"
+		"                           a quarter)\n"
 		"      --max-model-len N    prompt + generated tokens per request (default 4096)\n"
 		"      --served-model-name NAME   model id in the API (default: file name)\n"
 		"      --chat-template FILE|TEMPLATE  Jinja chat template to use instead of the\n"
@@ -109,7 +110,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	if (opt == O_KV_DTYPE) {
 		if (!cli_kv_dtype(arg, &o->ec.kv_type))
 			return 0;
-		fprintf(stderr, "ingot serve: --kv-cache-dtype takes f16, f32 or auto, not '%s'\n",
+		fprintf(stderr, "ingot serve: --kv-cache-dtype takes f16, f32, q8_0 or auto, not '%s'\n",
 			arg);
 		return -1;
 	}

@@ -1028,6 +1028,8 @@ static int64_t kv_blocks_for(const struct engine *e)
 	if (e->cfg.kv_cache_mb <= 0)
 		return 0; /* kv_create: n_seq full contexts */
 	double per_block = KV_BLOCK * fwd_kv_bytes_per_pos(&e->m->hp, e->cfg.kv_type);
+	if (per_block <= 0)
+		return 0; /* a type fwd_create refuses */
 	int64_t n = (int64_t)(e->cfg.kv_cache_mb * 1e6 / per_block);
 	return n > 0 ? n : 1;
 }
@@ -1122,7 +1124,7 @@ static int setup(struct engine *e, ing_err *err)
 		return rc;
 	/* before ready: no lock needed */
 	e->stats.kv_blocks = fwd_kv(e->f)->n_blocks;
-	e->stats.kv_dtype = c->kv_type == QTYPE_F16 ? "f16" : "f32";
+	e->stats.kv_dtype = c->kv_type == QTYPE_F16 ? "f16" : c->kv_type == QTYPE_Q8_0 ? "q8_0" : "f32";
 	if (c->spec == SPEC_NONE)
 		return ING_OK;
 	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */

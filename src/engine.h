@@ -38,7 +38,7 @@ struct engine_config {
 	int max_num_seqs;       /* running sequences at once (batch rows for decode) */
 	int64_t max_model_len;  /* prompt + generated tokens per request */
 	int64_t kv_cache_mb;    /* KV pool size; 0: enough for max_num_seqs full contexts */
-	enum qtype kv_type;     /* KV cache rows: QTYPE_F16 (default) or QTYPE_F32 */
+	enum qtype kv_type;     /* KV cache rows: QTYPE_F16 (default), QTYPE_F32 or QTYPE_Q8_0 */
 	int64_t step_tokens;    /* token budget per step (decode rows + prefill) */
 	int64_t mixed_prefill_tokens; /* prefill tokens in a step that also decodes (0: no
 				       * limit beyond step_tokens) */
@@ -175,7 +175,7 @@ struct engine_stats {
 	int running, waiting;
 	double kv_usage;                 /* used blocks / pool blocks */
 	int64_t kv_blocks;               /* pool blocks (of KV_BLOCK positions) */
-	const char *kv_dtype;            /* "f16" or "f32" (static); NULL before setup */
+	const char *kv_dtype;            /* "f16", "f32" or "q8_0" (static); NULL before setup */
 	uint64_t prompt_tokens, generation_tokens;
 	uint64_t requests_finished[3];   /* by enum engine_finish */
 	uint64_t preemptions;

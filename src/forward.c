@@ -49,7 +49,8 @@ struct fwd {
 	float *att;                  /* [max_batch][Datt] */
 	float *hb, *hb2;             /* [max_batch][F] */
 	float *logits;               /* [max_out][V] */
-	float *scratch;              /* [n_threads][OPS_ATTEND_GROUP_MAX * n_ctx] */
+	float *scratch;              /* [n_threads][scratch_floats] */
+	size_t scratch_floats;       /* ops_attend_group's scratch for a thread */
 	const void **rowptr;         /* [n_threads][2][n_ctx] K/V row pointers */
 	enum ops_kv_type kv_type;    /* how the KV cache stores rows */
 	const float *rope_freqs;     /* [n_rot/2] or NULL */
@@ -154,8 +155,9 @@ static int alloc_buffers(struct fwd *f)
 	f->hb = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->hb2 = ing_malloc_array(B, (size_t)hp->n_ff * sizeof(float));
 	f->logits = ing_malloc_array((size_t)f->max_out, (size_t)hp->n_vocab * sizeof(float));
-	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads * OPS_ATTEND_GROUP_MAX,
-				      (size_t)f->cfg.n_ctx * sizeof(float));
+	f->scratch_floats = ops_attend_group_scratch(OPS_ATTEND_GROUP_MAX, f->cfg.n_ctx,
+						     f->hp->head_dim, f->hp->head_dim_v, f->kv_type);
+	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, f->scratch_floats * sizeof(float));
 	f->tile_row = ing_malloc_array(B, sizeof(int32_t));
 	f->tile_len = ing_malloc_array(B, sizeof(int32_t));
 	f->best = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->max_out * sizeof *f->best);
@@ -204,11 +206,25 @@ static int setup_acts(struct fwd *f)
 	return ING_OK;
 }
 
+/* The row format of a KV cache type (fwd_config.kv_type), or -1. */
+static int kv_ops_type(enum qtype t)
+{
+	switch (t) {
+	case QTYPE_F32: return OPS_KV_F32;
+	case QTYPE_F16: return OPS_KV_F16;
+	case QTYPE_Q8_0: return OPS_KV_Q8_0;
+	default: return -1;
+	}
+}
+
 double fwd_kv_bytes_per_pos(const struct model_hparams *hp, enum qtype kv_type)
 {
-	const size_t elem = ops_kv_elem_bytes(kv_type == QTYPE_F16 ? OPS_KV_F16 : OPS_KV_F32);
-	return (double)hp->n_layer * (double)(hp->n_head_kv * (hp->head_dim + hp->head_dim_v)) *
-	       (double)elem;
+	const int kt = kv_ops_type(kv_type);
+	if (kt < 0)
+		return 0;
+	return (double)hp->n_layer *
+	       (double)(ops_kv_row_bytes(kt, hp->n_head_kv * hp->head_dim) +
+			ops_kv_row_bytes(kt, hp->n_head_kv * hp->head_dim_v));
 }
 
 int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, ing_err *err)
@@ -216,8 +232,14 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	*out = NULL;
 	if (cfg->max_batch < 1 || cfg->n_ctx < 1 || cfg->n_seq < 1 || cfg->n_threads < 1)
 		return ing_err_set(err, ING_ERR_INVALID, "bad forward configuration");
-	if (cfg->kv_type != QTYPE_F32 && cfg->kv_type != QTYPE_F16)
-		return ing_err_set(err, ING_ERR_UNSUPPORTED, "the KV cache stores F32 or F16 only");
+	const int kt = kv_ops_type(cfg->kv_type);
+	if (kt < 0)
+		return ing_err_set(err, ING_ERR_UNSUPPORTED, "the KV cache stores F32, F16 or Q8_0");
+	if (kt == OPS_KV_Q8_0 && (m->hp.head_dim % QK || m->hp.head_dim_v % QK))
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "a Q8_0 KV cache needs head dims that are multiples of %d "
+				   "(this model's: %lld, %lld)", QK, (long long)m->hp.head_dim,
+				   (long long)m->hp.head_dim_v);
 	struct fwd *f = ing_calloc(1, sizeof *f);
 	if (!f)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
@@ -237,9 +259,10 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->Datt = hp->n_head * hp->head_dim_v;
 	f->max_out = cfg->max_logits > 0 ? cfg->max_logits : 1;
 	f->rope_freqs = m->rope_freqs ? (const float *)m->rope_freqs->data : NULL;
-	f->kv_type = cfg->kv_type == QTYPE_F16 ? OPS_KV_F16 : OPS_KV_F32;
-	int rc = kv_create(hp->n_layer, f->Dk, f->Dv, ops_kv_elem_bytes(f->kv_type), cfg->n_seq,
-			   cfg->n_ctx, cfg->kv_blocks, &f->kv, err);
+	f->kv_type = (enum ops_kv_type)kt;
+	int rc = kv_create(hp->n_layer, ops_kv_row_bytes(f->kv_type, f->Dk),
+			   ops_kv_row_bytes(f->kv_type, f->Dv), cfg->n_seq, cfg->n_ctx,
+			   cfg->kv_blocks, &f->kv, err);
 	if (rc)
 		goto fail;
 	if ((rc = alloc_buffers(f)) || (rc = setup_acts(f))) {
@@ -533,10 +556,11 @@ static void exec_attn(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int ith
 	const struct model_layer *l = &f->m->layers[il];
 	const int64_t group = hp->n_head / hp->n_head_kv, n_ctx = f->cfg.n_ctx;
 	const int64_t hpu = f->attn_hpu, per_tile = hp->n_head / hpu;
-	float *scratch = f->scratch + (size_t)ith * OPS_ATTEND_GROUP_MAX * (size_t)n_ctx;
+	float *scratch = f->scratch + (size_t)ith * f->scratch_floats;
 	const void **K = f->rowptr + (size_t)ith * 2 * (size_t)n_ctx, **V = K + n_ctx;
 	/* bytes from a row's start to KV head kvh's slice */
-	const size_t kb = (size_t)hp->head_dim * f->kv->elem, vb = (size_t)hp->head_dim_v * f->kv->elem;
+	const size_t kb = ops_kv_row_bytes(f->kv_type, hp->head_dim);
+	const size_t vb = ops_kv_row_bytes(f->kv_type, hp->head_dim_v);
 	struct ops_attn_query qs[OPS_ATTEND_GROUP_MAX];
 	for (int64_t u = u0; u < u1; u++) {
 		const int64_t i = u / per_tile, h0 = (u % per_tile) * hpu, kvh = h0 / group;

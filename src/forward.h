@@ -32,7 +32,8 @@ struct fwd_config {
 	int64_t n_ctx;      /* positions per sequence */
 	int64_t n_seq;      /* sequences sharing the cache */
 	int n_threads;      /* sizes per-thread scratch */
-	enum qtype kv_type; /* KV cache rows: QTYPE_F32 or QTYPE_F16 (FWD_KV_DEFAULT) */
+	enum qtype kv_type; /* KV cache rows: QTYPE_F32, QTYPE_F16 (FWD_KV_DEFAULT) or
+			     * QTYPE_Q8_0 (head dims multiples of 32) */
 	int64_t kv_blocks;  /* KV pool size in blocks; 0: n_seq * n_ctx worth */
 };
 
@@ -80,8 +81,8 @@ struct fwd;
 #define FWD_KV_DEFAULT QTYPE_F16
 
 /* Bytes of KV cache one position takes in every layer, with rows of
- * kv_type (QTYPE_F32 or QTYPE_F16): what --kv-cache-mb and default
- * contexts are sized by. */
+ * kv_type (QTYPE_F32, QTYPE_F16 or QTYPE_Q8_0; 0 for another type): what
+ * --kv-cache-mb and default contexts are sized by. */
 double fwd_kv_bytes_per_pos(const struct model_hparams *hp, enum qtype kv_type);
 
 int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, ing_err *err);

@@ -275,7 +275,7 @@ static void block_release(struct kv_cache *kv, int32_t b)
 
 static void block_copy(struct kv_cache *kv, int32_t dst, int32_t src, int64_t rows)
 {
-	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
+	const size_t kb = kv->k_row, vb = kv->v_row;
 	for (int64_t l = 0; l < kv->n_layer; l++) {
 		const size_t d = (size_t)((l * kv->n_blocks + dst) * KV_BLOCK);
 		const size_t s = (size_t)((l * kv->n_blocks + src) * KV_BLOCK);
@@ -289,8 +289,8 @@ static void block_copy(struct kv_cache *kv, int32_t dst, int32_t src, int64_t ro
 static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 {
 	const size_t nb = (size_t)kv->n_blocks, ns = (size_t)kv->n_seq;
-	kv->k = ing_malloc_array(rows, (size_t)kv->k_dim * kv->elem);
-	kv->v = ing_malloc_array(rows, (size_t)kv->v_dim * kv->elem);
+	kv->k = ing_malloc_array(rows, kv->k_row);
+	kv->v = ing_malloc_array(rows, kv->v_row);
 	kv->tables = ing_malloc_array(ns * (size_t)kv->max_blocks, sizeof *kv->tables);
 	kv->seq_chain = ing_malloc_array(ns * (size_t)kv->max_blocks, sizeof *kv->seq_chain);
 	kv->seq_len = ing_calloc(ns, sizeof *kv->seq_len);
@@ -315,12 +315,12 @@ static int alloc_arrays(struct kv_cache *kv, uint64_t rows)
 	       kv->sib_prev && kv->sib_next && kv->kids ? ING_OK : ING_ERR_NOMEM;
 }
 
-int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, size_t elem, int64_t n_seq,
-	      int64_t n_ctx, int64_t n_blocks, struct kv_cache **out, ing_err *err)
+int kv_create(int64_t n_layer, size_t k_row, size_t v_row, int64_t n_seq, int64_t n_ctx,
+	      int64_t n_blocks, struct kv_cache **out, ing_err *err)
 {
 	*out = NULL;
-	if (n_layer <= 0 || n_seq <= 0 || n_ctx <= 0 || k_dim <= 0 || v_dim <= 0 || n_blocks < 0 ||
-	    elem < 1 || elem > 8 || n_seq > (1 << 20) || n_ctx > ((int64_t)1 << 30))
+	if (n_layer <= 0 || n_seq <= 0 || n_ctx <= 0 || k_row == 0 || v_row == 0 || n_blocks < 0 ||
+	    n_seq > (1 << 20) || n_ctx > ((int64_t)1 << 30))
 		return ing_err_set(err, ING_ERR_INVALID, "bad KV cache dimensions");
 	const int64_t max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
 	if (n_blocks == 0)
@@ -328,20 +328,20 @@ int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, size_t elem, int64_
 	if (n_blocks > INT32_MAX / 4 || (uint64_t)n_layer * (uint64_t)n_blocks > UINT64_MAX / KV_BLOCK)
 		return ing_err_set(err, ING_ERR_RANGE, "KV cache too large");
 	uint64_t rows = (uint64_t)n_layer * (uint64_t)n_blocks * KV_BLOCK;
-	uint64_t maxdim = (uint64_t)(k_dim > v_dim ? k_dim : v_dim);
-	if (rows > SIZE_MAX / elem / maxdim)
+	size_t maxrow = k_row > v_row ? k_row : v_row;
+	if (rows > SIZE_MAX / maxrow)
 		return ing_err_set(err, ING_ERR_RANGE, "KV cache size overflows");
 	struct kv_cache *kv = ing_calloc(1, sizeof *kv);
 	if (!kv)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
-	*kv = (struct kv_cache){ .n_layer = n_layer, .k_dim = k_dim, .v_dim = v_dim, .elem = elem,
+	*kv = (struct kv_cache){ .n_layer = n_layer, .k_row = k_row, .v_row = v_row,
 				 .n_blocks = n_blocks, .n_seq = n_seq, .n_ctx = n_ctx,
 				 .max_blocks = max_blocks, .lru_head = -1, .lru_tail = -1 };
 	kv->n_slots = 16;
 	while (kv->n_slots < 2 * n_blocks)
 		kv->n_slots *= 2;
 	if (alloc_arrays(kv, rows)) {
-		double mb = (double)rows * (double)(k_dim + v_dim) * (double)elem / 1e6;
+		double mb = (double)rows * (double)(k_row + v_row) / 1e6;
 		kv_destroy(kv);
 		return ing_err_set(err, ING_ERR_NOMEM,
 				   "cannot allocate the KV cache (%.0f MB); use a smaller context", mb);

@@ -1,8 +1,8 @@
 /* kv.h — the paged key/value cache with automatic prefix caching.
  *
  * Storage is one pool of blocks of KV_BLOCK positions; a block id addresses
- * the same slot in every layer (K and V rows of k_dim / v_dim elements of
- * elem bytes each: what an element is, F32 or F16, is the forward pass's
+ * the same slot in every layer (K and V rows of k_row / v_row bytes: how a
+ * row stores its values, F32, F16 or Q8_0, is the forward pass's
  * business). Each
  * sequence slot has a block table mapping position p to block
  * table[p / KV_BLOCK]. Blocks are reference counted: sequences that share a
@@ -34,13 +34,13 @@
 #define KV_BLOCK 16
 
 struct kv_cache {
-	int64_t n_layer, k_dim, v_dim;
+	int64_t n_layer;
+	size_t k_row, v_row;         /* bytes of a K row, of a V row */
 	int64_t n_blocks;            /* in the pool */
 	int64_t n_seq;               /* sequence slots */
 	int64_t n_ctx;               /* positions per sequence */
 	int64_t max_blocks;          /* per sequence: ceil(n_ctx / KV_BLOCK) */
-	size_t elem;                 /* bytes per element */
-	unsigned char *k, *v;        /* [n_layer][n_blocks][KV_BLOCK][dim] elements */
+	unsigned char *k, *v;        /* [n_layer][n_blocks][KV_BLOCK] rows */
 	int32_t *tables;             /* [n_seq][max_blocks] */
 	int64_t *seq_len;            /* [n_seq] valid positions */
 	int64_t *seq_blocks;         /* [n_seq] blocks in the table */
@@ -73,26 +73,24 @@ struct kv_cache {
 };
 
 /* Creates a pool of n_blocks blocks (0: enough for every slot to hold
- * n_ctx positions) for n_seq sequence slots of up to n_ctx positions, rows
- * of elements of elem bytes (1..8). Memory is reserved but committed by the
- * OS only as blocks are used. */
-int kv_create(int64_t n_layer, int64_t k_dim, int64_t v_dim, size_t elem, int64_t n_seq,
-	      int64_t n_ctx, int64_t n_blocks, struct kv_cache **out, ing_err *err);
+ * n_ctx positions) for n_seq sequence slots of up to n_ctx positions, K
+ * rows of k_row bytes and V rows of v_row bytes. Memory is reserved but
+ * committed by the OS only as blocks are used. */
+int kv_create(int64_t n_layer, size_t k_row, size_t v_row, int64_t n_seq, int64_t n_ctx,
+	      int64_t n_blocks, struct kv_cache **out, ing_err *err);
 void kv_destroy(struct kv_cache *kv);
 
-/* The K / V row of seq at pos in layer: k_dim / v_dim elements. */
+/* The K / V row of seq at pos in layer: k_row / v_row bytes. */
 static inline void *kv_k_row(const struct kv_cache *kv, int64_t layer, int64_t seq, int64_t pos)
 {
 	int64_t b = kv->tables[seq * kv->max_blocks + pos / KV_BLOCK];
-	return kv->k + (size_t)((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) *
-			       (size_t)kv->k_dim * kv->elem;
+	return kv->k + (size_t)((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) * kv->k_row;
 }
 
 static inline void *kv_v_row(const struct kv_cache *kv, int64_t layer, int64_t seq, int64_t pos)
 {
 	int64_t b = kv->tables[seq * kv->max_blocks + pos / KV_BLOCK];
-	return kv->v + (size_t)((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) *
-			       (size_t)kv->v_dim * kv->elem;
+	return kv->v + (size_t)((layer * kv->n_blocks + b) * KV_BLOCK + pos % KV_BLOCK) * kv->v_row;
 }
 
 /* Makes positions [seq_len, len) of seq writable: allocates blocks (evicting

@@ -173,7 +173,15 @@ static void gelu_table_init(void)
 static int use_avx2;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
-static void isa_init(void) { use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2; }
+static const struct quant_kernels *kv_quant; /* Q8_0 KV rows' quantizer */
+
+/* Once: quant_kernels_best() probes cpuid, which costs a trap to the
+ * hypervisor on a VM; per stored row it was a fifth of a long prefill. */
+static void isa_init(void)
+{
+	use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2;
+	kv_quant = quant_kernels_best();
+}
 
 float ops_gelu(float x)
 {
@@ -214,52 +222,86 @@ void ops_add(float *y, const float *x, int64_t n)
 		y[i] += x[i];
 }
 
-/* Element i of a K or V row, F32 or F16 (widened exactly); f16 is a
- * constant in each of the scalar kernels below. */
-static inline float row_at(const void *row, int64_t i, int f16)
+/* Element i of a K or V row stored as kind (0 F32, 1 F16, 2 Q8_0: its
+ * int8 times its block's F16 scale, exact in float); kind is a constant in
+ * each of the scalar kernels below. */
+static inline float row_at(const void *row, int64_t i, int kind)
 {
-	return f16 ? fp16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+	if (kind == 1)
+		return fp16_to_f32(((const uint16_t *)row)[i]);
+	if (kind == 2) {
+		const unsigned char *b = (const unsigned char *)row + (i / QK) * 34;
+		uint16_t d;
+		memcpy(&d, b, sizeof d);
+		return (float)(int8_t)b[2 + i % QK] * fp16_to_f32(d);
+	}
+	return ((const float *)row)[i];
 }
 
-static inline float dot_row(const float *a, const void *b, int64_t n, int f16)
+static inline float dot_row(const float *a, const void *b, int64_t n, int kind)
 {
 	float s[8] = { 0 };
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
 		for (int j = 0; j < 8; j++)
-			s[j] += a[i + j] * row_at(b, i + j, f16);
+			s[j] += a[i + j] * row_at(b, i + j, kind);
 	float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 	for (; i < n; i++)
-		r += a[i] * row_at(b, i, f16);
+		r += a[i] * row_at(b, i, kind);
 	return r;
 }
 
-static inline void axpy_row(float *y, float p, const void *x, int64_t n, int f16)
+static inline void axpy_row(float *y, float p, const void *x, int64_t n, int kind)
 {
 	for (int64_t i = 0; i < n; i++)
-		y[i] += p * row_at(x, i, f16);
+		y[i] += p * row_at(x, i, kind);
 }
 
-static float dotf(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 0); }
-static float doth(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 1); }
-static void axpyf(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 0); }
-static void axpyh(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 1); }
-
-static void qkf(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
-		float *s, int64_t ld)
+static inline void qk_rows(const float *const *q, int nq, const void *const *K, int64_t nk,
+			   int64_t n, float *s, int64_t ld, int kind)
 {
 	for (int a = 0; a < nq; a++)
 		for (int64_t j = 0; j < nk; j++)
-			s[a * ld + j] = dotf(q[a], K[j], n);
+			s[a * ld + j] = dot_row(q[a], K[j], n, kind);
 }
 
-static void qkh(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
-		float *s, int64_t ld)
+static inline void pv_rows(float *const *out, const float *const *p, int nq,
+			   const void *const *V, int64_t nk, int64_t Dv, int kind)
 {
 	for (int a = 0; a < nq; a++)
 		for (int64_t j = 0; j < nk; j++)
-			s[a * ld + j] = doth(q[a], K[j], n);
+			axpy_row(out[a], p[a][j], V[j], Dv, kind);
 }
+
+/* The scalar set for each kind of row: F32 (f), F16 (h), Q8_0 (q). */
+#define SCALAR_SET(sfx, kind)                                                                   \
+	static float dot##sfx(const float *a, const void *b, int64_t n)                         \
+	{                                                                                        \
+		return dot_row(a, b, n, kind);                                                   \
+	}                                                                                        \
+	static void axpy##sfx(float *y, float p, const void *x, int64_t n)                      \
+	{                                                                                        \
+		axpy_row(y, p, x, n, kind);                                                      \
+	}                                                                                        \
+	static void qk##sfx(const float *const *q, int nq, const void *const *K, int64_t nk,    \
+			    int64_t n, float *s, int64_t ld)                                     \
+	{                                                                                        \
+		qk_rows(q, nq, K, nk, n, s, ld, kind);                                           \
+	}                                                                                        \
+	static void pv##sfx(float *const *out, const float *const *p, int nq,                   \
+			    const void *const *V, int64_t nk, int64_t Dv)                        \
+	{                                                                                        \
+		pv_rows(out, p, nq, V, nk, Dv, kind);                                            \
+	}                                                                                        \
+	static void widen##sfx(float *dst, const void *row, int64_t n)                          \
+	{                                                                                        \
+		for (int64_t i = 0; i < n; i++)                                                  \
+			dst[i] = row_at(row, i, kind);                                           \
+	}
+SCALAR_SET(f, 0)
+SCALAR_SET(h, 1)
+SCALAR_SET(q, 2)
+#undef SCALAR_SET
 
 static void expsf(float *x, int64_t n, float mx)
 {
@@ -267,26 +309,12 @@ static void expsf(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
-static void pvf(float *const *out, const float *const *p, int nq, const void *const *V,
-		int64_t nk, int64_t Dv)
-{
-	for (int a = 0; a < nq; a++)
-		for (int64_t j = 0; j < nk; j++)
-			axpyf(out[a], p[a][j], V[j], Dv);
-}
-
-static void pvh(float *const *out, const float *const *p, int nq, const void *const *V,
-		int64_t nk, int64_t Dv)
-{
-	for (int a = 0; a < nq; a++)
-		for (int64_t j = 0; j < nk; j++)
-			axpyh(out[a], p[a][j], V[j], Dv);
-}
-
-/* The inner loops of attention, scalar or AVX2, over F32 or F16 rows: dot
- * and axpy for one query, qk and pv the same arithmetic for a block of up
- * to ATTN_BLOCK queries (see ops_int.h), bit for bit, in each set; exps is
- * x[j] = expf(x[j] - mx) over a row of scores. */
+/* The inner loops of attention, scalar or AVX2, over F32, F16 or Q8_0
+ * rows: dot and axpy for one query, qk and pv the same arithmetic for a
+ * block of up to ATTN_BLOCK queries (see ops_int.h), bit for bit, in each
+ * set; exps is x[j] = expf(x[j] - mx) over a row of scores; widen writes a
+ * row's n values as floats (exactly: the F32 set's qk/pv over widened rows
+ * give this set's results). */
 struct attn_kernels {
 	float (*dot)(const float *, const void *, int64_t);
 	void (*axpy)(float *, float, const void *, int64_t);
@@ -295,14 +323,19 @@ struct attn_kernels {
 	void (*pv)(float *const *, const float *const *, int, const void *const *, int64_t,
 		   int64_t);
 	void (*exps)(float *, int64_t, float);
+	void (*widen)(float *, const void *, int64_t);
 };
 
-/* [simd][kv type] */
-static const struct attn_kernels attn_sets[2][2] = {
-	{ { dotf, axpyf, qkf, pvf, expsf }, { doth, axpyh, qkh, pvh, expsf } },
-	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2, ops_pv_avx2, ops_exp_avx2 },
-	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx2, ops_pv_f16_avx2,
-	    ops_exp_avx2 } },
+/* [simd][enum ops_kv_type] */
+static const struct attn_kernels attn_sets[2][3] = {
+	{ { dotf, axpyf, qkf, pvf, expsf, widenf },
+	  { doth, axpyh, qkh, pvh, expsf, widenh },
+	  { dotq, axpyq, qkq, pvq, expsf, widenq } },
+	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2, ops_pv_avx2, ops_exp_avx2, widenf },
+	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx2, ops_pv_f16_avx2, ops_exp_avx2,
+	    ops_widen_f16_avx2 },
+	  { ops_dot_q8_avx2, ops_axpy_q8_avx2, ops_qk_q8_avx2, ops_pv_q8_avx2, ops_exp_avx2,
+	    ops_widen_q8_avx2 } },
 };
 
 /* scratch[0..n) holds the scores; softmax them in place (exp, then the
@@ -368,14 +401,49 @@ static void tile_cut(const struct ops_attn_query *q, int64_t t0, int64_t t1, int
 	*b = q->hi < t1 ? q->hi : t1;
 }
 
+/* The rows of a tile as its kernels read them: row j at rows[j - base],
+ * through kernel set k. */
+struct attn_rows {
+	const void *const *rows;
+	int64_t base;
+	const struct attn_kernels *k;
+};
+
+/* Kernel sets and buffers of a group: k for the stored rows, kf the F32
+ * set of the same ISA; buf (NULL for F32 rows) holds a tile of widened
+ * rows, ptrs their addresses. */
+struct attn_ctx {
+	const struct attn_kernels *k, *kf;
+	float *buf;
+	const void **ptrs;
+};
+
+/* Rows [t0, t1) of R (D values each): as stored when one block of queries
+ * reads them, else widened once into c->buf and read as F32 by every
+ * block (the same values, so the same bits; F16 and Q8_0 rows cost a
+ * conversion per load, which several blocks would each pay). */
+static struct attn_rows tile_rows(const struct attn_ctx *c, const void *const *R, int64_t t0,
+				  int64_t t1, int64_t D, int nq)
+{
+	if (!c->buf || nq <= ATTN_BLOCK)
+		return (struct attn_rows){ R, 0, c->k };
+	for (int64_t j = t0; j < t1; j++) {
+		float *w = c->buf + (j - t0) * D;
+		c->k->widen(w, R[j], D);
+		c->ptrs[j - t0] = w;
+	}
+	return (struct attn_rows){ c->ptrs, t0, c->kf };
+}
+
 /* The raw dots of every query with the rows of its range, tile by tile;
  * a block's dots run over the union of its queries' ranges (the extra
  * ones are never read). */
 static void group_dots(const struct ops_attn_query *qs, int nq, const void *const *K, int64_t Dh,
-		       struct attn_span g, float *scratch, const struct attn_kernels *k)
+		       struct attn_span g, float *scratch, const struct attn_ctx *c)
 {
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
+		const struct attn_rows t = tile_rows(c, K, t0, t1, Dh, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK) {
 			const int nb = nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK;
 			const float *q[ATTN_BLOCK];
@@ -390,8 +458,8 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const void *cons
 				}
 			}
 			if (ja < jb)
-				k->qk(q, nb, K + ja, jb - ja, Dh, scratch + b * g.span + (ja - g.lo),
-				      g.span);
+				t.k->qk(q, nb, t.rows + (ja - t.base), jb - ja, Dh,
+					scratch + b * g.span + (ja - g.lo), g.span);
 		}
 	}
 }
@@ -399,9 +467,8 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const void *cons
 /* P.V of the queries of block [b, b + nb) over tile [t0, t1): the rows all
  * of them read together in one kernel call, any rows before or after that
  * per query, so each output still takes its rows in increasing order. */
-static void block_pv(const struct ops_attn_query *qs, int b, int nb, const void *const *V,
-		     int64_t Dv, struct attn_span g, const float *scratch, int64_t t0, int64_t t1,
-		     const struct attn_kernels *k)
+static void block_pv(const struct ops_attn_query *qs, int b, int nb, struct attn_rows t,
+		     int64_t Dv, struct attn_span g, const float *scratch, int64_t t0, int64_t t1)
 {
 	int64_t qa[ATTN_BLOCK], qb[ATTN_BLOCK], ca = t0, cb = t1;
 	float *out[ATTN_BLOCK];
@@ -418,19 +485,19 @@ static void block_pv(const struct ops_attn_query *qs, int b, int nb, const void 
 	for (int a = 0; a < nb; a++) {
 		const int64_t e = qb[a] < ca ? qb[a] : ca;
 		if (qa[a] < e)
-			k->pv(&out[a], &(const float *){ p[a] + (qa[a] - g.lo) }, 1, V + qa[a],
-			      e - qa[a], Dv);
+			t.k->pv(&out[a], &(const float *){ p[a] + (qa[a] - g.lo) }, 1,
+				t.rows + (qa[a] - t.base), e - qa[a], Dv);
 	}
 	if (ca < cb) {
 		const float *pc[ATTN_BLOCK];
 		for (int a = 0; a < nb; a++)
 			pc[a] = p[a] + (ca - g.lo);
-		k->pv(out, pc, nb, V + ca, cb - ca, Dv);
+		t.k->pv(out, pc, nb, t.rows + (ca - t.base), cb - ca, Dv);
 	}
 	for (int a = 0; a < nb; a++) {
 		if (cb > ca && cb < qb[a])
-			k->pv(&out[a], &(const float *){ p[a] + (cb - g.lo) }, 1, V + cb,
-			      qb[a] - cb, Dv);
+			t.k->pv(&out[a], &(const float *){ p[a] + (cb - g.lo) }, 1,
+				t.rows + (cb - t.base), qb[a] - cb, Dv);
 	}
 }
 
@@ -441,7 +508,8 @@ static void block_pv(const struct ops_attn_query *qs, int b, int nb, const void 
  * attend(). */
 static void attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
 			 const void *const *V, int64_t Dh, int64_t Dv, float scale,
-			 float softcap, float *scratch, const struct attn_kernels *k)
+			 float softcap, float *scratch, const struct attn_kernels *k,
+			 const struct attn_kernels *kf)
 {
 	struct attn_span g = { qs[0].lo, qs[0].hi, 0 };
 	for (int i = 1; i < nq; i++) {
@@ -449,7 +517,10 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const void *co
 		g.hi = qs[i].hi > g.hi ? qs[i].hi : g.hi;
 	}
 	g.span = g.hi - g.lo;
-	group_dots(qs, nq, K, Dh, g, scratch, k);
+	const void *ptrs[ATTN_TILE];
+	const struct attn_ctx c = { k, kf, k == kf ? NULL : scratch + (size_t)nq * (size_t)g.span,
+				    ptrs };
+	group_dots(qs, nq, K, Dh, g, scratch, &c);
 	for (int i = 0; i < nq; i++) {
 		float *s = scratch + i * g.span + (qs[i].lo - g.lo), mx = -INFINITY;
 		const int64_t n = qs[i].hi - qs[i].lo;
@@ -463,9 +534,10 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const void *co
 	}
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
+		const struct attn_rows t = tile_rows(&c, V, t0, t1, Dv, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK)
-			block_pv(qs, b, nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK, V, Dv, g, scratch,
-				 t0, t1, k);
+			block_pv(qs, b, nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK, t, Dv, g, scratch,
+				 t0, t1);
 	}
 }
 
@@ -473,13 +545,13 @@ void ops_attend_ref(float *out, const float *q, const void *const *K, const void
 		    enum ops_kv_type kt, int64_t n, int64_t Dh, int64_t Dv, float scale,
 		    float softcap, float *scratch)
 {
-	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_sets[0][kt == OPS_KV_F16]);
+	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, &attn_sets[0][kt]);
 }
 
 static const struct attn_kernels *attn_best(enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	return &attn_sets[use_avx2 != 0][kt == OPS_KV_F16];
+	return &attn_sets[use_avx2 != 0][kt];
 }
 
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
@@ -487,7 +559,17 @@ void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const
 		      float scale, float softcap, float *scratch)
 {
 	if (nq > 0)
-		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, attn_best(kt));
+		attend_group(qs, nq, K, V, Dh, Dv, scale, softcap, scratch, attn_best(kt),
+			     attn_best(OPS_KV_F32));
+}
+
+size_t ops_attend_group_scratch(int nq, int64_t span, int64_t Dh, int64_t Dv,
+				enum ops_kv_type kt)
+{
+	size_t n = (size_t)nq * (size_t)span;
+	if (kt != OPS_KV_F32) /* a tile of widened rows */
+		n += (size_t)ATTN_TILE * (size_t)(Dh > Dv ? Dh : Dv);
+	return n;
 }
 
 void ops_attend(float *out, const float *q, const void *const *K, const void *const *V,
@@ -502,6 +584,8 @@ void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt)
 	pthread_once(&isa_once, isa_init);
 	if (kt == OPS_KV_F32)
 		memcpy(dst, x, (size_t)n * sizeof *x);
+	else if (kt == OPS_KV_Q8_0)
+		ops_quantize_act(kv_quant, QTYPE_Q8_0, x, dst, n);
 	else if (use_avx2)
 		ops_f16_store_avx2(dst, x, n);
 	else
@@ -509,9 +593,11 @@ void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt)
 			((uint16_t *)dst)[i] = f32_to_fp16(x[i]);
 }
 
-size_t ops_kv_elem_bytes(enum ops_kv_type kt)
+size_t ops_kv_row_bytes(enum ops_kv_type kt, int64_t n)
 {
-	return kt == OPS_KV_F16 ? sizeof(uint16_t) : sizeof(float);
+	if (kt == OPS_KV_Q8_0)
+		return n % QK ? 0 : (size_t)(n / QK) * 34;
+	return (size_t)n * (kt == OPS_KV_F16 ? sizeof(uint16_t) : sizeof(float));
 }
 
 float ops_logsumexp(const float *x, int64_t n)

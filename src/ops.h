@@ -66,16 +66,20 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act);
 /* y[i] += x[i] */
 void ops_add(float *y, const float *x, int64_t n);
 
-/* How K/V rows are stored: F32, or F16 (IEEE half, rounded to nearest
- * even when stored). Attention widens F16 values exactly and then does the
- * F32 arithmetic, so F16 rows give bit for bit what F32 rows holding the
- * same rounded values give. */
-enum ops_kv_type { OPS_KV_F32, OPS_KV_F16 };
+/* How K/V rows are stored: F32, F16 (IEEE half, rounded to nearest even)
+ * or Q8_0 (blocks of 32: an F16 scale and 32 int8, quantized as llama.cpp
+ * does). Attention widens each stored value exactly (a Q8_0 value is its
+ * int8 times its scale, a product float holds) and then does the F32
+ * arithmetic, so such rows give bit for bit what F32 rows holding the same
+ * values give. */
+enum ops_kv_type { OPS_KV_F32, OPS_KV_F16, OPS_KV_Q8_0 };
 
-/* Bytes of one stored element: 4 or 2. */
-size_t ops_kv_elem_bytes(enum ops_kv_type kt);
+/* Bytes of a row of n values stored as kt; 0 when kt cannot store n
+ * (Q8_0: n a multiple of 32). Head slices of a row start at row bytes of
+ * the values before them. */
+size_t ops_kv_row_bytes(enum ops_kv_type kt, int64_t n);
 
-/* Stores a row of n floats as kt at dst (ops_kv_elem_bytes(kt) * n bytes). */
+/* Stores a row of n floats as kt at dst (ops_kv_row_bytes(kt, n) bytes). */
 void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt);
 
 /* One head of attention for one query over n key/value rows:
@@ -111,10 +115,17 @@ struct ops_attn_query {
  * query); the group only changes the loop order: K/V rows in tiles that
  * stay in cache while every query reads them, queries in blocks of 4
  * whose dots share each load and whose outputs stay in registers across
- * a tile. scratch holds nq * (max hi - min lo) floats. */
+ * a tile (F16 and Q8_0 tiles read by several blocks are widened to floats
+ * once). scratch holds ops_attend_group_scratch(nq, max hi - min lo, Dh,
+ * Dv, kt) floats. */
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
 		      const void *const *V, enum ops_kv_type kt, int64_t Dh, int64_t Dv,
 		      float scale, float softcap, float *scratch);
+
+/* Floats of scratch ops_attend_group needs for nq queries whose ranges
+ * span `span` rows. */
+size_t ops_attend_group_scratch(int nq, int64_t span, int64_t Dh, int64_t Dv,
+				enum ops_kv_type kt);
 
 /* log(sum of exp(x[i]) for i < n), the maximum taken in float and the sum
  * of exp(x[i] - max) in double: x[i] - ops_logsumexp(x, n) is the

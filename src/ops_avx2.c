@@ -17,10 +17,11 @@
  * lookup with F16C conversions and a gather; ops_glu_silu_avx2 its SiLU
  * gate with the same exp.
  *
- * Each attention loop reads its K/V rows through row8/row1, as F32 or as
- * F16 widened by F16C (an F16 KV cache: half the bytes per row, and the
- * same arithmetic on the widened values); the F16 twins are the same
- * inlined code with the other loader. */
+ * Each attention loop reads its K/V rows through row8/row1, as F32, as F16
+ * widened by F16C or as Q8_0 blocks scaled back (an F16 or Q8_0 KV cache:
+ * half or ~0.27 of the bytes per row, and the same arithmetic on the
+ * widened values); the F16 and Q8 twins are the same inlined code with
+ * another loader. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -37,19 +38,37 @@ static inline float hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* Eight values of a K or V row from lane i on, F32 or F16 (F16C widens
- * exactly, so an F16 row is the F32 row of its rounded values); f16 is a
- * constant after inlining. */
-static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t i, int f16)
+/* Eight values of a K or V row from lane i on (i a multiple of 8), stored
+ * as F32, F16 or Q8_0 (kind 0, 1, 2; a constant after inlining). F16C
+ * widens F16 exactly, and a Q8_0 value is its int8 times its block's F16
+ * scale, a product float holds exactly, so every kind gives the F32 row of
+ * its stored values. */
+static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t i, int kind)
 {
-	if (f16)
+	if (kind == 1)
 		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
+	if (kind == 2) {
+		const unsigned char *b = (const unsigned char *)row + (i / 32) * 34;
+		uint16_t d;
+		memcpy(&d, b, sizeof d);
+		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % 32));
+		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+				     _mm256_set1_ps(_cvtsh_ss(d)));
+	}
 	return _mm256_loadu_ps((const float *)row + i);
 }
 
-static inline __attribute__((always_inline)) float row1(const void *row, int64_t i, int f16)
+static inline __attribute__((always_inline)) float row1(const void *row, int64_t i, int kind)
 {
-	return f16 ? _cvtsh_ss(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+	if (kind == 1)
+		return _cvtsh_ss(((const uint16_t *)row)[i]);
+	if (kind == 2) {
+		const unsigned char *b = (const unsigned char *)row + (i / 32) * 34;
+		uint16_t d;
+		memcpy(&d, b, sizeof d);
+		return (float)(int8_t)b[2 + i % 32] * _cvtsh_ss(d);
+	}
+	return ((const float *)row)[i];
 }
 
 /* The dot of n floats: four accumulators s0..s3 take lanes 0-7, 8-15,
@@ -57,26 +76,27 @@ static inline __attribute__((always_inline)) float row1(const void *row, int64_t
  * 8, the scalar tail is added after the reduction. ops_qk_avx2 repeats
  * exactly this per pair. */
 static inline __attribute__((always_inline)) float dot_row(const float *a, const void *b,
-							   int64_t n, int f16)
+							   int64_t n, int kind)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
 	int64_t i = 0;
 	for (; i + 32 <= n; i += 32) {
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, f16), s0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), row8(b, i + 8, f16), s1);
-		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), row8(b, i + 16, f16), s2);
-		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), row8(b, i + 24, f16), s3);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, kind), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), row8(b, i + 8, kind), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), row8(b, i + 16, kind), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), row8(b, i + 24, kind), s3);
 	}
 	for (; i + 8 <= n; i += 8)
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, f16), s0);
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, kind), s0);
 	float r = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 	for (; i < n; i++)
-		r += a[i] * row1(b, i, f16);
+		r += a[i] * row1(b, i, kind);
 	return r;
 }
 
 float ops_dot_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 0); }
 float ops_dot_f16_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 1); }
+float ops_dot_q8_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 2); }
 
 /* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
  * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
@@ -85,7 +105,7 @@ float ops_dot_f16_avx2(const float *a, const void *b, int64_t n) { return dot_ro
  * groups in registers and spilled the running ones in the loop). */
 static inline __attribute__((always_inline)) void qk_lanes(const float *const *q, int Q,
 							    const void *const *k, int R,
-							    int64_t n, int g, float *acc, int f16)
+							    int64_t n, int g, float *acc, int kind)
 {
 	__m256 s[4][3];
 	UNROLL for (int a = 0; a < Q; a++)
@@ -95,7 +115,7 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 	for (; i + 32 - 8 * g <= n; i += 32) {
 		__m256 kv[3];
 		UNROLL for (int r = 0; r < R; r++)
-			kv[r] = row8(k[r], i, f16);
+			kv[r] = row8(k[r], i, kind);
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 qv = _mm256_loadu_ps(q[a] + i);
 			UNROLL for (int r = 0; r < R; r++)
@@ -106,7 +126,7 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 qv = _mm256_loadu_ps(q[a] + i);
 			UNROLL for (int r = 0; r < R; r++)
-				s[a][r] = _mm256_fmadd_ps(qv, row8(k[r], i, f16), s[a][r]);
+				s[a][r] = _mm256_fmadd_ps(qv, row8(k[r], i, kind), s[a][r]);
 		}
 	UNROLL for (int a = 0; a < Q; a++)
 		UNROLL for (int r = 0; r < R; r++)
@@ -117,11 +137,11 @@ static inline __attribute__((always_inline)) void qk_lanes(const float *const *q
 /* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 3. */
 static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
 							    const void *const *k, int R,
-							    int64_t n, float *s, int64_t ld, int f16)
+							    int64_t n, float *s, int64_t ld, int kind)
 {
 	float part[4][12 * 8];
 	UNROLL for (int g = 0; g < 4; g++)
-		qk_lanes(q, Q, k, R, n, g, part[g], f16);
+		qk_lanes(q, Q, k, R, n, g, part[g], kind);
 	const int64_t tail = n - n % 8;
 	UNROLL for (int a = 0; a < Q; a++)
 		UNROLL for (int r = 0; r < R; r++) {
@@ -132,7 +152,7 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 			const __m256 s3 = _mm256_loadu_ps(part[3] + 8 * p);
 			float x = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 			for (int64_t i = tail; i < n; i++)
-				x += q[a][i] * row1(k[r], i, f16);
+				x += q[a][i] * row1(k[r], i, kind);
 			s[a * ld + r] = x;
 		}
 }
@@ -141,26 +161,26 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
  * threes, the last one or two keys as a block of their own. */
 static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
 							   const void *const *K, int64_t nk,
-							   int64_t n, float *s, int64_t ld, int f16)
+							   int64_t n, float *s, int64_t ld, int kind)
 {
 	int64_t j = 0;
 	for (; j + 3 <= nk; j += 3)
-		qk_block(q, Q, K + j, 3, n, s + j, ld, f16);
+		qk_block(q, Q, K + j, 3, n, s + j, ld, kind);
 	if (j + 2 <= nk)
-		qk_block(q, Q, K + j, 2, n, s + j, ld, f16);
+		qk_block(q, Q, K + j, 2, n, s + j, ld, kind);
 	else if (j < nk)
-		qk_block(q, Q, K + j, 1, n, s + j, ld, f16);
+		qk_block(q, Q, K + j, 1, n, s + j, ld, kind);
 }
 
 static inline __attribute__((always_inline)) void qk_rows(const float *const *q, int nq,
 							   const void *const *K, int64_t nk,
-							   int64_t n, float *s, int64_t ld, int f16)
+							   int64_t n, float *s, int64_t ld, int kind)
 {
 	switch (nq) {
-	case 4: qk_keys(q, 4, K, nk, n, s, ld, f16); break;
-	case 3: qk_keys(q, 3, K, nk, n, s, ld, f16); break;
-	case 2: qk_keys(q, 2, K, nk, n, s, ld, f16); break;
-	default: qk_keys(q, 1, K, nk, n, s, ld, f16); break;
+	case 4: qk_keys(q, 4, K, nk, n, s, ld, kind); break;
+	case 3: qk_keys(q, 3, K, nk, n, s, ld, kind); break;
+	case 2: qk_keys(q, 2, K, nk, n, s, ld, kind); break;
+	default: qk_keys(q, 1, K, nk, n, s, ld, kind); break;
 	}
 }
 
@@ -176,26 +196,33 @@ void ops_qk_f16_avx2(const float *const *q, int nq, const void *const *K, int64_
 	qk_rows(q, nq, K, nk, n, s, ld, 1);
 }
 
+void ops_qk_q8_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		    float *s, int64_t ld)
+{
+	qk_rows(q, nq, K, nk, n, s, ld, 2);
+}
+
 static inline __attribute__((always_inline)) void axpy_row(float *y, float p, const void *x,
-							    int64_t n, int f16)
+							    int64_t n, int kind)
 {
 	const __m256 vp = _mm256_set1_ps(p);
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, row8(x, i, f16), _mm256_loadu_ps(y + i)));
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(vp, row8(x, i, kind), _mm256_loadu_ps(y + i)));
 	for (; i < n; i++)
-		y[i] += p * row1(x, i, f16);
+		y[i] += p * row1(x, i, kind);
 }
 
 void ops_axpy_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 0); }
 void ops_axpy_f16_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 1); }
+void ops_axpy_q8_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 2); }
 
 /* Columns [c, c + 8 W) of P.V for Q queries: the outputs sit in Q x W
  * registers while every key j < nk, in order, adds fma(p[a][j], V[j]). */
 static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 							   const float *const *p, int Q,
 							   const void *const *V, int64_t nk,
-							   int64_t c, int W, int f16)
+							   int64_t c, int W, int kind)
 {
 	__m256 acc[4][4];
 	UNROLL for (int a = 0; a < Q; a++)
@@ -204,7 +231,7 @@ static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 	for (int64_t j = 0; j < nk; j++) {
 		__m256 v[4];
 		UNROLL for (int w = 0; w < W; w++)
-			v[w] = row8(V[j], c + 8 * w, f16);
+			v[w] = row8(V[j], c + 8 * w, kind);
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 pj = _mm256_broadcast_ss(p[a] + j);
 			UNROLL for (int w = 0; w < W; w++)
@@ -222,23 +249,23 @@ static inline __attribute__((always_inline)) void pv_cols(float *const *out,
 static inline __attribute__((always_inline)) void pv_block(float *const *out,
 							    const float *const *p, int Q,
 							    const void *const *V, int64_t nk,
-							    int64_t Dv, int f16)
+							    int64_t Dv, int kind)
 {
 	int64_t c = 0;
 	if (Q == 1)
 		for (; c + 32 <= Dv; c += 32)
-			pv_cols(out, p, Q, V, nk, c, 4, f16);
+			pv_cols(out, p, Q, V, nk, c, 4, kind);
 	for (; c + 24 <= Dv; c += 24)
-		pv_cols(out, p, Q, V, nk, c, 3, f16);
+		pv_cols(out, p, Q, V, nk, c, 3, kind);
 	for (; c + 16 <= Dv; c += 16)
-		pv_cols(out, p, Q, V, nk, c, 2, f16);
+		pv_cols(out, p, Q, V, nk, c, 2, kind);
 	for (; c + 8 <= Dv; c += 8)
-		pv_cols(out, p, Q, V, nk, c, 1, f16);
+		pv_cols(out, p, Q, V, nk, c, 1, kind);
 	for (; c < Dv; c++) /* ops_axpy_avx2's scalar tail */
 		for (int a = 0; a < Q; a++) {
 			float y = out[a][c];
 			for (int64_t j = 0; j < nk; j++)
-				y += p[a][j] * row1(V[j], c, f16);
+				y += p[a][j] * row1(V[j], c, kind);
 			out[a][c] = y;
 		}
 }
@@ -246,13 +273,13 @@ static inline __attribute__((always_inline)) void pv_block(float *const *out,
 static inline __attribute__((always_inline)) void pv_rows(float *const *out,
 							   const float *const *p, int nq,
 							   const void *const *V, int64_t nk,
-							   int64_t Dv, int f16)
+							   int64_t Dv, int kind)
 {
 	switch (nq) {
-	case 4: pv_block(out, p, 4, V, nk, Dv, f16); break;
-	case 3: pv_block(out, p, 3, V, nk, Dv, f16); break;
-	case 2: pv_block(out, p, 2, V, nk, Dv, f16); break;
-	default: pv_block(out, p, 1, V, nk, Dv, f16); break;
+	case 4: pv_block(out, p, 4, V, nk, Dv, kind); break;
+	case 3: pv_block(out, p, 3, V, nk, Dv, kind); break;
+	case 2: pv_block(out, p, 2, V, nk, Dv, kind); break;
+	default: pv_block(out, p, 1, V, nk, Dv, kind); break;
 	}
 }
 
@@ -267,6 +294,25 @@ void ops_pv_f16_avx2(float *const *out, const float *const *p, int nq, const voi
 {
 	pv_rows(out, p, nq, V, nk, Dv, 1);
 }
+
+void ops_pv_q8_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
+		    int64_t nk, int64_t Dv)
+{
+	pv_rows(out, p, nq, V, nk, Dv, 2);
+}
+
+static inline __attribute__((always_inline)) void widen_row(float *dst, const void *row,
+							     int64_t n, int kind)
+{
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, row8(row, i, kind));
+	for (; i < n; i++)
+		dst[i] = row1(row, i, kind);
+}
+
+void ops_widen_f16_avx2(float *dst, const void *row, int64_t n) { widen_row(dst, row, n, 1); }
+void ops_widen_q8_avx2(float *dst, const void *row, int64_t n) { widen_row(dst, row, n, 2); }
 
 /* dst[i] = x[i] rounded to F16, to nearest even (as f32_to_fp16). */
 void ops_f16_store_avx2(uint16_t *dst, const float *x, int64_t n)

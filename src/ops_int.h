@@ -4,16 +4,19 @@
 
 #include <stdint.h>
 
-/* The attention loops over K/V rows stored as F32 (ops_*_avx2) or F16
- * (ops_*_f16_avx2, each value widened exactly, then the same arithmetic:
- * an F16 row gives the F32 result of its rounded values, bit for bit).
+/* The attention loops over K/V rows stored as F32 (ops_*_avx2), F16
+ * (ops_*_f16_avx2) or Q8_0 (ops_*_q8_avx2): each value widened exactly,
+ * then the same arithmetic, so a row gives the F32 result of its stored
+ * values, bit for bit.
  *
  * One query (ops_attend): a dot of n floats, and y[i] = fma(p, x[i], y[i])
  * (the scalar tail y[i] += p * x[i]). */
 float ops_dot_avx2(const float *a, const void *b, int64_t n);
 float ops_dot_f16_avx2(const float *a, const void *b, int64_t n);
+float ops_dot_q8_avx2(const float *a, const void *b, int64_t n);
 void ops_axpy_avx2(float *y, float p, const void *x, int64_t n);
 void ops_axpy_f16_avx2(float *y, float p, const void *x, int64_t n);
+void ops_axpy_q8_avx2(float *y, float p, const void *x, int64_t n);
 
 /* A block of nq <= 4 queries (ops_attend_group), bit for bit the loops
  * above:
@@ -24,10 +27,18 @@ void ops_qk_avx2(const float *const *q, int nq, const void *const *K, int64_t nk
 		 float *s, int64_t ld);
 void ops_qk_f16_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		     float *s, int64_t ld);
+void ops_qk_q8_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		    float *s, int64_t ld);
 void ops_pv_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		 int64_t nk, int64_t Dv);
 void ops_pv_f16_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		     int64_t nk, int64_t Dv);
+void ops_pv_q8_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
+		    int64_t nk, int64_t Dv);
+
+/* dst[i] = value i of an F16 / Q8_0 row as a float, i < n (exactly). */
+void ops_widen_f16_avx2(float *dst, const void *row, int64_t n);
+void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
 
 /* dst[i] = x[i] rounded to F16 to nearest even, as f32_to_fp16 (F16C). */
 void ops_f16_store_avx2(uint16_t *dst, const float *x, int64_t n);

@@ -1,10 +1,10 @@
 /* test_kv.c — paged KV cache: blocks, sharing, prefix cache, token-granular
  * reuse of partial blocks (finished and running sequences, rollback,
  * eviction), eviction, copy-on-write, exhaustion, with the bookkeeping
- * checked against itself, with rows of 4-byte and of 2-byte elements (F32
- * and F16 caches); and, on the default model with either cache, that a
- * sequence reusing a cached prefix gets bit-identical logits to a full
- * prefill. */
+ * checked against itself, with rows of 16, 8 and 34 bytes (as F32, F16 and
+ * Q8_0 caches store them); and, on the default model with each cache type,
+ * that a sequence reusing a cached prefix gets bit-identical logits to a
+ * full prefill. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +17,13 @@
 #include "pool.h"
 #include "runner.h"
 
-static size_t elem = sizeof(float); /* bytes per element of the caches made */
+static size_t cache_row = 16; /* of the caches made: 4 F32, 8 F16 or one Q8_0 block */
 
 static struct kv_cache *make(int64_t n_seq, int64_t n_ctx, int64_t n_blocks)
 {
 	struct kv_cache *kv;
 	ing_err err = { 0 };
-	int rc = kv_create(2, 4, 4, elem, n_seq, n_ctx, n_blocks, &kv, &err);
+	int rc = kv_create(2, cache_row, cache_row, n_seq, n_ctx, n_blocks, &kv, &err);
 	CHECK(rc == ING_OK, "kv_create: %s", err.msg);
 	return rc ? NULL : kv;
 }
@@ -45,7 +45,7 @@ static float tag_get(const void *row, size_t row_bytes)
 /* Writes a recognizable value into every row of seq's positions [a, b). */
 static void fill(struct kv_cache *kv, int64_t seq, int64_t a, int64_t b, float tag)
 {
-	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
+	const size_t kb = kv->k_row, vb = kv->v_row;
 	for (int64_t l = 0; l < kv->n_layer; l++)
 		for (int64_t p = a; p < b; p++) {
 			tag_put(kv_k_row(kv, l, seq, p), kb, tag + (float)p);
@@ -55,7 +55,7 @@ static void fill(struct kv_cache *kv, int64_t seq, int64_t a, int64_t b, float t
 
 static int rows_hold(const struct kv_cache *kv, int64_t seq, int64_t a, int64_t b, float tag)
 {
-	const size_t kb = (size_t)kv->k_dim * kv->elem, vb = (size_t)kv->v_dim * kv->elem;
+	const size_t kb = kv->k_row, vb = kv->v_row;
 	int ok = 1;
 	for (int64_t l = 0; l < kv->n_layer; l++)
 		for (int64_t p = a; p < b; p++)
@@ -454,8 +454,9 @@ static void test_roots(void)
 int main(void)
 {
 	size_t live = ing_mem_live();
-	for (int i = 0; i < 2; i++) {
-		elem = i ? sizeof(uint16_t) : sizeof(float);
+	static const size_t rows[] = { 4 * sizeof(float), 8 * sizeof(uint16_t), 34 };
+	for (int i = 0; i < 3; i++) {
+		cache_row = rows[i];
 		test_blocks();
 		test_prefix();
 		test_partial_finished();
@@ -465,6 +466,7 @@ int main(void)
 	}
 	test_prefix_logits(QTYPE_F32);
 	test_prefix_logits(QTYPE_F16);
+	test_prefix_logits(QTYPE_Q8_0);
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_kv");
 }

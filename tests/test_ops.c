@@ -126,7 +126,8 @@ static void test_attend_group(void)
 
 /* ops_kv_store's F16 rows: every pattern of a spread over all 2^32 float
  * bits (finite, subnormal, overflowing, inf, NaN) rounds as f32_to_fp16
- * does, with the SIMD body and the scalar tail alike; F32 rows are copied. */
+ * does, with the SIMD body and the scalar tail alike; F32 rows are copied;
+ * Q8_0 rows are the reference quantizer's blocks. */
 static void test_kv_store(void)
 {
 	enum { N = 1003 }; /* not a multiple of 8: a tail */
@@ -147,46 +148,58 @@ static void test_kv_store(void)
 		x[i] = (float)i * 0.37f - 100.0f;
 	ops_kv_store(back, x, N, OPS_KV_F32);
 	CHECK(memcmp(back, x, sizeof x) == 0, "F32 store copies the row");
-	CHECK(ops_kv_elem_bytes(OPS_KV_F16) == 2 && ops_kv_elem_bytes(OPS_KV_F32) == 4,
-	      "element sizes");
+	CHECK(ops_kv_row_bytes(OPS_KV_F16, 256) == 512 && ops_kv_row_bytes(OPS_KV_F32, 256) == 1024 &&
+	      ops_kv_row_bytes(OPS_KV_Q8_0, 256) == 272 && ops_kv_row_bytes(OPS_KV_Q8_0, 100) == 0,
+	      "row sizes");
+	/* Q8_0 rows: the activation quantizer's blocks (as quant_quantize_ref) */
+	uint8_t q8[34 * 31], ref[34 * 31];
+	ops_kv_store(q8, x, 992, OPS_KV_Q8_0);
+	quant_quantize_ref(QTYPE_Q8_0, x, ref, 992);
+	CHECK(memcmp(q8, ref, sizeof q8) == 0, "Q8_0 store is quant_quantize_ref's");
 }
 
-/* Attention over F16 rows is attention over their widened values: bit for
- * bit what F32 rows holding fp16_to_f32 of each element give, alone and in
- * groups, with the SIMD kernels and the scalar reference (whose results
- * agree with each other as in test_attend). Head dims as in
- * test_attend_group, tails included. */
-static void test_attend_f16(void)
+/* Attention over F16 or Q8_0 rows is attention over their widened values:
+ * bit for bit what F32 rows holding each stored value (dequantized) give,
+ * alone and in groups, with the SIMD kernels and the scalar reference
+ * (whose results agree with each other as in test_attend). Head dims as in
+ * test_attend_group, tails included (Q8_0: multiples of 32). */
+static void test_attend_stored(enum ops_kv_type kt)
 {
 	unsigned seed = 11;
 	enum { N = 200, DH = 256, NQ = OPS_ATTEND_GROUP_MAX }; /* group_range: < 200 */
 	float *wide = malloc(sizeof(float) * 2 * N * DH), *src = malloc(sizeof(float) * DH);
-	uint16_t *half = malloc(sizeof(uint16_t) * 2 * N * DH);
+	const size_t row = ops_kv_row_bytes(kt, DH);
+	uint8_t *half = malloc(row * 2 * N);
 	float *qv = malloc(sizeof(float) * NQ * DH), *o16 = malloc(sizeof(float) * NQ * DH);
-	float *o32 = malloc(sizeof(float) * NQ * DH), *scratch = malloc(sizeof(float) * NQ * N);
+	float *o32 = malloc(sizeof(float) * NQ * DH);
+	float *scratch = malloc(sizeof(float) * ops_attend_group_scratch(NQ, N, DH, DH, kt));
 	float a[DH], b[DH], sa[N];
 	const void *K16[N], *V16[N], *K32[N], *V32[N];
 	for (int r = 0; r < 2 * N; r++) {
 		for (int i = 0; i < DH; i++)
 			src[i] = 4 * frand(&seed);
-		ops_kv_store(half + r * DH, src, DH, OPS_KV_F16);
-		for (int i = 0; i < DH; i++)
-			wide[r * DH + i] = fp16_to_f32(half[r * DH + i]);
+		ops_kv_store(half + r * row, src, DH, kt);
+		if (kt == OPS_KV_F16)
+			for (int i = 0; i < DH; i++)
+				wide[r * DH + i] = fp16_to_f32(((uint16_t *)(half + r * row))[i]);
+		else
+			quant_dequantize_ref(QTYPE_Q8_0, half + r * row, wide + r * DH, DH);
 	}
 	for (int i = 0; i < NQ * DH; i++)
 		qv[i] = 3 * frand(&seed);
 	for (int j = 0; j < N; j++) {
 		const int r = (j * 7) % N;
-		K16[r] = half + 2 * j * DH;
-		V16[r] = half + (2 * j + 1) * DH;
+		K16[r] = half + 2 * j * row;
+		V16[r] = half + (2 * j + 1) * row;
 		K32[r] = wide + 2 * j * DH;
 		V32[r] = wide + (2 * j + 1) * DH;
 	}
 	int bad = 0, bad_ref = 0, cases = 0;
 	float worst = 0;
-	static const int dims[] = { 256, 64, 100, 8, 44, 72 };
+	static const int dims[] = { 256, 64, 100, 8, 44, 72 }, dims_q8[] = { 256, 64, 32, 96, 160, 224 };
 	for (int trial = 0; trial < 120; trial++) {
-		const int nq = 1 + trial % NQ, dh = dims[trial % 6];
+		const int nq = 1 + trial % NQ;
+		const int dh = kt == OPS_KV_Q8_0 ? dims_q8[trial % 6] : dims[trial % 6];
 		const float softcap = trial % 3 == 0 ? 30.0f : 0.0f;
 		struct ops_attn_query q16[NQ], q32[NQ];
 		for (int i = 0; i < nq; i++) {
@@ -195,30 +208,31 @@ static void test_attend_f16(void)
 			q16[i] = (struct ops_attn_query){ o16 + i * DH, qv + i * DH, lo, hi };
 			q32[i] = (struct ops_attn_query){ o32 + i * DH, qv + i * DH, lo, hi };
 		}
-		ops_attend_group(q16, nq, K16, V16, OPS_KV_F16, dh, dh, 0.125f, softcap, scratch);
+		ops_attend_group(q16, nq, K16, V16, kt, dh, dh, 0.125f, softcap, scratch);
 		ops_attend_group(q32, nq, K32, V32, OPS_KV_F32, dh, dh, 0.125f, softcap, scratch);
 		for (int i = 0; i < nq; i++, cases++) {
 			bad += memcmp(o16 + i * DH, o32 + i * DH, (size_t)dh * sizeof(float)) != 0;
 			const int64_t lo = q16[i].lo, n = q16[i].hi - lo;
 			if (n <= 0)
 				continue;
-			ops_attend_ref(a, q16[i].q, K16 + lo, V16 + lo, OPS_KV_F16, n, dh, dh, 0.125f,
+			ops_attend_ref(a, q16[i].q, K16 + lo, V16 + lo, kt, n, dh, dh, 0.125f,
 				       softcap, sa);
 			ops_attend_ref(b, q16[i].q, K32 + lo, V32 + lo, OPS_KV_F32, n, dh, dh, 0.125f,
 				       softcap, sa);
 			bad_ref += memcmp(a, b, (size_t)dh * sizeof(float)) != 0;
-			ops_attend(b, q16[i].q, K16 + lo, V16 + lo, OPS_KV_F16, n, dh, dh, 0.125f,
+			ops_attend(b, q16[i].q, K16 + lo, V16 + lo, kt, n, dh, dh, 0.125f,
 				   softcap, sa);
 			bad += memcmp(b, o16 + i * DH, (size_t)dh * sizeof(float)) != 0;
 			for (int c = 0; c < dh; c++)
 				worst = fmaxf(worst, fabsf(a[c] - b[c]));
 		}
 	}
-	CHECK(bad == 0, "F16 attention (SIMD) equals F32 on widened rows: %d of %d differ", bad,
-	      cases);
-	CHECK(bad_ref == 0, "F16 reference equals the F32 reference on widened rows: %d differ",
-	      bad_ref);
-	CHECK(worst < 1e-4f, "F16 reference vs SIMD: max diff %g", worst);
+	const char *name = kt == OPS_KV_F16 ? "F16" : "Q8_0";
+	CHECK(bad == 0, "%s attention (SIMD) equals F32 on widened rows: %d of %d differ", name,
+	      bad, cases);
+	CHECK(bad_ref == 0, "%s reference equals the F32 reference on widened rows: %d differ",
+	      name, bad_ref);
+	CHECK(worst < 1e-4f, "%s reference vs SIMD: max diff %g", name, worst);
 	free(wide);
 	free(src);
 	free(half);
@@ -465,7 +479,8 @@ int main(void)
 	test_attend_group();
 	test_attend();
 	test_kv_store();
-	test_attend_f16();
+	test_attend_stored(OPS_KV_F16);
+	test_attend_stored(OPS_KV_Q8_0);
 	test_rmsnorm();
 	test_rope();
 	test_gelu();

@@ -29,10 +29,13 @@ Checks:
      llama.cpp's, where B >= A, the gap cannot exceed that). A larger gap
      means an error beyond the tolerance and fails. At least MIN_EXACT
      prompts must match for all 64 tokens.
-  Check 3 runs twice: with an F32 KV cache (llama.cpp's reference
-  conditions) and with ingot's default F16 one (llama.cpp's own default),
-  whose rounding of K and V adds far less than LOGIT_TOL; each run's gaps
-  come from the logits tool with the same cache type.
+  Check 3 runs three times: with an F32 KV cache (llama.cpp's reference
+  conditions), with ingot's default F16 one (llama.cpp's own default) and
+  with a Q8_0 one, whose rounding of K and V adds less than LOGIT_TOL; each
+  run's gaps come from the logits tool with the same cache type. Q8_0 moves
+  logits enough to part from llama.cpp's F32 run early in most prompts
+  (1 of 10 identical throughout), so MIN_EXACT does not apply to it; the
+  gap rule does.
 """
 import json
 import os
@@ -47,8 +50,9 @@ INGOT = os.path.join(ROOT, "ingot")
 LOGITS = os.path.join(ROOT, "build", "release", "tools", "logits")
 LOGIT_TOL = 0.6
 TIE_GAP = 2 * LOGIT_TOL
-MIN_EXACT = 2
-KV_TYPES = ("f32", "f16")
+KV_TYPES = ("f32", "f16", "q8_0")
+# prompts that must match llama.cpp for all 64 tokens, per KV cache type
+MIN_EXACT = {"f32": 2, "f16": 2, "q8_0": 0}
 
 
 def model_path():
@@ -128,9 +132,9 @@ def main():
         else:
             passed += 1
     for kv in KV_TYPES:
-        if exact[kv] < MIN_EXACT:
+        if exact[kv] < MIN_EXACT[kv]:
             print("FAIL %s: only %d of %d prompts match exactly (need %d)" %
-                  (kv, exact[kv], len(refs), MIN_EXACT))
+                  (kv, exact[kv], len(refs), MIN_EXACT[kv]))
             failed += 1
         print("%s KV: %d of %d prompts identical to llama.cpp for all tokens" %
               (kv, exact[kv], len(refs)))

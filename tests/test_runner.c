@@ -9,7 +9,7 @@
  *   3. a prompt prefilled in one step vs in chunks of 3 vs token by token;
  *   4. the argmax the LM head finds (fwd_batch.argmax) equals ops_argmax of
  *      every logits row, and finding it leaves the logits unchanged;
- * all with an F32 and with an F16 KV cache. */
+ * all with an F32, an F16 and a Q8_0 KV cache. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +185,8 @@ int main(void)
 		return check_summary("test_runner");
 	}
 	size_t live = ing_mem_live();
-	const enum qtype kv_types[2] = { QTYPE_F32, QTYPE_F16 };
-	for (int i = 0; i < 2; i++) {
+	const enum qtype kv_types[3] = { QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 };
+	for (int i = 0; i < 3; i++) {
 		kv_type = kv_types[i];
 		test_schedules(m);
 		test_batch_rows(m, RUNNER_GRAPH);

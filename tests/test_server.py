@@ -671,16 +671,17 @@ def cache_info(srv):
 
 def test_kv_dtype(srv, cl):
     """--kv-cache-dtype: F16 by default (vLLM's cache_config_info says so,
-    with the pool's size in blocks); f32 doubles the bytes a block takes,
-    so the same --kv-cache-mb holds half the blocks, and it serves the
-    same prompt; a bad value is a usage error."""
+    with the pool's size in blocks); f32 doubles the bytes a block takes
+    and q8_0 about halves them, so the same --kv-cache-mb holds half or
+    about twice the blocks, each serving the same prompt; a bad value is a
+    usage error."""
     info, v = cache_info(srv)
     check("cache_config_info: F16 by default, 16 full contexts of 16-position blocks",
           v == 1 and info.get("cache_dtype") == "f16" and info.get("block_size") == "16" and
           info.get("num_gpu_blocks") == str(16 * MAX_LEN // 16), info)
     M = "gemma-3-270m-q4_k_m"
     blocks = {}
-    for dtype in ("f16", "f32"):
+    for dtype in ("f16", "f32", "q8_0"):
         s2 = Server("-t", "1", "--kv-cache-dtype", dtype, "--kv-cache-mb", "10")
         try:
             info, _ = cache_info(s2)
@@ -692,9 +693,10 @@ def test_kv_dtype(srv, cl):
                   info.get("cache_dtype") == dtype, (got, info))
         finally:
             s2.stop()
-    # 18 layers x 512 K+V elements a position: 18432 bytes in F16, 36864 in F32
-    check("--kv-cache-mb 10: 33 blocks of F16, 16 of F32",
-          blocks == {"f16": "33", "f32": "16"}, blocks)
+    # 18 layers x 512 K+V elements a position: 18432 bytes in F16, 36864 in
+    # F32, 9792 in Q8_0 (34 bytes per 32 values)
+    check("--kv-cache-mb 10: 33 blocks of F16, 16 of F32, 63 of Q8_0",
+          blocks == {"f16": "33", "f32": "16", "q8_0": "63"}, blocks)
     for bad in ("q4_0", ""):
         p = subprocess.run([INGOT, "serve", "--kv-cache-dtype", bad],
                            capture_output=True, text=True, timeout=60)

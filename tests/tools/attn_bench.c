@@ -2,7 +2,7 @@
  * (ops_attend_group) on the default model's shapes, in thread CPU time so
  * other processes on the machine change the figures little.
  *
- *   attn_bench [--quick] [--f16]
+ *   attn_bench [--quick] [--f16 | --q8]
  *
  * Shape: Gemma 3 270M, head_dim 256 (Dh = Dv), 4 query heads per KV head,
  * a unit of R = 8 adjacent rows x 4 heads = 32 queries (what exec_attn in
@@ -12,8 +12,8 @@
  * median over repeats of the time per call is printed, with ns per
  * (query, key) pair, and "alone": the same 32 queries through ops_attend
  * one at a time (the pre-group baseline; it must give the same bits, or
- * the line says NOT IDENTICAL). --f16 stores the K/V rows as F16, as an
- * F16 KV cache does. Deterministic data. */
+ * the line says NOT IDENTICAL). --f16 / --q8 store the K/V rows as F16 /
+ * Q8_0, as those KV caches do. Deterministic data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,20 +90,21 @@ static double time_median(void (*f)(struct bench *), struct bench *b, int reps)
 
 int main(int argc, char **argv)
 {
-	int quick = 0, f16 = 0;
+	int quick = 0, f16 = 0, q8 = 0;
 	for (int i = 1; i < argc; i++) {
 		quick |= strcmp(argv[i], "--quick") == 0;
 		f16 |= strcmp(argv[i], "--f16") == 0;
+		q8 |= strcmp(argv[i], "--q8") == 0;
 	}
 	struct bench *b = calloc(1, sizeof *b);
-	const enum ops_kv_type kt = f16 ? OPS_KV_F16 : OPS_KV_F32;
-	const size_t row = ops_kv_elem_bytes(kt) * DH;
+	const enum ops_kv_type kt = q8 ? OPS_KV_Q8_0 : f16 ? OPS_KV_F16 : OPS_KV_F32;
+	const size_t row = ops_kv_row_bytes(kt, DH);
 	float *src = malloc(sizeof(float) * DH);
 	unsigned char *kv = malloc(2 * NMAX * row);
 	b->q = malloc(sizeof(float) * NQ * DH);
 	b->out = malloc(sizeof(float) * NQ * DH);
 	b->alone = malloc(sizeof(float) * NQ * DH);
-	b->scratch = malloc(sizeof(float) * NQ * NMAX);
+	b->scratch = malloc(sizeof(float) * ops_attend_group_scratch(NQ, NMAX, DH, DH, kt));
 	if (!b || !src || !kv || !b->q || !b->out || !b->alone || !b->scratch)
 		return 1;
 	b->kt = kt;
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
 		b->V[(j * 7) % NMAX] = kv + (size_t)j * 2 * row + row;
 	}
 	printf("attn_bench: %d queries (%d rows x %d heads), Dh = Dv = %d, %s K/V, thread CPU "
-	       "time\n", NQ, ROWS, HEADS, DH, f16 ? "F16" : "F32");
+	       "time\n", NQ, ROWS, HEADS, DH, q8 ? "Q8_0" : f16 ? "F16" : "F32");
 	printf("%6s %12s %10s %12s %8s\n", "keys", "group us", "ns/pair", "alone us", "gain");
 	static const int64_t ns[] = { 64, 128, 256, 512, 1024 };
 	for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {

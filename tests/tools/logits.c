@@ -3,8 +3,8 @@
  *   logits MODEL.gguf ID [ID ...]  >  float32 [n_tokens][n_vocab], little-endian
  *
  * Env: INGOT_THREADS (default 2), INGOT_BATCH (rows per step, default all
- * tokens in one step), INGOT_KV_TYPE (f32, the default, or f16: the KV
- * cache's element type). Used by tests/test_forward_tiny.py against the NumPy
+ * tokens in one step), INGOT_KV_TYPE (f32, the default, f16 or q8_0: the
+ * KV cache's element type). Used by tests/test_forward_tiny.py against the NumPy
  * reference. Exit 1 with a message on any error. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,9 +30,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *kv = getenv("INGOT_KV_TYPE");
-	const bool f16 = kv && !strcmp(kv, "f16");
-	if (kv && *kv && !f16 && strcmp(kv, "f32")) {
-		fprintf(stderr, "logits: INGOT_KV_TYPE is f32 or f16, not '%s'\n", kv);
+	enum qtype kv_type = QTYPE_F32;
+	if (kv && *kv && !strcmp(kv, "f16"))
+		kv_type = QTYPE_F16;
+	else if (kv && *kv && !strcmp(kv, "q8_0"))
+		kv_type = QTYPE_Q8_0;
+	else if (kv && *kv && strcmp(kv, "f32")) {
+		fprintf(stderr, "logits: INGOT_KV_TYPE is f32, f16 or q8_0, not '%s'\n", kv);
 		return 2;
 	}
 	int n = argc - 2;
@@ -52,7 +56,7 @@ int main(int argc, char **argv)
 	struct pool *pool = NULL;
 	struct runner *r = NULL;
 	struct fwd_config cfg = { .max_batch = batch, .max_logits = batch, .n_ctx = n, .n_seq = 1,
-				  .n_threads = threads, .kv_type = f16 ? QTYPE_F16 : QTYPE_F32 };
+				  .n_threads = threads, .kv_type = kv_type };
 	if (model_open(argv[1], &m, &err) || fwd_create(m, &cfg, &f, &err) ||
 	    pool_create(threads, 0, &pool, &err) || runner_create(RUNNER_GRAPH, f, pool, &r, &err))
 		goto fail;
