@@ -593,6 +593,16 @@ static cJSON *at(int output_index)
 	return ev;
 }
 
+/* An event about the message's text part (its output index, item id and
+ * content index). */
+static cJSON *at_text(const struct resp_stream *s)
+{
+	cJSON *ev = at(s->msg_index);
+	cJSON_AddStringToObject(ev, "item_id", s->mid);
+	cJSON_AddNumberToObject(ev, "content_index", 0);
+	return ev;
+}
+
 static void message_open(struct resp_stream *s, struct sbuf *out)
 {
 	s->msg_open = true;
@@ -600,9 +610,7 @@ static void message_open(struct resp_stream *s, struct sbuf *out)
 	cJSON *ev = at(s->msg_index);
 	cJSON_AddItemToObject(ev, "item", message_item(s->mid, "in_progress", NULL));
 	emit(s, "response.output_item.added", ev, out);
-	ev = at(s->msg_index);
-	cJSON_AddStringToObject(ev, "item_id", s->mid);
-	cJSON_AddNumberToObject(ev, "content_index", 0);
+	ev = at_text(s);
 	cJSON_AddItemToObject(ev, "part", text_part(""));
 	emit(s, "response.content_part.added", ev, out);
 }
@@ -613,15 +621,11 @@ static void message_close(struct resp_stream *s, struct sbuf *out)
 		return;
 	s->msg_open = false;
 	const char *text = s->text.p ? s->text.p : "";
-	cJSON *ev = at(s->msg_index);
-	cJSON_AddStringToObject(ev, "item_id", s->mid);
-	cJSON_AddNumberToObject(ev, "content_index", 0);
+	cJSON *ev = at_text(s);
 	cJSON_AddStringToObject(ev, "text", text);
 	cJSON_AddArrayToObject(ev, "logprobs");
 	emit(s, "response.output_text.done", ev, out);
-	ev = at(s->msg_index);
-	cJSON_AddStringToObject(ev, "item_id", s->mid);
-	cJSON_AddNumberToObject(ev, "content_index", 0);
+	ev = at_text(s);
 	cJSON_AddItemToObject(ev, "part", text_part(text));
 	emit(s, "response.content_part.done", ev, out);
 	cJSON *item = message_item(s->mid, status_of(s->finish), text);
@@ -638,12 +642,20 @@ static void text_delta(struct resp_stream *s, const char *t, struct sbuf *out)
 	if (!s->msg_open)
 		message_open(s, out);
 	sbuf_puts(&s->text, t);
-	cJSON *ev = at(s->msg_index);
-	cJSON_AddStringToObject(ev, "item_id", s->mid);
-	cJSON_AddNumberToObject(ev, "content_index", 0);
+	cJSON *ev = at_text(s);
 	cJSON_AddStringToObject(ev, "delta", t);
 	cJSON_AddArrayToObject(ev, "logprobs");
 	emit(s, "response.output_text.delta", ev, out);
+}
+
+/* An event about function call c's item (its output index and item id). */
+static cJSON *at_call(const struct resp_call *c)
+{
+	char id[80];
+	id_make(id, sizeof id, "fc_", c->call_id);
+	cJSON *ev = at(c->out_index);
+	cJSON_AddStringToObject(ev, "item_id", id);
+	return ev;
 }
 
 static void call_close(struct resp_stream *s, struct resp_call *c, struct sbuf *out)
@@ -652,10 +664,7 @@ static void call_close(struct resp_stream *s, struct resp_call *c, struct sbuf *
 		return;
 	c->open = false;
 	const char *args = c->args.p ? c->args.p : "";
-	char id[80];
-	id_make(id, sizeof id, "fc_", c->call_id);
-	cJSON *ev = at(c->out_index);
-	cJSON_AddStringToObject(ev, "item_id", id);
+	cJSON *ev = at_call(c);
 	cJSON_AddStringToObject(ev, "arguments", args);
 	emit(s, "response.function_call_arguments.done", ev, out);
 	cJSON *item = call_item(c->call_id, "completed", c->name, args);
@@ -698,10 +707,7 @@ static void call_delta(struct resp_stream *s, const cJSON *tc, struct sbuf *out)
 	if (!c || !c->open || !args || !*args)
 		return;
 	sbuf_puts(&c->args, args);
-	char id[80];
-	id_make(id, sizeof id, "fc_", c->call_id);
-	cJSON *ev = at(c->out_index);
-	cJSON_AddStringToObject(ev, "item_id", id);
+	cJSON *ev = at_call(c);
 	cJSON_AddStringToObject(ev, "delta", args);
 	emit(s, "response.function_call_arguments.delta", ev, out);
 }

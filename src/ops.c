@@ -3,9 +3,10 @@
  * Plain C: the heavy lifting (quantized dot products) is in the quant
  * kernels; what is here is O(T*D) elementwise work and attention, written
  * so the compiler vectorizes the inner loops. Attention's inner loops come
- * in a scalar set and an AVX2 set (ops_avx2.c); attend() is the definition
- * for one query, attend_group() the same arithmetic reordered into tiles
- * of K/V rows and blocks of queries, bit for bit per query. */
+ * in a scalar set and an AVX2 set (ops_avx2.c), each for K/V rows stored as
+ * F32, F16 or Q8_0 (read widened to floats, exactly); attend() is the
+ * definition for one query, attend_group() the same arithmetic reordered
+ * into tiles of K/V rows and blocks of queries, bit for bit per query. */
 #include "ops.h"
 #include "ops_int.h"
 #include "sanitize.h"

@@ -214,46 +214,41 @@ static void test_preemption_sampled(void)
 	g_sampled = false;
 }
 
+/* Every request at once on an engine start(4, kv_mb, NREQ) makes; its
+ * stats into *st. False when the engine did not start. */
+static bool run_all(int64_t kv_mb, struct result *r, struct engine_stats *st)
+{
+	struct engine *e = start(4, kv_mb, NREQ);
+	if (!e)
+		return false;
+	for (int i = 0; i < NREQ; i++)
+		submit(e, i, &r[i], GEN);
+	wait_all(r, NREQ);
+	engine_stats_get(e, st);
+	engine_destroy(e, true);
+	return true;
+}
+
 /* With a drafter, batching and preemption (which drops a request's drafts
- * and KV mid-flight) still give every request its solo greedy tokens. */
+ * and KV mid-flight) still give every request its solo greedy tokens;
+ * salted requests draft from their own tokens alone (not the suffix
+ * cache of the others' outputs), with the same result. */
 static void test_speculation(const struct result *solo)
 {
 	g_spec = SPEC_SUFFIX;
-	struct result r[NREQ] = { 0 }, rp[NREQ] = { 0 };
-	struct engine_stats st, stp;
-	struct engine *e = start(4, 0, NREQ);
-	if (e) {
-		for (int i = 0; i < NREQ; i++)
-			submit(e, i, &r[i], GEN);
-		wait_all(r, NREQ);
-		engine_stats_get(e, &st);
-		engine_destroy(e, true);
+	struct result r[NREQ] = { 0 }, rp[NREQ] = { 0 }, rs[NREQ] = { 0 };
+	struct engine_stats st = { 0 }, stp = { 0 }, sts = { 0 };
+	if (run_all(0, r, &st))
 		compare(solo, r, "speculation");
-	}
-	e = start(4, 1, NREQ);
-	if (e) {
-		for (int i = 0; i < NREQ; i++)
-			submit(e, i, &rp[i], GEN);
-		wait_all(rp, NREQ);
-		engine_stats_get(e, &stp);
-		engine_destroy(e, true);
+	if (run_all(1, rp, &stp)) {
 		compare(solo, rp, "speculation + preemption");
 		CHECK(stp.preemptions > 0, "a tiny pool preempts with speculation too");
 		CHECK(st.spec_drafts + stp.spec_drafts > 0, "drafts were proposed");
 	}
-	/* salted requests draft from their own tokens alone (not the suffix
-	 * cache of the others' outputs): the same tokens */
-	struct result rs[NREQ] = { 0 };
 	g_salt = 0x5a175a17;
-	e = start(4, 0, NREQ);
-	if (e) {
-		for (int i = 0; i < NREQ; i++)
-			submit(e, i, &rs[i], GEN);
-		wait_all(rs, NREQ);
-		engine_stats_get(e, &st);
-		engine_destroy(e, true);
+	if (run_all(0, rs, &sts)) {
 		compare(solo, rs, "salted speculation");
-		CHECK(st.spec_drafts > 0, "salted requests draft (from their own tokens)");
+		CHECK(sts.spec_drafts > 0, "salted requests draft (from their own tokens)");
 	}
 	g_salt = 0;
 	g_spec = SPEC_NONE;
