@@ -116,20 +116,6 @@ static int64_t default_ctx(const struct model *m, enum qtype kv_type)
 	return n > 0 ? n : 512;
 }
 
-int cli_kv_dtype(const char *s, enum qtype *out)
-{
-	if (!strcmp(s, "auto"))
-		*out = FWD_KV_DEFAULT;
-	else if (!strcmp(s, "f16"))
-		*out = QTYPE_F16;
-	else if (!strcmp(s, "f32"))
-		*out = QTYPE_F32;
-	else if (!strcmp(s, "q8_0"))
-		*out = QTYPE_Q8_0;
-	else
-		return -1;
-	return 0;
-}
 
 int cli_session_open(struct cli_session *s, const char *path, struct fwd_config *fc,
 		     int threads, int runner_kind, const char *who, ing_err *err)

@@ -9,7 +9,6 @@
 #include <stddef.h>
 
 #include "err.h"
-#include "quant.h"
 
 struct cli_command {
 	const char *name;
@@ -31,10 +30,6 @@ int cli_threads(int requested);
  * caller frees with ing_free(); *len excludes the NUL. NULL on failure. */
 char *cli_read_stdin(size_t *len);
 char *cli_read_file(const char *path, size_t *len);
-
-/* --kv-cache-dtype: "f16", "f32", "q8_0" or "auto" (FWD_KV_DEFAULT) into *out;
- * -1 for anything else. */
-int cli_kv_dtype(const char *s, enum qtype *out);
 
 struct tokenizer;
 struct model;

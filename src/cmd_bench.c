@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
 		case O_JSON: o->json = 1; break;
 		case O_PROFILE: o->profile = 1; break;
-		case O_KV_DTYPE: bad |= cli_kv_dtype(optarg, &o->kv_type) != 0; break;
+		case O_KV_DTYPE: bad |= fwd_kv_type_parse(optarg, &o->kv_type) != 0; break;
 		case O_PREFETCH: o->prefetch = !strcmp(optarg, "on"); bad |= strcmp(optarg, "on") && strcmp(optarg, "off"); break;
 		default: return -1;
 		}

@@ -95,7 +95,7 @@ static int parse_args(int argc, char **argv, struct ppl_opts *o)
 			o->batch = v;
 		} else if (opt == O_CHUNKS && !parse_int(optarg, 1, 1L << 30, &v)) {
 			o->n_chunks = v;
-		} else if (opt == O_KV_DTYPE && !cli_kv_dtype(optarg, &o->kv_type)) {
+		} else if (opt == O_KV_DTYPE && !fwd_kv_type_parse(optarg, &o->kv_type)) {
 			continue;
 		} else {
 			if (opt != '?')

@@ -90,7 +90,7 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_SPEC: o->spec = arg; return 0;
 	case O_DRAFT: o->draft_model = arg; return 0;
 	case O_KV_DTYPE:
-		if (!cli_kv_dtype(arg, &o->kv_type))
+		if (!fwd_kv_type_parse(arg, &o->kv_type))
 			return 0;
 		fprintf(stderr, "ingot run: --kv-cache-dtype takes f16, f32, q8_0 or auto, not '%s'\n",
 			arg);

@@ -23,6 +23,7 @@
 #include "api.h"
 #include "cli.h"
 #include "engine.h"
+#include "forward.h"
 #include "mem.h"
 #include "metrics.h"
 #include "runner.h"
@@ -108,7 +109,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_TEMPLATE: o->chat_template = arg; return 0;
 	}
 	if (opt == O_KV_DTYPE) {
-		if (!cli_kv_dtype(arg, &o->ec.kv_type))
+		if (!fwd_kv_type_parse(arg, &o->ec.kv_type))
 			return 0;
 		fprintf(stderr, "ingot serve: --kv-cache-dtype takes f16, f32, q8_0 or auto, not '%s'\n",
 			arg);

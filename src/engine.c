@@ -1124,7 +1124,7 @@ static int setup(struct engine *e, ing_err *err)
 		return rc;
 	/* before ready: no lock needed */
 	e->stats.kv_blocks = fwd_kv(e->f)->n_blocks;
-	e->stats.kv_dtype = c->kv_type == QTYPE_F16 ? "f16" : c->kv_type == QTYPE_Q8_0 ? "q8_0" : "f32";
+	e->stats.kv_dtype = fwd_kv_type_name(c->kv_type);
 	if (c->spec == SPEC_NONE)
 		return ING_OK;
 	e->stats.spec_positions = c->spec_max; /* before ready: no lock needed */

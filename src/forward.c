@@ -206,15 +206,47 @@ static int setup_acts(struct fwd *f)
 	return ING_OK;
 }
 
-/* The row format of a KV cache type (fwd_config.kv_type), or -1. */
+/* The KV cache types: fwd_config.kv_type, the row format it means, and
+ * the name --kv-cache-dtype and vllm:cache_config_info use. */
+static const struct {
+	enum qtype type;
+	enum ops_kv_type ops;
+	const char *name;
+} kv_types[] = {
+	{ QTYPE_F32, OPS_KV_F32, "f32" },
+	{ QTYPE_F16, OPS_KV_F16, "f16" },
+	{ QTYPE_Q8_0, OPS_KV_Q8_0, "q8_0" },
+};
+
+/* The row format of a KV cache type, or -1. */
 static int kv_ops_type(enum qtype t)
 {
-	switch (t) {
-	case QTYPE_F32: return OPS_KV_F32;
-	case QTYPE_F16: return OPS_KV_F16;
-	case QTYPE_Q8_0: return OPS_KV_Q8_0;
-	default: return -1;
+	for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++)
+		if (kv_types[i].type == t)
+			return (int)kv_types[i].ops;
+	return -1;
+}
+
+const char *fwd_kv_type_name(enum qtype t)
+{
+	for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++)
+		if (kv_types[i].type == t)
+			return kv_types[i].name;
+	return NULL;
+}
+
+int fwd_kv_type_parse(const char *name, enum qtype *out)
+{
+	if (!strcmp(name, "auto")) {
+		*out = FWD_KV_DEFAULT;
+		return 0;
 	}
+	for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++)
+		if (!strcmp(kv_types[i].name, name)) {
+			*out = kv_types[i].type;
+			return 0;
+		}
+	return -1;
 }
 
 double fwd_kv_bytes_per_pos(const struct model_hparams *hp, enum qtype kv_type)

@@ -80,6 +80,11 @@ struct fwd;
 /* The KV cache's element type when the user names none. */
 #define FWD_KV_DEFAULT QTYPE_F16
 
+/* A KV cache type's name ("f32", "f16", "q8_0"), or NULL for another
+ * type; and back, "auto" being FWD_KV_DEFAULT (-1: no such name). */
+const char *fwd_kv_type_name(enum qtype t);
+int fwd_kv_type_parse(const char *name, enum qtype *out);
+
 /* Bytes of KV cache one position takes in every layer, with rows of
  * kv_type (QTYPE_F32, QTYPE_F16 or QTYPE_Q8_0; 0 for another type): what
  * --kv-cache-mb and default contexts are sized by. */
