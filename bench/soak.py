@@ -58,6 +58,9 @@ MALFORMED = [
     ("/v1/completions", b'{"prompt":"x","stop":' + json.dumps(["s"] * 100).encode() + b'}'),
     ("/v1/nothing", b'{}'),
     ("/v1/completions", b'{"prompt":"x","logit_bias":{"abc":1}}'),
+    ("/v1/responses", b'{"input":[{"type":"function_call"}]}'),
+    ("/v1/responses", b'{"input":"x","previous_response_id":"resp_1"}'),
+    ("/v1/responses", b'{"input":"x","tools":[{"type":"web_search"}]}'),
 ]
 
 WORDS = ("the a river mountain story robot city night light song window garden "
@@ -114,7 +117,28 @@ def prompt(rng):
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 40)))
 
 
+def responses_body(rng):
+    """A Responses API request (what agent SDKs send): instructions, input
+    items, maybe a function tool and a finished call's output."""
+    body = {"max_output_tokens": rng.randint(4, 24), "stream": rng.random() < 0.5,
+            "temperature": rng.choice([0, 0.7, 1.0])}
+    if rng.random() < 0.5:
+        body["instructions"] = "Be brief."
+    items = [{"role": "user", "content": prompt(rng)}]
+    if rng.random() < 0.3:
+        body["tools"] = [{"type": "function", "name": "lookup",
+                          "parameters": {"type": "object",
+                                         "properties": {"q": {"type": "string"}}}}]
+        items += [{"type": "function_call", "call_id": "call_1", "name": "lookup",
+                   "arguments": '{"q": "x"}'},
+                  {"type": "function_call_output", "call_id": "call_1", "output": prompt(rng)}]
+    body["input"] = items if rng.random() < 0.7 else prompt(rng)
+    return "/v1/responses", body
+
+
 def valid_body(rng):
+    if rng.random() < 0.15:
+        return responses_body(rng)
     chat = rng.random() < 0.5
     body = {"max_tokens": rng.randint(4, 24), "stream": rng.random() < 0.5,
             "temperature": rng.choice([0, 0.7, 1.0])}
@@ -178,7 +202,11 @@ def do_valid(port, rng, st):
         st.add("valid_429")
     elif r.status != 200:
         st.add("valid_4xx", f"{r.status} for a valid request {body}: {data[:200]!r}")
-    elif body["stream"] and not data.rstrip().endswith(b"data: [DONE]"):
+    elif body["stream"] and path == "/v1/responses" and not re.search(
+            rb"event: response\.(completed|incomplete)\ndata: [^\n]*\n\n$", data):
+        st.add("valid_bad_stream", f"responses stream without its last event: {data[-200:]!r}")
+    elif body["stream"] and path != "/v1/responses" and \
+            not data.rstrip().endswith(b"data: [DONE]"):
         st.add("valid_bad_stream", f"stream without [DONE]: {data[-200:]!r}")
     else:
         st.add("valid_200")
@@ -205,7 +233,7 @@ def do_malformed(port, rng, st):
 def do_disconnect(port, rng, st):
     path, body = valid_body(rng)
     body["stream"] = True
-    body["max_tokens"] = 64
+    body["max_output_tokens" if path == "/v1/responses" else "max_tokens"] = 64
     data = json.dumps(body).encode()
     s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(60)
