@@ -116,7 +116,6 @@ static int64_t default_ctx(const struct model *m, enum qtype kv_type)
 	return n > 0 ? n : 512;
 }
 
-
 int cli_session_open(struct cli_session *s, const char *path, struct fwd_config *fc,
 		     int threads, int runner_kind, const char *who, ing_err *err)
 {

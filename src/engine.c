@@ -1029,7 +1029,7 @@ static int64_t kv_blocks_for(const struct engine *e)
 		return 0; /* kv_create: n_seq full contexts */
 	double per_block = KV_BLOCK * fwd_kv_bytes_per_pos(&e->m->hp, e->cfg.kv_type);
 	if (per_block <= 0)
-		return 0; /* a type fwd_create refuses */
+		return 0; /* rows this model's heads cannot take (fwd_create says why) */
 	int64_t n = (int64_t)(e->cfg.kv_cache_mb * 1e6 / per_block);
 	return n > 0 ? n : 1;
 }
@@ -1193,6 +1193,8 @@ static int check_config(const struct engine_config *c, ing_err *err)
 	if (c->max_model_len < 2 || c->step_tokens < 1 || c->step_tokens > 8192 ||
 	    c->max_waiting < 0 || c->kv_cache_mb < 0 || c->mixed_prefill_tokens < 0)
 		return ing_err_set(err, ING_ERR_RANGE, "bad engine configuration");
+	if (!fwd_kv_type_name(c->kv_type))
+		return ing_err_set(err, ING_ERR_INVALID, "the KV cache stores f16, f32 or q8_0");
 	if ((c->spec == SPEC_DRAFT) != (c->draft_model != NULL))
 		return ing_err_set(err, ING_ERR_INVALID, "draft-model speculation needs a draft model "
 				   "and a draft model needs spec draft");

@@ -174,7 +174,7 @@ static void gelu_table_init(void)
 static int use_avx2;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
-static const struct quant_kernels *kv_quant; /* Q8_0 KV rows' quantizer */
+static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers */
 
 /* Once: quant_kernels_best() probes cpuid, which costs a trap to the
  * hypervisor on a VM; per stored row it was a fifth of a long prefill. */
@@ -223,15 +223,15 @@ void ops_add(float *y, const float *x, int64_t n)
 		y[i] += x[i];
 }
 
-/* Element i of a K or V row stored as kind (0 F32, 1 F16, 2 Q8_0: its
+/* Element i of a K or V row stored as kind (an enum ops_kv_type; Q8_0: its
  * int8 times its block's F16 scale, exact in float); kind is a constant in
  * each of the scalar kernels below. */
 static inline float row_at(const void *row, int64_t i, int kind)
 {
-	if (kind == 1)
+	if (kind == OPS_KV_F16)
 		return fp16_to_f32(((const uint16_t *)row)[i]);
-	if (kind == 2) {
-		const unsigned char *b = (const unsigned char *)row + (i / QK) * 34;
+	if (kind == OPS_KV_Q8_0) {
+		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
 		uint16_t d;
 		memcpy(&d, b, sizeof d);
 		return (float)(int8_t)b[2 + i % QK] * fp16_to_f32(d);
@@ -299,9 +299,9 @@ static inline void pv_rows(float *const *out, const float *const *p, int nq,
 		for (int64_t i = 0; i < n; i++)                                                  \
 			dst[i] = row_at(row, i, kind);                                           \
 	}
-SCALAR_SET(f, 0)
-SCALAR_SET(h, 1)
-SCALAR_SET(q, 2)
+SCALAR_SET(f, OPS_KV_F32)
+SCALAR_SET(h, OPS_KV_F16)
+SCALAR_SET(q, OPS_KV_Q8_0)
 #undef SCALAR_SET
 
 static void expsf(float *x, int64_t n, float mx)
@@ -580,25 +580,24 @@ void ops_attend(float *out, const float *q, const void *const *K, const void *co
 	attend(out, q, K, V, n, Dh, Dv, scale, softcap, scratch, attn_best(kt));
 }
 
+/* The quant type a KV row format is. */
+static enum qtype kv_qtype(enum ops_kv_type kt)
+{
+	return kt == OPS_KV_F16 ? QTYPE_F16 : kt == OPS_KV_Q8_0 ? QTYPE_Q8_0 : QTYPE_F32;
+}
+
+/* F16 and Q8_0 rows through the quant table's quantizers (F16C and the
+ * activation quantizer where the CPU has them; the reference bits). */
 void ops_kv_store(void *dst, const float *x, int64_t n, enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	if (kt == OPS_KV_F32)
-		memcpy(dst, x, (size_t)n * sizeof *x);
-	else if (kt == OPS_KV_Q8_0)
-		ops_quantize_act(kv_quant, QTYPE_Q8_0, x, dst, n);
-	else if (use_avx2)
-		ops_f16_store_avx2(dst, x, n);
-	else
-		for (int64_t i = 0; i < n; i++)
-			((uint16_t *)dst)[i] = f32_to_fp16(x[i]);
+	ops_quantize_act(kv_quant, kv_qtype(kt), x, dst, n);
 }
 
 size_t ops_kv_row_bytes(enum ops_kv_type kt, int64_t n)
 {
-	if (kt == OPS_KV_Q8_0)
-		return n % QK ? 0 : (size_t)(n / QK) * 34;
-	return (size_t)n * (kt == OPS_KV_F16 ? sizeof(uint16_t) : sizeof(float));
+	uint64_t b = 0;
+	return qtype_row_bytes(kv_qtype(kt), (uint64_t)n, &b) ? 0 : (size_t)b;
 }
 
 float ops_logsumexp(const float *x, int64_t n)

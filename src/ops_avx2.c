@@ -39,19 +39,19 @@ static inline float hsum(__m256 v)
 }
 
 /* Eight values of a K or V row from lane i on (i a multiple of 8), stored
- * as F32, F16 or Q8_0 (kind 0, 1, 2; a constant after inlining). F16C
+ * as kind (an enum ops_kv_type, a constant after inlining). F16C
  * widens F16 exactly, and a Q8_0 value is its int8 times its block's F16
  * scale, a product float holds exactly, so every kind gives the F32 row of
  * its stored values. */
 static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t i, int kind)
 {
-	if (kind == 1)
+	if (kind == OPS_KV_F16)
 		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
-	if (kind == 2) {
-		const unsigned char *b = (const unsigned char *)row + (i / 32) * 34;
+	if (kind == OPS_KV_Q8_0) {
+		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
 		uint16_t d;
 		memcpy(&d, b, sizeof d);
-		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % 32));
+		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % QK));
 		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
 				     _mm256_set1_ps(_cvtsh_ss(d)));
 	}
@@ -60,13 +60,13 @@ static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_
 
 static inline __attribute__((always_inline)) float row1(const void *row, int64_t i, int kind)
 {
-	if (kind == 1)
+	if (kind == OPS_KV_F16)
 		return _cvtsh_ss(((const uint16_t *)row)[i]);
-	if (kind == 2) {
-		const unsigned char *b = (const unsigned char *)row + (i / 32) * 34;
+	if (kind == OPS_KV_Q8_0) {
+		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
 		uint16_t d;
 		memcpy(&d, b, sizeof d);
-		return (float)(int8_t)b[2 + i % 32] * _cvtsh_ss(d);
+		return (float)(int8_t)b[2 + i % QK] * _cvtsh_ss(d);
 	}
 	return ((const float *)row)[i];
 }
@@ -94,9 +94,20 @@ static inline __attribute__((always_inline)) float dot_row(const float *a, const
 	return r;
 }
 
-float ops_dot_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 0); }
-float ops_dot_f16_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 1); }
-float ops_dot_q8_avx2(const float *a, const void *b, int64_t n) { return dot_row(a, b, n, 2); }
+float ops_dot_avx2(const float *a, const void *b, int64_t n)
+{
+	return dot_row(a, b, n, OPS_KV_F32);
+}
+
+float ops_dot_f16_avx2(const float *a, const void *b, int64_t n)
+{
+	return dot_row(a, b, n, OPS_KV_F16);
+}
+
+float ops_dot_q8_avx2(const float *a, const void *b, int64_t n)
+{
+	return dot_row(a, b, n, OPS_KV_Q8_0);
+}
 
 /* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
  * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
@@ -187,19 +198,19 @@ static inline __attribute__((always_inline)) void qk_rows(const float *const *q,
 void ops_qk_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		 float *s, int64_t ld)
 {
-	qk_rows(q, nq, K, nk, n, s, ld, 0);
+	qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_F32);
 }
 
 void ops_qk_f16_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		     float *s, int64_t ld)
 {
-	qk_rows(q, nq, K, nk, n, s, ld, 1);
+	qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_F16);
 }
 
 void ops_qk_q8_avx2(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		    float *s, int64_t ld)
 {
-	qk_rows(q, nq, K, nk, n, s, ld, 2);
+	qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_Q8_0);
 }
 
 static inline __attribute__((always_inline)) void axpy_row(float *y, float p, const void *x,
@@ -213,9 +224,20 @@ static inline __attribute__((always_inline)) void axpy_row(float *y, float p, co
 		y[i] += p * row1(x, i, kind);
 }
 
-void ops_axpy_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 0); }
-void ops_axpy_f16_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 1); }
-void ops_axpy_q8_avx2(float *y, float p, const void *x, int64_t n) { axpy_row(y, p, x, n, 2); }
+void ops_axpy_avx2(float *y, float p, const void *x, int64_t n)
+{
+	axpy_row(y, p, x, n, OPS_KV_F32);
+}
+
+void ops_axpy_f16_avx2(float *y, float p, const void *x, int64_t n)
+{
+	axpy_row(y, p, x, n, OPS_KV_F16);
+}
+
+void ops_axpy_q8_avx2(float *y, float p, const void *x, int64_t n)
+{
+	axpy_row(y, p, x, n, OPS_KV_Q8_0);
+}
 
 /* Columns [c, c + 8 W) of P.V for Q queries: the outputs sit in Q x W
  * registers while every key j < nk, in order, adds fma(p[a][j], V[j]). */
@@ -286,19 +308,19 @@ static inline __attribute__((always_inline)) void pv_rows(float *const *out,
 void ops_pv_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		 int64_t nk, int64_t Dv)
 {
-	pv_rows(out, p, nq, V, nk, Dv, 0);
+	pv_rows(out, p, nq, V, nk, Dv, OPS_KV_F32);
 }
 
 void ops_pv_f16_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		     int64_t nk, int64_t Dv)
 {
-	pv_rows(out, p, nq, V, nk, Dv, 1);
+	pv_rows(out, p, nq, V, nk, Dv, OPS_KV_F16);
 }
 
 void ops_pv_q8_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		    int64_t nk, int64_t Dv)
 {
-	pv_rows(out, p, nq, V, nk, Dv, 2);
+	pv_rows(out, p, nq, V, nk, Dv, OPS_KV_Q8_0);
 }
 
 static inline __attribute__((always_inline)) void widen_row(float *dst, const void *row,
@@ -311,20 +333,16 @@ static inline __attribute__((always_inline)) void widen_row(float *dst, const vo
 		dst[i] = row1(row, i, kind);
 }
 
-void ops_widen_f16_avx2(float *dst, const void *row, int64_t n) { widen_row(dst, row, n, 1); }
-void ops_widen_q8_avx2(float *dst, const void *row, int64_t n) { widen_row(dst, row, n, 2); }
-
-/* dst[i] = x[i] rounded to F16, to nearest even (as f32_to_fp16). */
-void ops_f16_store_avx2(uint16_t *dst, const float *x, int64_t n)
+void ops_widen_f16_avx2(float *dst, const void *row, int64_t n)
 {
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(dst + i),
-				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
-						 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-	for (; i < n; i++)
-		dst[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	widen_row(dst, row, n, OPS_KV_F16);
 }
+
+void ops_widen_q8_avx2(float *dst, const void *row, int64_t n)
+{
+	widen_row(dst, row, n, OPS_KV_Q8_0);
+}
+
 
 /* expf, 8 floats at a time, bit for bit glibc's (2.28 and later, the
  * __expf_fma variant its libm picks on CPUs with FMA): the same double

@@ -4,6 +4,13 @@
 
 #include <stdint.h>
 
+#include "ops.h"
+
+/* A Q8_0 K/V row: blocks of QK values, each an F16 scale then QK int8
+ * (quant's block_q8_0). Value i is int8 i % QK of block i / QK times that
+ * block's scale. */
+#define OPS_Q8_BLOCK_BYTES (2 + QK)
+
 /* The attention loops over K/V rows stored as F32 (ops_*_avx2), F16
  * (ops_*_f16_avx2) or Q8_0 (ops_*_q8_avx2): each value widened exactly,
  * then the same arithmetic, so a row gives the F32 result of its stored
@@ -40,8 +47,6 @@ void ops_pv_q8_avx2(float *const *out, const float *const *p, int nq, const void
 void ops_widen_f16_avx2(float *dst, const void *row, int64_t n);
 void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
 
-/* dst[i] = x[i] rounded to F16 to nearest even, as f32_to_fp16 (F16C). */
-void ops_f16_store_avx2(uint16_t *dst, const float *x, int64_t n);
 
 /* x[j] = expf(x[j] - mx) for j < n, bit for bit glibc's expf on CPUs
  * with FMA (other libms: its own correctly-rounded-or-nearly results,

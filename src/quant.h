@@ -201,8 +201,8 @@ const char *quant_isa_name(enum quant_isa isa);
  * Tables are static, built once on first call (thread-safe), never freed.
  * Every known type has a dot entry and a quantize_act entry (the latter
  * quantizes into that type; it is the reference except for the activation
- * formats Q8_0, Q8_1 and Q8_K, whose SIMD versions are byte-identical to
- * quant_quantize_ref). Dot kernels may differ from quant_dot_ref only in the
+ * formats Q8_0, Q8_1 and Q8_K and for F16 (the F16 KV cache's rows), whose
+ * SIMD versions are byte-identical to quant_quantize_ref). Dot kernels may differ from quant_dot_ref only in the
  * order of float additions: the integer sums are the same. dot_multi entries
  * are set only where the ISA has a multi-row kernel for the type; within a
  * table they always agree bit for bit with the dot entry. */

@@ -397,6 +397,20 @@ static void quantize_q8_K(const float *x, void *dst, int64_t n)
 	}
 }
 
+/* x -> F16, to nearest even, 8 at a time with F16C: f32_to_fp16's bits
+ * (the F16 KV cache stores rows through it). */
+static void quantize_f16(const float *x, void *vy, int64_t n)
+{
+	uint16_t *y = vy;
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(y + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+						 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	for (; i < n; i++)
+		y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 void quant_avx2_register(struct quant_kernels *k)
 {
 	k->dot[QTYPE_F32] = dot_f32;
@@ -407,6 +421,7 @@ void quant_avx2_register(struct quant_kernels *k)
 	k->dot[QTYPE_Q2_K] = dot_q2_K;
 	k->dot[QTYPE_Q3_K] = dot_q3_K;
 	k->dot[QTYPE_Q5_K] = dot_q5_K;
+	k->quantize_act[QTYPE_F16] = quantize_f16;
 	k->quantize_act[QTYPE_Q8_0] = quantize_q8_0;
 	k->quantize_act[QTYPE_Q8_1] = quantize_q8_1;
 	k->quantize_act[QTYPE_Q8_K] = quantize_q8_K;

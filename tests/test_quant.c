@@ -857,7 +857,7 @@ static void test_narrow(const struct quant_kernels *k)
 
 static void test_simd_quantize(const struct quant_kernels *k)
 {
-	static const enum qtype acts[] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K };
+	static const enum qtype acts[] = { QTYPE_Q8_0, QTYPE_Q8_1, QTYPE_Q8_K, QTYPE_F16 };
 	const int64_t n = 4096;
 	float *x = malloc(n * sizeof *x);
 	uint8_t *r = malloc(row_bytes(QTYPE_F32, n)), *s = malloc(row_bytes(QTYPE_F32, n));
@@ -868,7 +868,7 @@ static void test_simd_quantize(const struct quant_kernels *k)
 				x[i] = (i % 256 == 0) ? -127.0f : (float)(i % 61) - 30.5f;
 		if (round == 2)
 			memset(x + 256, 0, 256 * sizeof *x);
-		for (size_t ai = 0; ai < 3; ai++) {
+		for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
 			enum qtype at = acts[ai];
 			size_t bytes = row_bytes(at, n);
 			memset(r, 0x55, bytes);
