@@ -3,13 +3,12 @@
  *   logits MODEL.gguf ID [ID ...]  >  float32 [n_tokens][n_vocab], little-endian
  *
  * Env: INGOT_THREADS (default 2), INGOT_BATCH (rows per step, default all
- * tokens in one step), INGOT_KV_TYPE (f32, the default, f16 or q8_0: the
- * KV cache's element type). Used by tests/test_forward_tiny.py against the NumPy
+ * tokens in one step), INGOT_KV_TYPE (f32, the default, f16, q8_0 or auto,
+ * as --kv-cache-dtype takes them: the KV cache's element type). Used by tests/test_forward_tiny.py against the NumPy
  * reference. Exit 1 with a message on any error. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "forward.h"
 #include "mem.h"
@@ -31,12 +30,8 @@ int main(int argc, char **argv)
 	}
 	const char *kv = getenv("INGOT_KV_TYPE");
 	enum qtype kv_type = QTYPE_F32;
-	if (kv && *kv && !strcmp(kv, "f16"))
-		kv_type = QTYPE_F16;
-	else if (kv && *kv && !strcmp(kv, "q8_0"))
-		kv_type = QTYPE_Q8_0;
-	else if (kv && *kv && strcmp(kv, "f32")) {
-		fprintf(stderr, "logits: INGOT_KV_TYPE is f32, f16 or q8_0, not '%s'\n", kv);
+	if (kv && *kv && fwd_kv_type_parse(kv, &kv_type)) {
+		fprintf(stderr, "logits: INGOT_KV_TYPE is f32, f16, q8_0 or auto, not '%s'\n", kv);
 		return 2;
 	}
 	int n = argc - 2;
