@@ -20,6 +20,7 @@
 #include "model.h"
 #include "server.h"
 #include "template.h"
+#include "version.h"
 
 /* ---- errors and JSON answers ---- */
 
@@ -81,6 +82,13 @@ static void on_health(struct api *a, struct server_call *c, const cJSON *body)
 {
 	static const char ok[] = "{\"status\":\"ok\"}";
 	server_call_respond(c, 200, "application/json", ok, sizeof ok - 1);
+}
+
+/* GET /version, as vLLM answers it. */
+static void on_version(struct api *a, struct server_call *c, const cJSON *body)
+{
+	static const char v[] = "{\"version\":\"" INGOT_VERSION "\"}";
+	server_call_respond(c, 200, "application/json", v, sizeof v - 1);
 }
 
 static cJSON *model_json(const struct api *a)
@@ -175,10 +183,46 @@ void api_trace_begin(struct api *a, struct server_call *c, struct gen_request *r
 	r->has_parent = trace_parent_parse(server_call_header(c, "traceparent"), &r->parent);
 }
 
+bool api_request_id_ok(const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if ((unsigned char)s[n] <= 0x20 || (unsigned char)s[n] >= 0x7f || s[n] == '"' ||
+		    s[n] == '\\' || n >= API_REQUEST_ID_MAX)
+			return false;
+	return n > 0;
+}
+
+/* The caller's id for the request, as vLLM takes it: the X-Request-Id
+ * header, else the body's request_id; checked (api_request_id_ok). */
+static int request_id_read(const cJSON *body, struct server_call *c, struct gen_request *r,
+			   struct api_error *e)
+{
+	const char *hdr = c ? server_call_header(c, "X-Request-Id") : NULL;
+	const cJSON *f = api_get(body, "request_id");
+	const char *id = hdr, *param = "X-Request-Id";
+	if (!id && f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsString(f))
+			return api_fail(e, 400, "request_id", "invalid_type",
+					"'request_id' must be a string");
+		id = f->valuestring, param = "request_id";
+	}
+	if (!id)
+		return 0;
+	if (!api_request_id_ok(id))
+		return api_fail(e, 400, param, "invalid_value",
+				"'%s' must be 1 to %d printable ASCII characters without spaces, "
+				"quotes or backslashes", param, API_REQUEST_ID_MAX);
+	snprintf(r->request_id, sizeof r->request_id, "%s", id);
+	return 0;
+}
+
 int api_gen_request_read(struct api *a, const cJSON *body, bool chat, struct server_call *c,
 			 struct gen_request *r, struct api_error *e)
 {
 	int rc = gen_request_parse(a, body, chat, r, e);
+	if (!rc)
+		rc = request_id_read(body, c, r, e);
 	if (!rc && c)
 		api_trace_begin(a, c, r);
 	if (!rc && !chat)
@@ -356,6 +400,7 @@ static const struct route routes[] = {
 	{ "/detokenize", "POST", on_detokenize, true },
 	{ "/health", "GET", on_health, false },
 	{ "/metrics", "GET", on_metrics, false },
+	{ "/version", "GET", on_version, false },
 };
 
 cJSON *api_body_parse(const struct api *a, const char *s, size_t len, struct api_error *e)
@@ -395,6 +440,11 @@ void api_handle(void *ud, struct server_call *c)
 	const char *path = server_call_path(c), *method = server_call_method(c);
 	const struct route *r = NULL;
 	bool path_known = false;
+	/* the caller's request id goes back with the answer (as vLLM's
+	 * --enable-request-id-headers does) */
+	const char *rid = server_call_header(c, "X-Request-Id");
+	if (rid && api_request_id_ok(rid))
+		server_call_header_add(c, "X-Request-Id", rid);
 	static const char one_model[] = "/v1/models/";
 	if (!strncmp(path, one_model, sizeof one_model - 1) &&
 	    (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {

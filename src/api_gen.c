@@ -121,7 +121,7 @@ struct gen_call {
 	int ptop;                  /* ... per scored prompt token */
 	bool score;                /* prompt tokens are scored (echo + logprobs,
 				    * prompt_logprobs) */
-	char id[48];
+	char id[16 + API_REQUEST_ID_MAX];
 	long long created;
 	int64_t prompt_tokens;
 	struct sbuf out;           /* SSE bytes not yet handed to the server */
@@ -1376,8 +1376,11 @@ static struct gen_call *call_new(struct api *a, struct gen_request *r)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	snprintf(k->id, sizeof k->id, "%s%016" PRIx64, k->r.chat ? "chatcmpl-" : "cmpl-",
-		 api_unique(a));
+	const char *prefix = k->r.chat ? "chatcmpl-" : "cmpl-";
+	if (k->r.request_id[0])
+		snprintf(k->id, sizeof k->id, "%s%s", prefix, k->r.request_id);
+	else
+		snprintf(k->id, sizeof k->id, "%s%016" PRIx64, prefix, api_unique(a));
 	k->created = (long long)time(NULL);
 	if (k->r.responses && k->r.stream &&
 	    !(k->resp = api_resp_stream_new(k->r.responses, k->id, (double)k->created,
@@ -1398,6 +1401,10 @@ void api_generate(struct api *a, struct server_call *c, struct gen_request *r)
 		api_respond_error(c, &e);
 		return;
 	}
+	char note[16 + API_REQUEST_ID_MAX]; /* the id the client sees, for the access log */
+	if (k->r.responses)
+		api_responses_id(note, sizeof note, "resp_", k->id);
+	server_call_note(c, k->r.responses ? note : k->id);
 	if (call_setup(k, &e) || call_submit(k, &e)) {
 		if (e.status == 429)
 			server_call_header_add(c, "Retry-After", "1");

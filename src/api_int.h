@@ -39,6 +39,7 @@ struct grammar;
 #define API_MAX_STOP_IDS 64 /* ENGINE_MAX_STOP_IDS */
 #define API_MAX_STOP_LEN 256
 #define API_MAX_BIAS 1024
+#define API_REQUEST_ID_MAX 64  /* X-Request-Id / request_id characters */
 #define API_GRAMMAR_CACHE 32     /* compiled response_format grammars kept */
 
 struct api_gcache_entry {
@@ -153,11 +154,20 @@ struct gen_request {
 	cJSON *responses;            /* POST /v1/responses: its body (owned), the answer
 				      * translated back into its form; NULL: chat or
 				      * completions */
+	/* the caller's id for the request (X-Request-Id, or vLLM's request_id
+	 * field): the answer's id is "chatcmpl-" (...) followed by it; "":
+	 * a random one */
+	char request_id[API_REQUEST_ID_MAX + 1];
 	/* tracing (a->tracer set) */
 	uint64_t t_start_ns;         /* request start, Unix ns */
 	struct trace_parent parent;  /* from traceparent, when has_parent */
 	bool has_parent;
 };
+
+/* True when s can be a request id: 1 .. API_REQUEST_ID_MAX printable
+ * ASCII characters, no space, quote or backslash (it goes into ids,
+ * headers and log lines as it is). */
+bool api_request_id_ok(const char *s);
 
 /* Reads everything but the prompt from body into r (zeroed first). */
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
@@ -180,6 +190,10 @@ cJSON *api_responses_whole(cJSON *chat, const cJSON *req);
 
 /* A stream's translation state: chat_id and created as the chat chunks
  * carry them. NULL when out of memory. */
+/* The response's own ids from the chat completion's: "chatcmpl-X" ->
+ * "resp_X", "msg_X" (prefix "resp_", "msg_"); a tool call "call_Y" ->
+ * item "fc_Y". */
+void api_responses_id(char *out, size_t cap, const char *prefix, const char *chat_id);
 struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, double created,
 					const char *model);
 void api_resp_stream_free(struct resp_stream *s);

@@ -321,9 +321,7 @@ void api_responses_error_param(struct api_error *e)
 
 /* ---- answer: chat completion -> response object ---- */
 
-/* The response's own ids from the chat completion's: "chatcmpl-X" ->
- * "resp_X", "msg_X"; a tool call "call_Y" -> item "fc_Y". */
-static void id_make(char *out, size_t cap, const char *prefix, const char *chat_id)
+void api_responses_id(char *out, size_t cap, const char *prefix, const char *chat_id)
 {
 	const char *dash = chat_id ? strchr(chat_id, '-') : NULL;
 	const char *under = chat_id ? strchr(chat_id, '_') : NULL;
@@ -434,7 +432,7 @@ static cJSON *call_item(const char *call_id, const char *status, const char *nam
 			const char *args)
 {
 	char id[80];
-	id_make(id, sizeof id, "fc_", call_id);
+	api_responses_id(id, sizeof id, "fc_", call_id);
 	cJSON *f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "id", id);
 	cJSON_AddStringToObject(f, "type", "function_call");
@@ -458,8 +456,8 @@ cJSON *api_responses_whole(cJSON *chat, const cJSON *req)
 	const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), *c;
 	const char *finish = str_field(ch, "finish_reason");
 	char id[80], mid[80];
-	id_make(id, sizeof id, "resp_", str_field(chat, "id"));
-	id_make(mid, sizeof mid, "msg_", str_field(chat, "id"));
+	api_responses_id(id, sizeof id, "resp_", str_field(chat, "id"));
+	api_responses_id(mid, sizeof mid, "msg_", str_field(chat, "id"));
 	cJSON *output = cJSON_CreateArray();
 	if (cJSON_IsString(content) && (content->valuestring[0] || !cJSON_GetArraySize(calls)))
 		cJSON_AddItemToArray(output, message_item(mid, status_of(finish),
@@ -522,8 +520,8 @@ struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, d
 		api_resp_stream_free(s);
 		return NULL;
 	}
-	id_make(s->id, sizeof s->id, "resp_", chat_id);
-	id_make(s->mid, sizeof s->mid, "msg_", chat_id);
+	api_responses_id(s->id, sizeof s->id, "resp_", chat_id);
+	api_responses_id(s->mid, sizeof s->mid, "msg_", chat_id);
 	s->created = created;
 	return s;
 }
@@ -652,7 +650,7 @@ static void text_delta(struct resp_stream *s, const char *t, struct sbuf *out)
 static cJSON *at_call(const struct resp_call *c)
 {
 	char id[80];
-	id_make(id, sizeof id, "fc_", c->call_id);
+	api_responses_id(id, sizeof id, "fc_", c->call_id);
 	cJSON *ev = at(c->out_index);
 	cJSON_AddStringToObject(ev, "item_id", id);
 	return ev;

@@ -9,7 +9,12 @@
  * (up to DRAIN_S seconds), then cancels what is left; a second signal
  * cancels at once. With --otlp-endpoint, a trace exporter thread (started
  * after the signal mask too) posts request spans; it is closed last, once
- * the server has let go of every request. */
+ * the server has let go of every request.
+ *
+ * Logs on stderr, as vLLM's server writes them: a line per finished
+ * request (the server's access log; --disable-access-log), and every
+ * --log-stats-interval seconds while there is work the engine's
+ * throughput, queue and cache figures (--disable-log-stats). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -40,6 +45,9 @@ struct serve_opts {
 	struct engine_config ec;
 	struct server_config sc;
 	int threads;
+	bool log_stats;
+	long stats_interval_s;
+	char origins[1024];        /* --allowed-origins, normalized */
 };
 
 static int usage(void)
@@ -75,13 +83,18 @@ static int usage(void)
 		"                           up to the step budget); e.g. 64: steadier streams\n"
 		"                           (lower P99 inter-token latency) for less throughput\n"
 		"      --otlp-endpoint URL  export OpenTelemetry spans of requests (OTLP/HTTP\n"
-		"                           JSON; \"/v1/traces\" is added to a URL without path)\n");
+		"                           JSON; \"/v1/traces\" is added to a URL without path)\n"
+		"      --allowed-origins LIST  CORS: origins browsers may call from, separated by\n"
+		"                           commas (or a JSON list); \"*\" (default) any, \"none\" off\n"
+		"      --disable-access-log no line per request on stderr\n"
+		"      --disable-log-stats  no periodic throughput/queue/cache line on stderr\n"
+		"      --log-stats-interval S  seconds between those lines (default 10)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
        O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED,
-       O_KV_DTYPE };
+       O_KV_DTYPE, O_ORIGINS, O_NO_ACCESS_LOG, O_NO_LOG_STATS, O_STATS_INTERVAL };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -91,6 +104,27 @@ static int num(const char *s, long lo, long hi, long *out)
 	if (errno || end == s || *end || v < lo || v > hi)
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* --allowed-origins: "a,b", or vLLM's JSON list '["a", "b"]', into
+ * o->origins as "a,b"; "none" or "" (or []) turns CORS off. */
+static int origins_parse(struct serve_opts *o, const char *arg)
+{
+	size_t n = 0;
+	for (const char *p = arg; *p; p++) {
+		if (*p == '[' || *p == ']' || *p == '"' || *p == ' ')
+			continue;
+		if (n + 1 >= sizeof o->origins) {
+			fprintf(stderr, "ingot serve: --allowed-origins is too long\n");
+			return -1;
+		}
+		o->origins[n++] = *p;
+	}
+	o->origins[n] = 0;
+	if (!strcmp(o->origins, "none"))
+		o->origins[0] = 0;
+	o->sc.allowed_origins = o->origins;
 	return 0;
 }
 
@@ -107,6 +141,9 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_DRAFT: o->ec.draft_model = arg; return 0;
 	case O_OTLP: o->otlp = arg; return 0;
 	case O_TEMPLATE: o->chat_template = arg; return 0;
+	case O_NO_ACCESS_LOG: o->sc.access_log = false; return 0;
+	case O_NO_LOG_STATS: o->log_stats = false; return 0;
+	case O_ORIGINS: return origins_parse(o, arg);
 	}
 	if (opt == O_KV_DTYPE) {
 		if (!fwd_kv_type_parse(arg, &o->ec.kv_type))
@@ -127,6 +164,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == 't' && !num(arg, 1, 1024, &v)) o->threads = (int)v;
 	else if (opt == O_MIXED && !num(arg, 0, 8192, &v)) o->ec.mixed_prefill_tokens = v;
 	else if (opt == O_SPEC_MAX && !num(arg, 1, SPEC_MAX_K, &v)) o->ec.spec_max = (int)v;
+	else if (opt == O_STATS_INTERVAL && !num(arg, 1, 86400, &v)) o->stats_interval_s = v;
 	else {
 		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
 		return -1;
@@ -148,10 +186,16 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
 		{ "chat-template", 1, 0, O_TEMPLATE },
 		{ "max-num-batched-tokens", 1, 0, O_BATCHED },
-		{ "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
+		{ "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { "allowed-origins", 1, 0, O_ORIGINS },
+		{ "disable-access-log", 0, 0, O_NO_ACCESS_LOG },
+		{ "disable-uvicorn-access-log", 0, 0, O_NO_ACCESS_LOG }, /* vLLM's name */
+		{ "disable-log-stats", 0, 0, O_NO_LOG_STATS },
+		{ "log-stats-interval", 1, 0, O_STATS_INTERVAL }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
-				  .sc = server_config_default() };
+				  .sc = server_config_default(), .log_stats = true,
+				  .stats_interval_s = 10 };
+	o->sc.access_log = true;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1)
 		if (opt == '?' || parse_opt(o, opt, optarg))
@@ -185,6 +229,56 @@ static void model_name_of(const char *path, char *buf, size_t cap)
 	if (n > 5 && !strcmp(base + n - 5, ".gguf"))
 		n -= 5;
 	snprintf(buf, cap, "%.*s", (int)n, base);
+}
+
+/* ---- the periodic stats line ---- */
+
+struct stats_log {
+	long interval_s;
+	struct timespec t_last;
+	struct engine_stats last;
+	bool was_busy;            /* the previous line had work: one more after it goes idle */
+};
+
+static double ts_diff(struct timespec a, struct timespec b)
+{
+	return (double)(a.tv_sec - b.tv_sec) + (a.tv_nsec - b.tv_nsec) / 1e9;
+}
+
+static void stats_log_init(struct stats_log *l, long interval_s, struct engine *e)
+{
+	*l = (struct stats_log){ .interval_s = interval_s };
+	clock_gettime(CLOCK_MONOTONIC, &l->t_last);
+	engine_stats_get(e, &l->last);
+}
+
+/* Once per interval, while requests run or wait or tokens went through
+ * (and once more after): vLLM's line, its labels kept so that what reads
+ * vLLM's logs reads these. Token rates and the prefix-cache hit rate are
+ * over the interval. */
+static void stats_log_tick(struct stats_log *l, struct engine *e)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	double dt = ts_diff(now, l->t_last);
+	if (dt < (double)l->interval_s)
+		return;
+	struct engine_stats st;
+	engine_stats_get(e, &st);
+	uint64_t dp = st.prompt_tokens - l->last.prompt_tokens;
+	uint64_t dg = st.generation_tokens - l->last.generation_tokens;
+	uint64_t dq = st.prefix_queries - l->last.prefix_queries;
+	uint64_t dh = st.prefix_hits - l->last.prefix_hits;
+	bool busy = dp || dg || st.running || st.waiting;
+	if (busy || l->was_busy)
+		fprintf(stderr, "ingot serve: Avg prompt throughput: %.1f tokens/s, Avg generation "
+				"throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs, "
+				"KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%\n",
+			(double)dp / dt, (double)dg / dt, st.running, st.waiting, 100.0 * st.kv_usage,
+			dq ? 100.0 * (double)dh / (double)dq : 0.0);
+	l->was_busy = busy;
+	l->last = st;
+	l->t_last = now;
 }
 
 /* Waits up to ms for SIGINT/SIGTERM; returns the signal or 0. */
@@ -292,8 +386,11 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 			fprintf(stderr, "ingot serve: tracing requests to %s\n", o->otlp);
 		fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", o->sc.host,
 			v6 ? "]" : "", server_port(s));
+		struct stats_log sl;
+		stats_log_init(&sl, o->stats_interval_s, e);
 		while (!signal_wait(set, 1000))
-			;
+			if (o->log_stats)
+				stats_log_tick(&sl, e);
 		serve_shutdown(s, a, set);
 	}
 	api_free(a);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
@@ -34,7 +35,8 @@ static void usage(FILE *f)
 		"  template TPL.jinja < CONTEXT.json   render a chat template with a JSON context\n"
 		"  serve [options]          OpenAI-compatible HTTP server (ingot serve --help)\n"
 		"\n"
-		"-m defaults to the model installed by `ingot pull`.\n");
+		"-m defaults to the model installed by `ingot pull`; `ingot --version` prints the\n"
+		"version.\n");
 }
 
 int main(int argc, char **argv)
@@ -43,6 +45,10 @@ int main(int argc, char **argv)
 	    !strcmp(argv[1], "help")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("ingot %s\n", INGOT_VERSION);
+		return 0;
 	}
 	const struct cli_command *cmd = cli_command_find(argv[1]);
 	if (!cmd) {

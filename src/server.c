@@ -12,9 +12,17 @@
  * with body bytes (appended, or discarded when over the limit), and the
  * last (auth, then the handler). The request-completed callback frees the
  * state; a streamed response's free callback closes its source, which is
- * how a disconnect reaches the engine as a cancel. */
+ * how a disconnect reaches the engine as a cancel.
+ *
+ * CORS follows what vLLM's (Starlette's) middleware answers, so browser
+ * clients of either work here: a preflight gets 204 with the allowed
+ * origin, methods ("*" for methods and headers: whatever the browser asks
+ * is echoed) and a 10-minute max age, or 400 for an origin not allowed;
+ * other answers to an allowed Origin carry Access-Control-Allow-Origin
+ * ("*", or the origin itself with Vary: Origin when origins are listed). */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -38,6 +46,7 @@
 struct server {
 	struct server_config cfg;
 	char *host, *api_key, *auth_exempt;
+	char *origins;            /* cfg.allowed_origins copied; NULL: CORS off */
 	server_handler_fn handler;
 	void *ud;
 	struct MHD_Daemon *d;
@@ -52,6 +61,10 @@ struct server_call {
 	struct MHD_Connection *conn;
 	char method[16];
 	char *path;
+	double t0;                /* headers received */
+	char peer[64];            /* client address:port, for the access log */
+	char note[128];           /* server_call_note */
+	bool stream_failed;       /* the stream's source reported an error */
 	struct sbuf body;
 	size_t discarded;         /* body bytes dropped after the limit was passed */
 	bool too_large;
@@ -63,6 +76,7 @@ struct server_call {
 
 struct stream_ctx {
 	struct server_stream src;
+	struct server_call *call; /* valid while the request is (stream_read runs) */
 	int fd;                   /* the client's socket, polled for hang-up */
 	struct MHD_Connection *conn;
 	unsigned timeout_s;
@@ -73,7 +87,7 @@ struct server_config server_config_default(void)
 {
 	return (struct server_config){ .host = "127.0.0.1", .port = 8080, .auth_exempt = "/health",
 				       .max_body = 8u << 20, .timeout_s = 30,
-				       .max_connections = 2048 };
+				       .max_connections = 2048, .allowed_origins = "*" };
 }
 
 /* ---- small helpers ---- */
@@ -112,6 +126,58 @@ static int call_fd(const struct server_call *c)
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	return ci ? (int)ci->connect_fd : -1;
+}
+
+/* ---- CORS ---- */
+
+/* True when origin is one of the comma-separated list's entries (spaces
+ * around entries ignored). */
+static bool origin_listed(const char *list, const char *origin)
+{
+	size_t on = strlen(origin);
+	for (const char *p = list; *p;) {
+		p += strspn(p, " ,");
+		size_t n = strcspn(p, ",");
+		size_t m = n;
+		while (m && p[m - 1] == ' ')
+			m--;
+		if (m && m == on && !memcmp(p, origin, on))
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+/* The Access-Control-Allow-Origin value for this request, or NULL (CORS
+ * off, no Origin header, or an origin not allowed). */
+static const char *cors_allow(const struct server_call *c)
+{
+	const char *origins = c->srv->origins;
+	const char *origin = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Origin");
+	if (!origins || !origin)
+		return NULL;
+	if (!strcmp(origins, "*"))
+		return "*";
+	return origin_listed(origins, origin) ? origin : NULL;
+}
+
+static void cors_headers_add(const struct server_call *c, struct MHD_Response *r)
+{
+	const char *allow = cors_allow(c);
+	if (!allow)
+		return;
+	MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
+	if (strcmp(allow, "*"))
+		MHD_add_response_header(r, "Vary", "Origin");
+}
+
+/* A browser asking before a cross-origin request (CORS on). */
+static bool call_is_preflight(const struct server_call *c)
+{
+	return c->srv->origins && !strcmp(c->method, "OPTIONS") &&
+	       MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Origin") &&
+	       MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+					   "Access-Control-Request-Method");
 }
 
 /* "Bearer KEY", compared in time that depends only on the lengths. */
@@ -153,6 +219,7 @@ static int call_finish_response(struct server_call *c, struct MHD_Response *r, i
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	for (int i = 0; i < c->n_hdr; i++)
 		MHD_add_response_header(r, c->hdr[i][0], c->hdr[i][1]);
+	cors_headers_add(c, r);
 	c->resp = r;
 	c->status = status;
 	return 0;
@@ -182,6 +249,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			conn_timeout_after(sc->conn, sc->timeout_s, sc->t_out);
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		}
+		if (n < 0)
+			sc->call->stream_failed = true;
 		if (n < 0 || fd_hung_up(sc->fd))
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
@@ -202,7 +271,7 @@ int server_call_stream(struct server_call *c, int status, const char *content_ty
 		src->close(src->ud);
 		return -1;
 	}
-	*sc = (struct stream_ctx){ .src = *src, .fd = call_fd(c), .conn = c->conn,
+	*sc = (struct stream_ctx){ .src = *src, .call = c, .fd = call_fd(c), .conn = c->conn,
 				   .timeout_s = c->srv->cfg.timeout_s, .t_out = mono_s() };
 	struct MHD_Response *r = MHD_create_response_from_callback(
 		MHD_SIZE_UNKNOWN, SERVER_STREAM_BLOCK, stream_read, sc, stream_free);
@@ -212,6 +281,11 @@ int server_call_stream(struct server_call *c, int status, const char *content_ty
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	return call_finish_response(c, r, status, content_type);
+}
+
+void server_call_note(struct server_call *c, const char *note)
+{
+	snprintf(c->note, sizeof c->note, "%s", note);
 }
 
 void server_call_header_add(struct server_call *c, const char *name, const char *value)
@@ -231,7 +305,7 @@ void server_call_header_add(struct server_call *c, const char *name, const char 
 
 /* Errors the server answers itself, in OpenAI's shape (fixed texts, no
  * escaping needed). */
-static enum MHD_Result queue_error(struct MHD_Connection *conn, int status, const char *msg,
+static enum MHD_Result queue_error(struct server_call *c, int status, const char *msg,
 				   const char *type, const char *code, bool close)
 {
 	char body[512];
@@ -243,19 +317,45 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, int status, cons
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	cors_headers_add(c, r);
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (close)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-	enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, r);
+	c->status = status;
+	enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)status, r);
 	MHD_destroy_response(r);
 	return rc;
 }
 
-static enum MHD_Result queue_too_large(struct MHD_Connection *conn)
+static enum MHD_Result queue_too_large(struct server_call *c)
 {
-	return queue_error(conn, 413, "Request body too large",
+	return queue_error(c, 413, "Request body too large",
 			   "invalid_request_error", "request_too_large", true);
+}
+
+/* The answer to a preflight: 204 with what the browser asked for, or 400
+ * for an origin not allowed. */
+static enum MHD_Result queue_preflight(struct server_call *c)
+{
+	if (!cors_allow(c))
+		return queue_error(c, 400, "Disallowed CORS origin", "invalid_request_error",
+				   "cors_origin", false);
+	struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	cors_headers_add(c, r);
+	MHD_add_response_header(r, "Access-Control-Allow-Methods",
+				"DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+	const char *asked = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+							"Access-Control-Request-Headers");
+	if (asked)
+		MHD_add_response_header(r, "Access-Control-Allow-Headers", asked);
+	MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+	c->status = 204;
+	enum MHD_Result rc = MHD_queue_response(c->conn, 204, r);
+	MHD_destroy_response(r);
+	return rc;
 }
 
 /* ---- the access callback ---- */
@@ -267,6 +367,24 @@ static size_t discard_cap(const struct server *s)
 	return s->cfg.max_body * 4 + (1u << 20);
 }
 
+/* The client's "address:port" ("[v6]:port"), or "-". */
+static void peer_format(struct MHD_Connection *conn, char *buf, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	char host[INET6_ADDRSTRLEN], port[8];
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+							  : sizeof(struct sockaddr_in);
+	if (!sa || getnameinfo(sa, len, host, sizeof host, port, sizeof port,
+			       NI_NUMERICHOST | NI_NUMERICSERV))
+		snprintf(buf, cap, "-");
+	else if (sa->sa_family == AF_INET6)
+		snprintf(buf, cap, "[%s]:%s", host, port);
+	else
+		snprintf(buf, cap, "%s:%s", host, port);
+}
+
 static struct server_call *call_new(struct server *s, struct MHD_Connection *conn,
 				    const char *url, const char *method)
 {
@@ -275,7 +393,10 @@ static struct server_call *call_new(struct server *s, struct MHD_Connection *con
 		return NULL;
 	c->srv = s;
 	c->conn = conn;
+	c->t0 = mono_s();
 	snprintf(c->method, sizeof c->method, "%s", method);
+	if (s->cfg.access_log)
+		peer_format(conn, c->peer, sizeof c->peer);
 	size_t n = strcspn(url, "?");
 	if (!(c->path = ing_strndup(url, n))) {
 		ing_free(c);
@@ -299,7 +420,7 @@ static bool call_check_length(struct server_call *c, enum MHD_Result *rc)
 	const char *expect = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
 							 MHD_HTTP_HEADER_EXPECT);
 	if (n > discard_cap(c->srv) || (expect && !strcasecmp(expect, "100-continue"))) {
-		*rc = queue_too_large(c->conn);
+		*rc = queue_too_large(c);
 		return false;
 	}
 	return true;
@@ -325,15 +446,17 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 {
 	struct server *s = c->srv;
 	if (c->too_large)
-		return queue_too_large(c->conn);
+		return queue_too_large(c);
 	if (atomic_load(&s->draining))
-		return queue_error(c->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "Server is shutting down",
+		return queue_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Server is shutting down",
 				   "server_error", "shutting_down", true);
+	if (call_is_preflight(c))
+		return queue_preflight(c);
 	bool exempt = s->auth_exempt && !strcmp(c->path, s->auth_exempt);
 	if (s->api_key && !exempt &&
 	    !auth_ok(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
 						 MHD_HTTP_HEADER_AUTHORIZATION), s->api_key))
-		return queue_error(c->conn, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
+		return queue_error(c, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
 				   "invalid_request_error", "invalid_api_key", false);
 	if (!c->body.p && sbuf_put(&c->body, "", 0))
 		return MHD_NO;
@@ -346,7 +469,7 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 	s->handler(s->ud, c);
 	conn_timeout_after(c->conn, s->cfg.timeout_s, t0);
 	if (!c->resp)
-		return queue_error(c->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
+		return queue_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
 				   "server_error", "internal_error", false);
 	enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)c->status, c->resp);
 	MHD_destroy_response(c->resp);
@@ -374,6 +497,52 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 	return call_dispatch(c);
 }
 
+/* How a request ended, when not normally. MHD reports a failed socket
+ * read or write, and a stream reader that gave up, alike as an error;
+ * ours gives up when the client hung up or the stream's source failed
+ * (then stream_failed). */
+static const char *termination_text(const struct server_call *c,
+				    enum MHD_RequestTerminationCode toe)
+{
+	switch (toe) {
+	case MHD_REQUEST_TERMINATED_COMPLETED_OK: return NULL;
+	case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timed out";
+	case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "server stopped";
+	default: return c->stream_failed ? "stream failed" : "client gone";
+	}
+}
+
+/* s as printable text for a log line: control bytes, quotes, backslashes
+ * and bytes past ASCII as \xNN (a client cannot forge lines), cut at
+ * about cap bytes. */
+static void log_escape(const char *s, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (; *s && n + 5 < cap; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\')
+			n += (size_t)snprintf(out + n, cap - n, "\\x%02x", ch);
+		else
+			out[n++] = (char)ch;
+	}
+	out[n] = 0;
+}
+
+/* The access log's line: one fprintf, so lines of concurrent requests do
+ * not interleave (stdio locks the stream per call). */
+static void call_log(const struct server_call *c, enum MHD_RequestTerminationCode toe)
+{
+	char status[8] = "-", method[64], path[256];
+	if (c->status)
+		snprintf(status, sizeof status, "%d", c->status);
+	log_escape(c->method, method, sizeof method);
+	log_escape(c->path, path, sizeof path);
+	const char *end = termination_text(c, toe);
+	fprintf(stderr, "ingot serve: %s \"%s %s\" %s %.3f s%s%s%s%s%s\n", c->peer, method, path,
+		status, mono_s() - c->t0, c->note[0] ? " " : "", c->note, end ? " (" : "",
+		end ? end : "", end ? ")" : "");
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -383,6 +552,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	*con_cls = NULL;
 	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->cfg.timeout_s);
+	if (s->cfg.access_log)
+		call_log(c, toe);
 	call_free(c);
 	atomic_fetch_sub(&s->active, 1);
 }
@@ -418,6 +589,9 @@ static int server_copy_config(struct server *s, const struct server_config *cfg)
 	if (cfg->auth_exempt &&
 	    !(s->auth_exempt = ing_strndup(cfg->auth_exempt, strlen(cfg->auth_exempt))))
 		return -1;
+	if (cfg->allowed_origins && cfg->allowed_origins[0] &&
+	    !(s->origins = ing_strndup(cfg->allowed_origins, strlen(cfg->allowed_origins))))
+		return -1;
 	return 0;
 }
 
@@ -426,6 +600,7 @@ static void server_free(struct server *s)
 	ing_free(s->host);
 	ing_free(s->api_key);
 	ing_free(s->auth_exempt);
+	ing_free(s->origins);
 	ing_free(s);
 }
 

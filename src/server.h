@@ -13,7 +13,15 @@
  *     the headers);
  *   - with an api_key, every path except auth_exempt needs
  *     "Authorization: Bearer KEY" (compared in constant time) or gets 401;
- *   - after server_quiesce() new requests get 503.
+ *   - after server_quiesce() new requests get 503;
+ *   - CORS (allowed_origins): a browser's preflight (OPTIONS with Origin
+ *     and Access-Control-Request-Method) is answered here, before the
+ *     key is checked (browsers send no credentials on it), and every
+ *     answer to an allowed Origin carries Access-Control-Allow-Origin.
+ * With access_log, every finished request leaves one line on stderr:
+ * client, method, path, status, seconds from its headers to its last
+ * byte, the handler's note (server_call_note), and how it ended when not
+ * normally (client gone, timed out).
  * Connections idle for timeout_s (slow headers, slow bodies, idle
  * keep-alive, a client that stops reading its response) are closed; while
  * a handler runs the timeout is lifted (generation may take long). */
@@ -36,10 +44,16 @@ struct server_config {
 	size_t max_body;           /* bytes */
 	unsigned timeout_s;        /* idle connection timeout */
 	unsigned max_connections;
+	/* CORS: NULL or "": off (no CORS headers; a preflight reaches the
+	 * handler); "*": any origin; else origins separated by commas, each
+	 * matched exactly ("http://localhost:3000") */
+	const char *allowed_origins;
+	bool access_log;           /* one line on stderr per finished request */
 };
 
 /* host 127.0.0.1, port 8080, no key, "/health" exempt, 8 MiB bodies,
- * 30 s timeout, 2048 connections (each a thread and a descriptor: the
+ * 30 s timeout, 2048 connections, CORS for any origin (as vLLM and
+ * llama-server: browser clients work), no access log (each a thread and a descriptor: the
  * process's descriptor limit must allow them; `ingot serve` raises its
  * soft limit to the hard one). Past the limit new connections are closed
  * at once. */
@@ -100,6 +114,10 @@ bool server_call_client_gone(const struct server_call *c);
 /* Adds a response header (Retry-After, ...) for the coming response; the
  * strings are copied. Up to 8 per response. */
 void server_call_header_add(struct server_call *c, const char *name, const char *value);
+
+/* A short text for the access log's line of this request (the response's
+ * id, ...); copied, up to 127 bytes; a later call replaces it. */
+void server_call_note(struct server_call *c, const char *note);
 
 /* Answers with body[0..len) (copied). Returns 0, or -1 when a response was
  * already given or on allocation failure. */
