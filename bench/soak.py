@@ -122,6 +122,8 @@ def responses_body(rng):
     items, maybe a function tool and a finished call's output."""
     body = {"max_output_tokens": rng.randint(4, 24), "stream": rng.random() < 0.5,
             "temperature": rng.choice([0, 0.7, 1.0])}
+    if rng.random() < 0.3:
+        body["store"] = False  # else kept in the server's (small) response store
     if rng.random() < 0.5:
         body["instructions"] = "Be brief."
     items = [{"role": "user", "content": prompt(rng)}]
@@ -303,8 +305,11 @@ def main():
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("serve_args", nargs="*", help="extra `ingot serve` arguments (after --)")
     a = ap.parse_args()
+    # a 1 MB response store: it fills and evicts during a long run, and its
+    # bound stays well inside the RSS allowance
     extra = a.serve_args or ["-t", "2", "--max-num-seqs", "16", "--max-waiting", "64",
-                             "--max-model-len", "512", "--kv-cache-mb", "64", "--timeout", "10"]
+                             "--max-model-len", "512", "--kv-cache-mb", "64", "--timeout", "10",
+                             "--responses-store-mb", "1"]
     p, port, log = start_server(a.ingot, extra)
     st = Stats()
     samples = []  # (t, rss_kb, fds)

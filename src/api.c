@@ -112,6 +112,31 @@ static void on_models(struct api *a, struct server_call *c, const cJSON *body)
 	api_respond_json(c, 200, o);
 }
 
+/* GET and DELETE /v1/responses/{id}: a stored response, or 404. */
+static void on_response_one(struct api *a, struct server_call *c, const char *id,
+			    bool del)
+{
+	cJSON *o = NULL;
+	bool found = false;
+	if (a->store && !strchr(id, '/')) {
+		if (del && (found = resp_store_delete(a->store, id))) {
+			o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "id", id);
+			cJSON_AddStringToObject(o, "object", "response");
+			cJSON_AddTrueToObject(o, "deleted");
+		} else if (!del) {
+			found = (o = resp_store_get(a->store, id)) != NULL;
+		}
+	}
+	if (found) {
+		api_respond_json(c, 200, o);
+		return;
+	}
+	struct api_error e;
+	api_fail(&e, 404, NULL, "not_found", "Response with id '%.160s' not found.", id);
+	api_respond_error(c, &e);
+}
+
 /* GET /v1/models/{id} (OpenAI's retrieve): ours, or 404. */
 static void on_model_one(struct api *a, struct server_call *c, const char *id)
 {
@@ -277,13 +302,24 @@ static void on_responses(struct api *a, struct server_call *c, const cJSON *body
 	struct api_error e;
 	struct gen_request r;
 	cJSON *chat = NULL;
-	int rc = api_responses_chat_body(body, &chat, &e);
+	int rc = api_responses_chat_body(body, a->store, &chat, &e);
 	if (!rc && (rc = api_gen_request_read(a, chat, true, c, &r, &e)))
 		api_responses_error_param(&e);
 	cJSON_Delete(chat);
 	if (!rc && !(r.responses = cJSON_Duplicate(body, true))) {
 		gen_request_free(&r);
 		rc = api_fail(&e, 500, NULL, NULL, "out of memory");
+	}
+	/* what the answer says and api_responses_keep reads: stored when the
+	 * server keeps responses and the request did not say store: false */
+	const cJSON *store = rc ? NULL : api_get(body, "store");
+	if (!rc && store && !cJSON_IsBool(store)) {
+		gen_request_free(&r);
+		rc = api_fail(&e, 400, "store", "invalid_type", "'store' must be a boolean");
+	}
+	if (!rc) {
+		cJSON_DeleteItemFromObjectCaseSensitive(r.responses, "store");
+		cJSON_AddBoolToObject(r.responses, "store", a->store && !cJSON_IsFalse(store));
 	}
 	if (rc) {
 		api_respond_error(c, &e);
@@ -445,10 +481,14 @@ void api_handle(void *ud, struct server_call *c)
 	const char *rid = server_call_header(c, "X-Request-Id");
 	if (rid && api_request_id_ok(rid))
 		server_call_header_add(c, "X-Request-Id", rid);
-	static const char one_model[] = "/v1/models/";
-	if (!strncmp(path, one_model, sizeof one_model - 1) &&
-	    (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
+	static const char one_model[] = "/v1/models/", one_resp[] = "/v1/responses/";
+	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+	if (!strncmp(path, one_model, sizeof one_model - 1) && get) {
 		on_model_one(a, c, path + sizeof one_model - 1);
+		return;
+	}
+	if (!strncmp(path, one_resp, sizeof one_resp - 1) && (get || !strcmp(method, "DELETE"))) {
+		on_response_one(a, c, path + sizeof one_resp - 1, !get);
 		return;
 	}
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {
@@ -529,10 +569,20 @@ void api_set_tracer(struct api *a, struct trace_exporter *t)
 	a->tracer = t;
 }
 
+int api_set_responses_store(struct api *a, size_t max_bytes, ing_err *err)
+{
+	if (!max_bytes)
+		return ING_OK;
+	if (resp_store_create(max_bytes, &a->store))
+		return ing_err_set(err, ING_ERR_NOMEM, "api: out of memory");
+	return ING_OK;
+}
+
 void api_free(struct api *a)
 {
 	if (!a)
 		return;
+	resp_store_free(a->store);
 	template_free(a->tpl);
 	api_gcache_free(a);
 	pthread_mutex_destroy(&a->mu);

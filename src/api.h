@@ -1,7 +1,8 @@
 /* api.h — the OpenAI-compatible HTTP API over the serving engine.
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models, POST /tokenize, POST /detokenize (vLLM bodies),
+ * POST /v1/responses (and, with a store, GET and DELETE
+ * /v1/responses/{id}), GET /v1/models, POST /tokenize, POST /detokenize (vLLM bodies),
  * GET /health, GET /metrics (Prometheus). Requests are parsed and checked
  * on the HTTP connection's thread, prompts rendered (chat template) and
  * tokenized there, then submitted to the engine; the engine's events come
@@ -33,6 +34,13 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name,
  * t (borrowed; it must outlive the api). Call before serving. */
 struct trace_exporter;
 void api_set_tracer(struct api *a, struct trace_exporter *t);
+
+/* Keeps Responses API answers (request `store`, true by default) in
+ * memory, up to max_bytes, least recently used dropped first, so that
+ * previous_response_id can continue them and GET/DELETE
+ * /v1/responses/{id} reach them. Without it (or with 0) nothing is stored
+ * and previous_response_id is refused. Call before serving. ING_ERR_NOMEM. */
+int api_set_responses_store(struct api *a, size_t max_bytes, ing_err *err);
 
 /* Call only once no request is in flight. Accepts NULL. */
 void api_free(struct api *a);

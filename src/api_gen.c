@@ -707,9 +707,11 @@ static void sse_end(struct gen_call *k)
 		cJSON_AddItemToObject(o, "usage", usage_new(k));
 		sse_put(k, o);
 	}
-	if (k->resp)
-		api_resp_stream_end(k->resp, &k->out);
-	else
+	if (k->resp) {
+		cJSON *fin = api_resp_stream_end(k->resp, &k->out);
+		api_responses_keep(k->a, fin, k->r.responses);
+		cJSON_Delete(fin);
+	} else
 		sbuf_puts(&k->out, "data: [DONE]\n\n");
 	k->ended = true;
 }
@@ -1216,8 +1218,10 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	if (k->r.chat && k->r.return_token_ids)
 		cJSON_AddItemToObject(o, "prompt_token_ids", api_ids_json(&k->r.prompts[0]));
 	cJSON_AddItemToObject(o, "usage", usage_new(k));
-	if (k->r.responses)
+	if (k->r.responses) {
 		o = api_responses_whole(o, k->r.responses);
+		api_responses_keep(k->a, o, k->r.responses);
+	}
 	api_respond_json(c, 200, o);
 }
 

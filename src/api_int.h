@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "api.h"
+#include "api_store.h"
 #include "logit_mask.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -59,6 +60,7 @@ struct api {
 	const char *bos_text, *eos_text;
 	enum toolcall_format tool_format; /* the template's tool-call markup */
 	struct trace_exporter *tracer;    /* NULL: tracing off */
+	struct resp_store *store;    /* stored Responses answers; NULL: off */
 	pthread_mutex_t mu;          /* guards live */
 	struct gen_call *live;       /* generations in flight (cancel_all) */
 	atomic_uint_fast64_t counter;
@@ -181,19 +183,24 @@ struct resp_stream;
 /* body of POST /v1/responses -> *chat, a chat completions body asking for
  * the same generation (the caller deletes it). A 400 naming the Responses
  * field for what cannot be translated or is not supported. */
-int api_responses_chat_body(const cJSON *body, cJSON **chat, struct api_error *e);
+int api_responses_chat_body(const cJSON *body, struct resp_store *store, cJSON **chat,
+			    struct api_error *e);
+/* Keeps a finished response object (borrowed) for req (the Responses body
+ * as gen_request.responses holds it) when req's store is true. */
+void api_responses_keep(struct api *a, const cJSON *response, const cJSON *req);
 /* Renames the chat field an error from the chat path names to the
  * Responses field it came from (messages -> input, ...). */
 void api_responses_error_param(struct api_error *e);
 /* A whole chat completion (deleted) -> the response object for req. */
 cJSON *api_responses_whole(cJSON *chat, const cJSON *req);
 
-/* A stream's translation state: chat_id and created as the chat chunks
- * carry them. NULL when out of memory. */
 /* The response's own ids from the chat completion's: "chatcmpl-X" ->
  * "resp_X", "msg_X" (prefix "resp_", "msg_"); a tool call "call_Y" ->
  * item "fc_Y". */
 void api_responses_id(char *out, size_t cap, const char *prefix, const char *chat_id);
+
+/* A stream's translation state: chat_id and created as the chat chunks
+ * carry them. NULL when out of memory. */
 struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, double created,
 					const char *model);
 void api_resp_stream_free(struct resp_stream *s);
@@ -201,8 +208,9 @@ void api_resp_stream_free(struct resp_stream *s);
  * memory) makes; the first one also opens the response. */
 void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out);
 /* The chat stream ended (after its usage chunk): closes the open items
- * and appends response.completed (or response.incomplete). */
-void api_resp_stream_end(struct resp_stream *s, struct sbuf *out);
+ * and appends response.completed (or response.incomplete). Returns that
+ * final response object (the caller deletes it; NULL out of memory). */
+cJSON *api_resp_stream_end(struct resp_stream *s, struct sbuf *out);
 /* The generation failed: an error event and response.failed. */
 void api_resp_stream_error(struct resp_stream *s, const char *msg, struct sbuf *out);
 

@@ -13,10 +13,15 @@
  * text and argument deltas, response.completed) through struct
  * resp_stream, a small state machine over the chunks.
  *
- * Not supported, each a 400 naming its field: previous_response_id,
- * conversation and background (ingot stores no responses: send the whole
- * conversation as input), tools other than functions, input parts other
- * than text. */
+ * Stored responses (api_store.c, when the server keeps them): an answer
+ * whose request has store (true by default) is kept, and
+ * previous_response_id puts the conversation it ends (every earlier
+ * turn's input and output items) before the request's input; the
+ * previous instructions are not carried over, as OpenAI does.
+ *
+ * Not supported, each a 400 naming its field: conversation and background,
+ * previous_response_id without a store, tools other than functions, input
+ * parts other than text. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +39,7 @@ static char *str_copy(const char *s) { return ing_strndup(s, strlen(s)); }
  * translated, or they shape a chat answer the translation drops). */
 static const char *const dropped[] = {
 	"input", "instructions", "max_output_tokens", "tools", "tool_choice", "text", "store",
+	"previous_response_id",
 	"reasoning", "metadata", "truncation", "include", "service_tier", "top_logprobs",
 	"max_tool_calls", "prompt_cache_key", "safety_identifier", "stream_options", "messages",
 	"n", "max_tokens", "max_completion_tokens", "response_format", "echo", "logprobs",
@@ -43,12 +49,13 @@ static const char *const dropped[] = {
 /* Fields ingot cannot honour: present and not null (or false) is a 400. */
 static int refuse_unsupported(const cJSON *body, struct api_error *e)
 {
-	static const char *const keys[] = { "previous_response_id", "conversation", "prompt" };
+	static const char *const keys[] = { "conversation", "prompt" };
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		if (api_get(body, keys[i]))
 			return api_fail(e, 400, keys[i], "unsupported_parameter",
-					"'%s' is not supported: ingot stores no responses or "
-					"prompts; send the whole conversation as 'input'",
+					"'%s' is not supported: ingot keeps no conversations or "
+					"prompts; send the conversation as 'input', or continue a "
+					"stored response with 'previous_response_id'",
 					keys[i]);
 	const cJSON *bg = api_get(body, "background");
 	if (bg && !cJSON_IsFalse(bg))
@@ -157,26 +164,12 @@ static int item_call_output(const cJSON *it, int i, cJSON *msgs, struct api_erro
 	return content_convert(out, i, m, e);
 }
 
-/* body.instructions, then body.input -> chat messages. */
-static int messages_build(const cJSON *body, cJSON *msgs, struct api_error *e)
+/* Input items -> chat messages; i0: the index of the first in the
+ * request's input (errors name input[i]). */
+static int items_convert(const cJSON *items, int i0, cJSON *msgs, struct api_error *e)
 {
-	const cJSON *ins = api_get(body, "instructions"), *in = api_get(body, "input");
-	if (ins && !cJSON_IsString(ins))
-		return api_fail(e, 400, "instructions", "invalid_type",
-				"'instructions' must be a string");
-	if (ins)
-		cJSON_AddItemToObject(message_new(msgs, "system"), "content",
-				      cJSON_Duplicate(ins, false));
-	if (cJSON_IsString(in)) {
-		cJSON_AddItemToObject(message_new(msgs, "user"), "content",
-				      cJSON_Duplicate(in, false));
-		return 0;
-	}
-	if (!cJSON_IsArray(in))
-		return api_fail(e, 400, "input", in ? "invalid_type" : "missing_required_parameter",
-				"'input' must be a string or an array of input items");
-	int i = 0;
-	for (const cJSON *it = in->child; it; it = it->next, i++) {
+	int i = i0;
+	for (const cJSON *it = items->child; it; it = it->next, i++) {
 		const char *type = str_field(it, "type");
 		int rc;
 		if (!cJSON_IsObject(it))
@@ -195,8 +188,70 @@ static int messages_build(const cJSON *body, cJSON *msgs, struct api_error *e)
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/* body.instructions, the stored conversation (history, or NULL), then
+ * body.input -> chat messages. */
+static int messages_build(const cJSON *body, const cJSON *history, cJSON *msgs,
+			  struct api_error *e)
+{
+	const cJSON *ins = api_get(body, "instructions"), *in = api_get(body, "input");
+	if (ins && !cJSON_IsString(ins))
+		return api_fail(e, 400, "instructions", "invalid_type",
+				"'instructions' must be a string");
+	if (ins)
+		cJSON_AddItemToObject(message_new(msgs, "system"), "content",
+				      cJSON_Duplicate(ins, false));
+	if (history && items_convert(history, -cJSON_GetArraySize(history), msgs, e))
+		return -1;
+	if (cJSON_IsString(in)) {
+		cJSON_AddItemToObject(message_new(msgs, "user"), "content",
+				      cJSON_Duplicate(in, false));
+		return 0;
+	}
+	if (!cJSON_IsArray(in))
+		return api_fail(e, 400, "input", in ? "invalid_type" : "missing_required_parameter",
+				"'input' must be a string or an array of input items");
+	if (items_convert(in, 0, msgs, e))
+		return -1;
 	if (!cJSON_GetArraySize(msgs))
 		return api_fail(e, 400, "input", "invalid_value", "'input' has no messages");
+	return 0;
+}
+
+/* previous_response_id -> *history, the conversation it ends (NULL when
+ * the field is absent). */
+static int history_read(const cJSON *body, struct resp_store *store, cJSON **history,
+			struct api_error *e)
+{
+	*history = NULL;
+	const cJSON *prev = api_get(body, "previous_response_id");
+	if (!prev)
+		return 0;
+	if (!cJSON_IsString(prev))
+		return api_fail(e, 400, "previous_response_id", "invalid_type",
+				"'previous_response_id' must be a string");
+	if (!store)
+		return api_fail(e, 400, "previous_response_id", "unsupported_parameter",
+				"'previous_response_id' needs stored responses, which this server "
+				"does not keep (--responses-store-mb 0): send the whole "
+				"conversation as 'input'");
+	char missing[160];
+	int rc = resp_store_history(store, prev->valuestring, history, missing, sizeof missing);
+	if (rc == RESP_STORE_NOT_FOUND && !strcmp(missing, prev->valuestring))
+		return api_fail(e, 400, "previous_response_id", "previous_response_not_found",
+				"Previous response with id '%.160s' not found.", missing);
+	if (rc == RESP_STORE_NOT_FOUND)
+		return api_fail(e, 400, "previous_response_id", "previous_response_not_found",
+				"Previous response with id '%.160s' not found: an earlier turn of "
+				"its conversation ('%.160s') is no longer stored.",
+				prev->valuestring, missing);
+	if (rc == RESP_STORE_TOO_LONG)
+		return api_fail(e, 400, "previous_response_id", "invalid_value",
+				"the conversation of '%.160s' is too long", prev->valuestring);
+	if (rc)
+		return api_fail(e, 500, NULL, NULL, "out of memory");
 	return 0;
 }
 
@@ -277,14 +332,18 @@ static int format_build(const cJSON *body, cJSON *chat, struct api_error *e)
 	return 0;
 }
 
-int api_responses_chat_body(const cJSON *body, cJSON **chat, struct api_error *e)
+int api_responses_chat_body(const cJSON *body, struct resp_store *store, cJSON **chat,
+			    struct api_error *e)
 {
 	*chat = NULL;
-	if (refuse_unsupported(body, e))
+	cJSON *history;
+	if (refuse_unsupported(body, e) || history_read(body, store, &history, e))
 		return -1;
 	cJSON *c = cJSON_Duplicate(body, true);
-	if (!c)
+	if (!c) {
+		cJSON_Delete(history);
 		return api_fail(e, 500, NULL, NULL, "out of memory");
+	}
 	for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
 		cJSON_DeleteItemFromObjectCaseSensitive(c, dropped[i]);
 	const cJSON *mot = api_get(body, "max_output_tokens");
@@ -293,13 +352,22 @@ int api_responses_chat_body(const cJSON *body, cJSON **chat, struct api_error *e
 	const cJSON *stream = api_get(body, "stream");
 	if (cJSON_IsTrue(stream)) /* the usage chunk feeds response.completed */
 		cJSON_AddTrueToObject(cJSON_AddObjectToObject(c, "stream_options"), "include_usage");
-	if (messages_build(body, cJSON_AddArrayToObject(c, "messages"), e) ||
-	    tools_build(body, c, e) || format_build(body, c, e)) {
+	int rc = messages_build(body, history, cJSON_AddArrayToObject(c, "messages"), e) ||
+		 tools_build(body, c, e) || format_build(body, c, e);
+	cJSON_Delete(history);
+	if (rc) {
 		cJSON_Delete(c);
 		return -1;
 	}
 	*chat = c;
 	return 0;
+}
+
+void api_responses_keep(struct api *a, const cJSON *response, const cJSON *req)
+{
+	/* a failed put only means the response is not kept */
+	if (a->store && response && cJSON_IsTrue(api_get(req, "store")))
+		(void)resp_store_put(a->store, response, req);
 }
 
 void api_responses_error_param(struct api_error *e)
@@ -362,11 +430,12 @@ static cJSON *response_obj(const cJSON *req, const char *id, double created, con
 	cJSON_AddItemToObject(o, "output", output ? output : cJSON_CreateArray());
 	cJSON_AddItemToObject(o, "parallel_tool_calls",
 			      dup_or(req, "parallel_tool_calls", cJSON_CreateTrue()));
-	cJSON_AddNullToObject(o, "previous_response_id");
+	cJSON_AddItemToObject(o, "previous_response_id",
+			      dup_or(req, "previous_response_id", cJSON_CreateNull()));
 	cJSON *rs = cJSON_AddObjectToObject(o, "reasoning");
 	cJSON_AddNullToObject(rs, "effort");
 	cJSON_AddNullToObject(rs, "summary");
-	cJSON_AddFalseToObject(o, "store");
+	cJSON_AddBoolToObject(o, "store", cJSON_IsTrue(api_get(req, "store")));
 	cJSON_AddItemToObject(o, "temperature", dup_or(req, "temperature", cJSON_CreateNumber(1)));
 	cJSON *text = dup_or(req, "text", NULL);
 	if (!text || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(text, "format"))) {
@@ -738,14 +807,18 @@ void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out
 	cJSON_Delete(chunk);
 }
 
-void api_resp_stream_end(struct resp_stream *s, struct sbuf *out)
+cJSON *api_resp_stream_end(struct resp_stream *s, struct sbuf *out)
 {
 	message_close(s, out);
 	for (int i = 0; i < s->n_calls; i++)
 		call_close(s, &s->calls[i], out);
 	const char *status = status_of(s->finish);
-	emit_response(s, !strcmp(status, "incomplete") ? "response.incomplete"
-						       : "response.completed", status, out);
+	cJSON *r = snapshot(s, status, true), *ev = cJSON_CreateObject();
+	cJSON *copy = cJSON_Duplicate(r, true);
+	cJSON_AddItemToObject(ev, "response", r);
+	emit(s, !strcmp(status, "incomplete") ? "response.incomplete" : "response.completed", ev,
+	     out);
+	return copy;
 }
 
 void api_resp_stream_error(struct resp_stream *s, const char *msg, struct sbuf *out)

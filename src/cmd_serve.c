@@ -47,6 +47,7 @@ struct serve_opts {
 	int threads;
 	bool log_stats;
 	long stats_interval_s;
+	long store_mb;             /* --responses-store-mb */
 	char origins[1024];        /* --allowed-origins, normalized */
 };
 
@@ -88,13 +89,16 @@ static int usage(void)
 		"                           commas (or a JSON list); \"*\" (default) any, \"none\" off\n"
 		"      --disable-access-log no line per request on stderr\n"
 		"      --disable-log-stats  no periodic throughput/queue/cache line on stderr\n"
-		"      --log-stats-interval S  seconds between those lines (default 10)\n");
+		"      --log-stats-interval S  seconds between those lines (default 10)\n"
+		"      --responses-store-mb N  memory for stored Responses API answers, which\n"
+		"                           previous_response_id continues (default 64; 0: none)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
        O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED,
-       O_KV_DTYPE, O_ORIGINS, O_NO_ACCESS_LOG, O_NO_LOG_STATS, O_STATS_INTERVAL };
+       O_KV_DTYPE, O_ORIGINS, O_NO_ACCESS_LOG, O_NO_LOG_STATS, O_STATS_INTERVAL,
+       O_STORE_MB };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -165,6 +169,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_MIXED && !num(arg, 0, 8192, &v)) o->ec.mixed_prefill_tokens = v;
 	else if (opt == O_SPEC_MAX && !num(arg, 1, SPEC_MAX_K, &v)) o->ec.spec_max = (int)v;
 	else if (opt == O_STATS_INTERVAL && !num(arg, 1, 86400, &v)) o->stats_interval_s = v;
+	else if (opt == O_STORE_MB && !num(arg, 0, 1L << 20, &v)) o->store_mb = v;
 	else {
 		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
 		return -1;
@@ -190,11 +195,12 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "disable-access-log", 0, 0, O_NO_ACCESS_LOG },
 		{ "disable-uvicorn-access-log", 0, 0, O_NO_ACCESS_LOG }, /* vLLM's name */
 		{ "disable-log-stats", 0, 0, O_NO_LOG_STATS },
-		{ "log-stats-interval", 1, 0, O_STATS_INTERVAL }, { 0 }
+		{ "log-stats-interval", 1, 0, O_STATS_INTERVAL },
+		{ "responses-store-mb", 1, 0, O_STORE_MB }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default(), .log_stats = true,
-				  .stats_interval_s = 10 };
+				  .stats_interval_s = 10, .store_mb = 64 };
 	o->sc.access_log = true;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1)
@@ -371,6 +377,8 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 				    &err);
 	if (!rc)
 		rc = api_create(e, m, o->name ? o->name : name, tpl, &a, &note, &err);
+	if (!rc)
+		rc = api_set_responses_store(a, (size_t)o->store_mb << 20, &err);
 	if (!rc && o->otlp && !(rc = trace_exporter_open(o->otlp, "ingot", &tr, &err)))
 		api_set_tracer(a, tr);
 	if (!rc)

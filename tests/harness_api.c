@@ -107,8 +107,12 @@ void harness_api_init(struct api *a, unsigned sel)
 	a->salt = 0x1234;
 }
 
+static struct resp_store *seed_store; /* harness_store */
+
 void harness_api_cleanup(void)
 {
+	resp_store_free(seed_store);
+	seed_store = NULL;
 	for (int i = 0; i < templates.n; i++)
 		template_free(templates.tpl[i]);
 	memset(&templates, 0, sizeof templates);
@@ -138,12 +142,43 @@ static void check_error(const struct api_error *e, const char *what)
 		harness_fail("%s: bad error (status %d, message '%s')", what, e->status, e->message);
 }
 
+/* A store holding one two-turn conversation ("resp_seed1" then
+ * "resp_seed2"), so that previous_response_id finds something: made once
+ * and kept until harness_api_cleanup (like the templates), never written by
+ * the request path. */
+static struct resp_store *harness_store(void)
+{
+	struct resp_store *s = seed_store;
+	if (s)
+		return s;
+	if (resp_store_create(1 << 20, &seed_store))
+		return NULL;
+	s = seed_store;
+	static const char *const turns[][3] = { { "resp_seed1", NULL, "hi" },
+						{ "resp_seed2", "resp_seed1", "more" } };
+	for (int i = 0; i < 2; i++) {
+		cJSON *r = cJSON_Parse("{\"output\":[{\"type\":\"message\",\"role\":"
+				       "\"assistant\",\"content\":[{\"type\":\"output_text\","
+				       "\"text\":\"hello\"}]}]}");
+		cJSON *q = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "id", turns[i][0]);
+		if (turns[i][1])
+			cJSON_AddStringToObject(q, "previous_response_id", turns[i][1]);
+		cJSON_AddStringToObject(q, "input", turns[i][2]);
+		resp_store_put(s, r, q);
+		cJSON_Delete(r);
+		cJSON_Delete(q);
+	}
+	return s;
+}
+
 int harness_request(const uint8_t *data, size_t size)
 {
 	if (size == 0)
 		return 0;
 	struct api a;
 	harness_api_init(&a, data[0]); /* caches vocabulary and templates first */
+	struct resp_store *store = harness_store();
 	size_t live = ing_mem_live();
 	bool chat = data[0] & 8;
 	struct api_error e = { 0 };
@@ -155,7 +190,7 @@ int harness_request(const uint8_t *data, size_t size)
 		cJSON *conv = NULL;
 		int rc = 0;
 		if (chat && cJSON_HasObjectItem(body, "input"))
-			rc = api_responses_chat_body(body, &conv, &e);
+			rc = api_responses_chat_body(body, store, &conv, &e);
 		if (!rc && api_gen_request_read(&a, conv ? conv : body, chat, NULL, &r, &e) == 0) {
 			check_request(&a, &r);
 			gen_request_free(&r);

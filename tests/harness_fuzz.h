@@ -62,7 +62,8 @@ struct api;
 void harness_api_init(struct api *a, unsigned sel);
 /* Paths of the shared templates (*.jinja), sorted; returns how many. */
 size_t harness_template_files(char names[][256], size_t max);
-/* Free the compiled templates; stop the in-process server. */
+/* Free the compiled templates and the seeded response store; stop the
+ * in-process server. */
 void harness_api_cleanup(void);
 void harness_http_cleanup(void);
 

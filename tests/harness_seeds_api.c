@@ -72,6 +72,10 @@ static const char *const bodies[] = {
 	"{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"x\","
 	"\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},"
 	"\"stream\":true,\"previous_response_id\":null}",
+	/* continuing the harness's stored conversation, and a missing one */
+	"{\"input\":[{\"role\":\"user\",\"content\":\"and?\"}],\"previous_response_id\":"
+	"\"resp_seed2\",\"store\":false}",
+	"{\"input\":\"x\",\"previous_response_id\":\"resp_gone\"}",
 };
 
 void harness_request_seeds(harness_seed_fn emit, void *ctx)

@@ -811,6 +811,67 @@ def test_responses(srv, cl):
               (st, err))
 
 
+def test_responses_store(srv, cl):
+    """Stored responses: an answer (store true by default) can be
+    retrieved and deleted, and previous_response_id continues it: the
+    model sees every earlier turn's input and output and the new input
+    (not the earlier instructions), exactly the chat request with those
+    messages; streamed answers are stored too; store: false is not; a
+    conversation whose earlier turn was deleted cannot be continued."""
+    import openai
+    M = "gemma-3-270m-q4_k_m"
+    r1 = cl.responses.create(model=M, instructions="Answer briefly.",
+                             input="My name is Ada. Say hello.", max_output_tokens=8,
+                             temperature=0)
+    got = cl.responses.retrieve(r1.id)
+    check("responses store: stored by default, retrieved as answered",
+          r1.store is True and got.id == r1.id and got.output_text == r1.output_text and
+          got.usage.output_tokens == r1.usage.output_tokens, (r1, got))
+    r2 = cl.responses.create(model=M, previous_response_id=r1.id, input="What is my name?",
+                             max_output_tokens=8, temperature=0)
+    msgs = [{"role": "user", "content": "My name is Ada. Say hello."},
+            {"role": "assistant", "content": r1.output_text},
+            {"role": "user", "content": "What is my name?"}]
+    chat = cl.chat.completions.create(model=M, messages=msgs, max_tokens=8, temperature=0)
+    check("previous_response_id: the chat turn of the whole conversation (no old "
+          "instructions)",
+          r2.previous_response_id == r1.id and
+          r2.usage.input_tokens == chat.usage.prompt_tokens and
+          r2.output_text == chat.choices[0].message.content, (r2, chat))
+    check("previous_response_id: the earlier turn comes from the prefix cache",
+          r2.usage.input_tokens_details.cached_tokens > 0, r2.usage)
+    ev = list(cl.responses.create(model=M, previous_response_id=r2.id, input="Spell it.",
+                                  max_output_tokens=6, temperature=0, stream=True))
+    r3 = ev[-1].response if ev else None
+    got3 = cl.responses.retrieve(r3.id) if r3 else None
+    check("a streamed answer is stored, linked to its previous response",
+          got3 is not None and got3.output_text == r3.output_text and
+          got3.previous_response_id == r2.id, (r3, got3))
+    off = cl.responses.create(model=M, input="hi", max_output_tokens=2, store=False)
+    try:
+        cl.responses.retrieve(off.id)
+        gone = False
+    except openai.NotFoundError:
+        gone = True
+    check("store: false is not kept", off.store is False and gone, off)
+    cl.responses.delete(r1.id)
+    try:
+        cl.responses.retrieve(r1.id)
+        deleted = False
+    except openai.NotFoundError:
+        deleted = True
+    st, _, err = raw(srv, "POST", "/v1/responses",
+                     {"model": M, "input": "more", "previous_response_id": r3.id})
+    e = err.get("error", {}) if isinstance(err, dict) else {}
+    check("deleted: 404 on retrieve; its conversation cannot be continued (400 naming "
+          "the missing turn)",
+          deleted and st == 400 and e.get("param") == "previous_response_id" and
+          e.get("code") == "previous_response_not_found" and r1.id in e.get("message", ""),
+          (st, err))
+    st, _, err = raw(srv, "DELETE", "/v1/responses/" + r1.id)
+    check("deleting twice: 404", st == 404, (st, err))
+
+
 def test_chat_template_flag():
     """--chat-template: a file or an inline template replaces the model's;
     one that cannot be read or parsed stops the server at start, saying
@@ -1091,6 +1152,7 @@ def main():
                          ("step budget", test_step_budget),
                          ("kv dtype", test_kv_dtype),
                          ("responses", test_responses),
+                         ("responses store", test_responses_store),
                          ("special text", test_special_text), ("errors", test_errors),
                          ("concurrency", test_concurrency), ("disconnect", test_disconnect),
                          ("disconnect whole", test_disconnect_whole),

@@ -17,7 +17,9 @@ server around the API itself, against a real `ingot serve`:
 - Request ids: X-Request-Id (or vLLM's request_id field) becomes the
   answer's id (chatcmpl-ID, cmpl-ID, resp_ID) and comes back as a header;
   a malformed one on a generation request is a 400 naming it.
-- GET /version and `ingot --version` agree."""
+- GET /version and `ingot --version` agree.
+- --responses-store-mb 0: no stored responses (previous_response_id a
+  400)."""
 import http.client
 import os
 import re
@@ -181,7 +183,7 @@ def test_version(srv):
 def test_cors_listed():
     srv = serve_proc.Server("--allowed-origins", '["http://a.example", "http://b.example"]',
                             "-t", "2", "--disable-access-log", "--disable-log-stats",
-                            "--log-stats-interval", "1")
+                            "--log-stats-interval", "1", "--responses-store-mb", "0")
     try:
         port = srv.port
         for origin in ("http://a.example", "http://b.example"):
@@ -199,6 +201,16 @@ def test_cors_listed():
         st, h, _ = req(port, "GET", "/v1/models", headers={"Origin": "http://evil.example"})
         check("and its requests get no CORS header",
               st == 200 and hdr(h, "Access-Control-Allow-Origin") is None, h)
+        st, _, body = req(port, "POST", "/v1/responses", {"input": "hi", "max_output_tokens": 2},
+                          key=None)
+        st2, _, body2 = req(port, "POST", "/v1/responses",
+                            {"input": "hi", "previous_response_id": body.get("id", "x")},
+                            key=None)
+        st3, _, _ = req(port, "GET", "/v1/responses/" + body.get("id", "x"), key=None)
+        check("--responses-store-mb 0: nothing stored, previous_response_id refused",
+              st == 200 and body.get("store") is False and st2 == 400 and
+              body2["error"]["code"] == "unsupported_parameter" and st3 == 404,
+              (st, body, st2, body2, st3))
         req(port, "POST", "/v1/chat/completions", CHAT, key=None)
         time.sleep(2.5)
         check("--disable-access-log and --disable-log-stats: no such lines",
