@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,6 +136,75 @@ static void on_response_one(struct api *a, struct server_call *c, const char *id
 	struct api_error e;
 	api_fail(&e, 404, NULL, "not_found", "Response with id '%.160s' not found.", id);
 	api_respond_error(c, &e);
+}
+
+/* The query's limit (1..100, default 20) and order (asc, or desc by
+ * default), or a 400. */
+static int list_args(struct server_call *c, long *limit, bool *asc, struct api_error *e)
+{
+	const char *l = server_call_query(c, "limit"), *o = server_call_query(c, "order");
+	char *end;
+	*limit = 20;
+	if (l) {
+		*limit = strtol(l, &end, 10);
+		if (end == l || *end || *limit < 1 || *limit > 100)
+			return api_fail(e, 400, "limit", "invalid_value",
+					"'limit' must be an integer from 1 to 100");
+	}
+	*asc = o && !strcmp(o, "asc");
+	if (o && !*asc && strcmp(o, "desc"))
+		return api_fail(e, 400, "order", "invalid_value", "'order' must be asc or desc");
+	return 0;
+}
+
+/* GET /v1/responses/{id}/input_items: the items response id was
+ * generated from (its conversation's earlier turns and its own input),
+ * a page at a time as OpenAI lists them: limit, order, after (an item id:
+ * the page starts past it). */
+static void on_input_items(struct api *a, struct server_call *c, const char *id)
+{
+	struct api_error e;
+	long limit;
+	bool asc;
+	char missing[160];
+	cJSON *items = NULL;
+	int rc = list_args(c, &limit, &asc, &e) ? 1
+		 : !a->store ? RESP_STORE_NOT_FOUND
+			     : resp_store_history(a->store, id, false, &items, missing,
+						  sizeof missing);
+	if (rc == RESP_STORE_NOT_FOUND || rc == RESP_STORE_TOO_LONG)
+		api_fail(&e, 404, NULL, "not_found", "Response with id '%.160s' not found.", id);
+	else if (rc < 0)
+		api_fail(&e, 500, NULL, NULL, "out of memory");
+	if (rc) {
+		api_respond_error(c, &e);
+		return;
+	}
+	int n = cJSON_GetArraySize(items), start = 0;
+	const char *after = server_call_query(c, "after");
+	for (int k = 0; after && k < n; k++) {
+		const cJSON *it = cJSON_GetArrayItem(items, asc ? k : n - 1 - k);
+		const cJSON *iid = cJSON_GetObjectItemCaseSensitive(it, "id");
+		if (cJSON_IsString(iid) && !strcmp(iid->valuestring, after))
+			start = k + 1;
+	}
+	cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
+	cJSON_AddStringToObject(o, "object", "list");
+	for (int k = start; k < n && k - start < limit; k++) {
+		cJSON *it = cJSON_GetArrayItem(items, asc ? k : n - 1 - k);
+		cJSON_AddItemToArray(data, cJSON_Duplicate(it, true));
+	}
+	int got = cJSON_GetArraySize(data);
+	const cJSON *first = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "id");
+	const cJSON *last = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, got - 1),
+							     "id");
+	cJSON_AddItemToObject(o, "first_id", cJSON_IsString(first) ? cJSON_CreateString(
+					      first->valuestring) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "last_id", cJSON_IsString(last) ? cJSON_CreateString(
+					     last->valuestring) : cJSON_CreateNull());
+	cJSON_AddBoolToObject(o, "has_more", start + got < n);
+	cJSON_Delete(items);
+	api_respond_json(c, 200, o);
 }
 
 /* GET /v1/models/{id} (OpenAI's retrieve): ours, or 404. */
@@ -487,8 +557,17 @@ void api_handle(void *ud, struct server_call *c)
 		on_model_one(a, c, path + sizeof one_model - 1);
 		return;
 	}
-	if (!strncmp(path, one_resp, sizeof one_resp - 1) && (get || !strcmp(method, "DELETE"))) {
-		on_response_one(a, c, path + sizeof one_resp - 1, !get);
+	static const char items_tail[] = "/input_items";
+	size_t plen = strlen(path), tlen = sizeof items_tail - 1, rlen = sizeof one_resp - 1;
+	if (!strncmp(path, one_resp, rlen) && get && plen > rlen + tlen &&
+	    !strcmp(path + plen - tlen, items_tail)) {
+		char id[192];
+		snprintf(id, sizeof id, "%.*s", (int)(plen - rlen - tlen), path + rlen);
+		on_input_items(a, c, id);
+		return;
+	}
+	if (!strncmp(path, one_resp, rlen) && (get || !strcmp(method, "DELETE"))) {
+		on_response_one(a, c, path + rlen, !get);
 		return;
 	}
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {

@@ -2,7 +2,7 @@
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions,
  * POST /v1/responses (and, with a store, GET and DELETE
- * /v1/responses/{id}), GET /v1/models, POST /tokenize, POST /detokenize (vLLM bodies),
+ * /v1/responses/{id}, GET /v1/responses/{id}/input_items), GET /v1/models, POST /tokenize, POST /detokenize (vLLM bodies),
  * GET /health, GET /metrics (Prometheus). Requests are parsed and checked
  * on the HTTP connection's thread, prompts rendered (chat template) and
  * tokenized there, then submitted to the engine; the engine's events come

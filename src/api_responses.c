@@ -238,7 +238,8 @@ static int history_read(const cJSON *body, struct resp_store *store, cJSON **his
 				"does not keep (--responses-store-mb 0): send the whole "
 				"conversation as 'input'");
 	char missing[160];
-	int rc = resp_store_history(store, prev->valuestring, history, missing, sizeof missing);
+	int rc = resp_store_history(store, prev->valuestring, true, history, missing,
+				    sizeof missing);
 	if (rc == RESP_STORE_NOT_FOUND && !strcmp(missing, prev->valuestring))
 		return api_fail(e, 400, "previous_response_id", "previous_response_not_found",
 				"Previous response with id '%.160s' not found.", missing);

@@ -133,17 +133,54 @@ static void drop(struct resp_store *s, struct store_entry *e)
 	entry_free(e);
 }
 
-/* The request's input as items: a string becomes one user message. */
-static cJSON *input_items(const cJSON *req)
+/* An input item as a listing shows it (what OpenAI's input_items
+ * returns): a type ("message" when left out), an id (given, else
+ * "msg_<response id's tail>_<i>" or "item_..._<i>": stable, unique), and a
+ * message's string content as one text part. */
+static void item_normalize(cJSON *it, const char *resp_id, int i)
+{
+	if (!cJSON_IsObject(it))
+		return;
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+	if (!type)
+		type = cJSON_AddStringToObject(it, "type", "message");
+	bool msg = cJSON_IsString(type) && !strcmp(type->valuestring, "message");
+	if (!cJSON_HasObjectItem(it, "id")) {
+		const char *dash = strchr(resp_id, '_');
+		char id[160];
+		snprintf(id, sizeof id, "%s_%s_%d", msg ? "msg" : "item", dash ? dash + 1 : resp_id, i);
+		cJSON_AddStringToObject(it, "id", id);
+	}
+	cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+	if (msg && cJSON_IsString(content)) {
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+		bool out = cJSON_IsString(role) && !strcmp(role->valuestring, "assistant");
+		cJSON *parts = cJSON_CreateArray(), *p = cJSON_CreateObject();
+		cJSON_AddItemToArray(parts, p);
+		cJSON_AddStringToObject(p, "type", out ? "output_text" : "input_text");
+		cJSON_AddStringToObject(p, "text", content->valuestring);
+		cJSON_ReplaceItemInObjectCaseSensitive(it, "content", parts);
+	}
+}
+
+/* The request's input as items (a string becomes one user message),
+ * normalized (item_normalize). */
+static cJSON *input_items(const cJSON *req, const char *resp_id)
 {
 	const cJSON *in = cJSON_GetObjectItemCaseSensitive(req, "input");
-	if (cJSON_IsArray(in))
-		return cJSON_Duplicate(in, true);
-	cJSON *arr = cJSON_CreateArray(), *m = cJSON_CreateObject();
-	cJSON_AddItemToArray(arr, m);
-	cJSON_AddStringToObject(m, "type", "message");
-	cJSON_AddStringToObject(m, "role", "user");
-	cJSON_AddStringToObject(m, "content", cJSON_IsString(in) ? in->valuestring : "");
+	cJSON *arr;
+	if (cJSON_IsArray(in)) {
+		arr = cJSON_Duplicate(in, true);
+	} else {
+		cJSON *m = cJSON_CreateObject();
+		arr = cJSON_CreateArray();
+		cJSON_AddItemToArray(arr, m);
+		cJSON_AddStringToObject(m, "role", "user");
+		cJSON_AddStringToObject(m, "content", cJSON_IsString(in) ? in->valuestring : "");
+	}
+	int i = 0;
+	for (cJSON *it = arr ? arr->child : NULL; it; it = it->next)
+		item_normalize(it, resp_id, i++);
 	return arr;
 }
 
@@ -164,7 +201,7 @@ int resp_store_put(struct resp_store *s, const cJSON *response, const cJSON *req
 	if (!cJSON_IsString(id))
 		return -1;
 	struct store_entry *e = ing_calloc(1, sizeof *e);
-	cJSON *items = input_items(req);
+	cJSON *items = input_items(req, id->valuestring);
 	if (!e) {
 		cJSON_Delete(items);
 		return -1;
@@ -225,8 +262,9 @@ bool resp_store_delete(struct resp_store *s, const char *id)
 	return e != NULL;
 }
 
-/* Appends entry e's turn to items: its input items, then its output. */
-static int turn_append(const struct store_entry *e, cJSON *items)
+/* Appends entry e's turn to items: its input items, then (with_output)
+ * its output. */
+static int turn_append(const struct store_entry *e, bool with_output, cJSON *items)
 {
 	cJSON *in = cJSON_Parse(e->input), *resp = cJSON_Parse(e->response);
 	cJSON *out = cJSON_GetObjectItemCaseSensitive(resp, "output");
@@ -235,7 +273,7 @@ static int turn_append(const struct store_entry *e, cJSON *items)
 		next = it->next;
 		cJSON_AddItemToArray(items, cJSON_DetachItemViaPointer(in, it));
 	}
-	for (cJSON *it = rc ? NULL : out->child, *next; it; it = next) {
+	for (cJSON *it = rc || !with_output ? NULL : out->child, *next; it; it = next) {
 		next = it->next;
 		cJSON_AddItemToArray(items, cJSON_DetachItemViaPointer(out, it));
 	}
@@ -244,8 +282,8 @@ static int turn_append(const struct store_entry *e, cJSON *items)
 	return rc;
 }
 
-int resp_store_history(struct resp_store *s, const char *id, cJSON **items, char *missing,
-		       size_t missing_cap)
+int resp_store_history(struct resp_store *s, const char *id, bool last_output, cJSON **items,
+		       char *missing, size_t missing_cap)
 {
 	*items = NULL;
 	missing[0] = 0;
@@ -281,7 +319,7 @@ int resp_store_history(struct resp_store *s, const char *id, cJSON **items, char
 		rc = -1;
 	for (size_t i = n; !rc && i-- > 0;) {
 		touch(s, chain[i]);
-		rc = turn_append(chain[i], arr);
+		rc = turn_append(chain[i], i > 0 || last_output, arr);
 	}
 	pthread_mutex_unlock(&s->mu);
 	ing_free(chain);

@@ -33,12 +33,15 @@ cJSON *resp_store_get(struct resp_store *s, const char *id);
 bool resp_store_delete(struct resp_store *s, const char *id);
 
 /* The conversation that response id ends, as Responses input items, oldest
- * first: each turn's input items, then its output items. *items is a new
- * array (the caller deletes it). RESP_STORE_NOT_FOUND when id or one of
+ * first: each turn's input items, then its output items (for the last
+ * turn, id's own, only with last_output: without, what id was generated
+ * from). Input items read as a listing shows them: each with a type and
+ * an id, a message's text as content parts. *items is a new array (the
+ * caller deletes it). RESP_STORE_NOT_FOUND when id or one of
  * the turns before it is not stored (its id copied into missing),
  * RESP_STORE_TOO_LONG for a chain past 100,000 turns, -1 out of memory. */
-int resp_store_history(struct resp_store *s, const char *id, cJSON **items, char *missing,
-		       size_t missing_cap);
+int resp_store_history(struct resp_store *s, const char *id, bool last_output, cJSON **items,
+		       char *missing, size_t missing_cap);
 
 /* Responses stored now. */
 size_t resp_store_count(struct resp_store *s);

@@ -690,6 +690,11 @@ const char *server_call_header(const struct server_call *c, const char *name)
 	return MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, name);
 }
 
+const char *server_call_query(const struct server_call *c, const char *name)
+{
+	return MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
 const char *server_call_body(const struct server_call *c, size_t *len)
 {
 	if (len)

@@ -105,6 +105,9 @@ const char *server_call_path(const struct server_call *c);
 /* A request header's value (name matched ignoring case), or NULL. Valid
  * until the response is given. */
 const char *server_call_header(const struct server_call *c, const char *name);
+/* A query-string argument's value (decoded), or NULL. Valid until the
+ * response is given. */
+const char *server_call_query(const struct server_call *c, const char *name);
 /* The request body (NUL-terminated; *len may be NULL). */
 const char *server_call_body(const struct server_call *c, size_t *len);
 

@@ -48,14 +48,23 @@ static int put(struct resp_store *s, const char *id, const char *prev, const cha
 	return rc;
 }
 
+/* A message item's text: its string content or its first part's. */
+static const char *item_text(const cJSON *it)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
+	if (cJSON_IsArray(c))
+		c = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(c, 0), "text");
+	return cJSON_IsString(c) ? c->valuestring : "?";
+}
+
 /* The conversation ending at id as "role:text|role:text|...", or the
  * error code as text. */
-static void history_text(struct resp_store *s, const char *id, char *buf, size_t cap,
-			 char *missing)
+static void history_text_any(struct resp_store *s, const char *id, bool last_output, char *buf,
+			     size_t cap, char *missing)
 {
 	cJSON *items;
 	char miss[64];
-	int rc = resp_store_history(s, id, &items, miss, sizeof miss);
+	int rc = resp_store_history(s, id, last_output, &items, miss, sizeof miss);
 	if (missing)
 		strcpy(missing, miss);
 	if (rc) {
@@ -67,12 +76,16 @@ static void history_text(struct resp_store *s, const char *id, char *buf, size_t
 	const cJSON *it;
 	cJSON_ArrayForEach(it, items) {
 		const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
 		n += (size_t)snprintf(buf + n, cap - n, "%s%s:%s", n ? "|" : "",
-				      cJSON_IsString(role) ? role->valuestring : "?",
-				      cJSON_IsString(c) ? c->valuestring : "?");
+				      cJSON_IsString(role) ? role->valuestring : "?", item_text(it));
 	}
 	cJSON_Delete(items);
+}
+
+static void history_text(struct resp_store *s, const char *id, char *buf, size_t cap,
+			 char *missing)
+{
+	history_text_any(s, id, true, buf, cap, missing);
 }
 
 static void test_chain(void)
@@ -88,6 +101,25 @@ static void test_chain(void)
 			   "assistant:Ada!"), "chain in order: %s", buf);
 	history_text(s, "r1", buf, sizeof buf, NULL);
 	CHECK(!strcmp(buf, "user:hi|assistant:hello"), "one turn: %s", buf);
+	history_text_any(s, "r3", false, buf, sizeof buf, NULL);
+	CHECK(!strcmp(buf, "user:hi|assistant:hello|user:name?|assistant:Ada|user:again?"),
+	      "what r3 was generated from: %s", buf);
+	/* input items are listed as OpenAI lists them: typed, with ids that
+	 * stay the same, text as parts */
+	cJSON *items;
+	char miss0[8];
+	CHECK(resp_store_history(s, "r2", false, &items, miss0, sizeof miss0) == 0, "r2 items");
+	const cJSON *first = cJSON_GetArrayItem(items, 0), *second = cJSON_GetArrayItem(items, 2);
+	const cJSON *fid = cJSON_GetObjectItemCaseSensitive(first, "id");
+	const cJSON *sid = cJSON_GetObjectItemCaseSensitive(second, "id");
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(first, "type");
+	const cJSON *part = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(first, "content"), 0);
+	const cJSON *ptype = cJSON_GetObjectItemCaseSensitive(part, "type");
+	CHECK(cJSON_IsString(fid) && !strcmp(fid->valuestring, "msg_r1_0") && cJSON_IsString(sid) &&
+	      !strcmp(sid->valuestring, "msg_r2_0"), "ids");
+	CHECK(cJSON_IsString(type) && !strcmp(type->valuestring, "message") &&
+	      cJSON_IsString(ptype) && !strcmp(ptype->valuestring, "input_text"), "typed items");
+	cJSON_Delete(items);
 	cJSON *g = resp_store_get(s, "r2");
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(g, "id");
 	CHECK(cJSON_IsString(id) && !strcmp(id->valuestring, "r2"), "get r2");
@@ -190,7 +222,7 @@ static void test_alloc_failures(void)
 		cJSON *items = NULL;
 		char miss[32];
 		ing_mem_fail_at(nth, 0);
-		int rc = resp_store_history(s, "z", &items, miss, sizeof miss);
+		int rc = resp_store_history(s, "z", true, &items, miss, sizeof miss);
 		ing_mem_fail_at(0, 0);
 		CHECK(rc == 0 || rc == -1, "history rc %d", rc);
 		CHECK((rc == 0) == (items != NULL), "items set only on success");

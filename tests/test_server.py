@@ -816,7 +816,8 @@ def test_responses_store(srv, cl):
     retrieved and deleted, and previous_response_id continues it: the
     model sees every earlier turn's input and output and the new input
     (not the earlier instructions), exactly the chat request with those
-    messages; streamed answers are stored too; store: false is not; a
+    messages; streamed answers are stored too; input_items lists what an
+    answer was generated from, in pages; store: false is not stored; a
     conversation whose earlier turn was deleted cannot be continued."""
     import openai
     M = "gemma-3-270m-q4_k_m"
@@ -847,6 +848,23 @@ def test_responses_store(srv, cl):
     check("a streamed answer is stored, linked to its previous response",
           got3 is not None and got3.output_text == r3.output_text and
           got3.previous_response_id == r2.id, (r3, got3))
+    page = cl.responses.input_items.list(r3.id, order="asc", limit=100)
+    texts = [(it.type, getattr(it, "role", None)) for it in page.data]
+    check("input_items: what r3 was generated from, oldest first (earlier inputs and "
+          "outputs, its own input; not its output)",
+          texts == [("message", "user"), ("message", "assistant"), ("message", "user"),
+                    ("message", "assistant"), ("message", "user")] and
+          page.data[-1].content[0].text == "Spell it." and
+          page.data[1].id == r1.output[0].id and not page.has_more, page)
+    desc = cl.responses.input_items.list(r3.id, limit=2)
+    nxt = cl.responses.input_items.list(r3.id, limit=2, after=desc.last_id)
+    check("input_items: newest first by default, in pages (limit, after, has_more)",
+          [i.id for i in desc.data] == [i.id for i in reversed(page.data)][:2] and
+          desc.has_more and [i.id for i in nxt.data] == [i.id for i in reversed(page.data)][2:4],
+          (desc, nxt))
+    st, _, err = raw(srv, "GET", f"/v1/responses/{r3.id}/input_items?limit=500")
+    check("input_items: a limit over 100 is a 400", st == 400 and
+          err["error"]["param"] == "limit", (st, err))
     off = cl.responses.create(model=M, input="hi", max_output_tokens=2, store=False)
     try:
         cl.responses.retrieve(off.id)
