@@ -10,7 +10,7 @@
 set -euo pipefail
 WHAT=${1:-test}
 APT_PKGS=(pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev)
-TEST_APT_PKGS=(libsimde-dev)
+TEST_APT_PKGS=(libsimde-dev openssl)
 FUZZ_APT_PKGS=(clang libclang-rt-dev)
 PY_PKGS=(gguf==0.19.0 numpy openai jsonschema)
 PYDEPS=${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}

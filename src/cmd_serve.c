@@ -42,6 +42,7 @@ struct serve_opts {
 	const char *model, *runner, *name, *spec;
 	const char *otlp;          /* OTLP/HTTP traces endpoint, or NULL: no tracing */
 	const char *chat_template; /* --chat-template: a file, or a template inline */
+	const char *ssl_key, *ssl_cert; /* --ssl-keyfile, --ssl-certfile (PEM files) */
 	struct engine_config ec;
 	struct server_config sc;
 	int threads;
@@ -91,14 +92,16 @@ static int usage(void)
 		"      --disable-log-stats  no periodic throughput/queue/cache line on stderr\n"
 		"      --log-stats-interval S  seconds between those lines (default 10)\n"
 		"      --responses-store-mb N  memory for stored Responses API answers, which\n"
-		"                           previous_response_id continues (default 64; 0: none)\n");
+		"                           previous_response_id continues (default 64; 0: none)\n"
+		"      --ssl-certfile FILE  serve HTTPS with this certificate (chain), PEM ...\n"
+		"      --ssl-keyfile FILE   ... and its private key, PEM (give both)\n");
 	return 2;
 }
 
 enum { O_HOST = 256, O_PORT, O_KEY, O_SEQS, O_WAIT, O_KV, O_LEN, O_NAME, O_BODY, O_TIMEOUT,
        O_RUNNER, O_SPEC, O_SPEC_MAX, O_DRAFT, O_MIXED, O_OTLP, O_CONN, O_TEMPLATE, O_BATCHED,
        O_KV_DTYPE, O_ORIGINS, O_NO_ACCESS_LOG, O_NO_LOG_STATS, O_STATS_INTERVAL,
-       O_STORE_MB };
+       O_STORE_MB, O_SSL_KEY, O_SSL_CERT };
 
 static int num(const char *s, long lo, long hi, long *out)
 {
@@ -148,6 +151,8 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	case O_NO_ACCESS_LOG: o->sc.access_log = false; return 0;
 	case O_NO_LOG_STATS: o->log_stats = false; return 0;
 	case O_ORIGINS: return origins_parse(o, arg);
+	case O_SSL_KEY: o->ssl_key = arg; return 0;
+	case O_SSL_CERT: o->ssl_cert = arg; return 0;
 	}
 	if (opt == O_KV_DTYPE) {
 		if (!fwd_kv_type_parse(arg, &o->ec.kv_type))
@@ -196,7 +201,8 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		{ "disable-uvicorn-access-log", 0, 0, O_NO_ACCESS_LOG }, /* vLLM's name */
 		{ "disable-log-stats", 0, 0, O_NO_LOG_STATS },
 		{ "log-stats-interval", 1, 0, O_STATS_INTERVAL },
-		{ "responses-store-mb", 1, 0, O_STORE_MB }, { 0 }
+		{ "responses-store-mb", 1, 0, O_STORE_MB }, { "ssl-keyfile", 1, 0, O_SSL_KEY },
+		{ "ssl-certfile", 1, 0, O_SSL_CERT }, { 0 }
 	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default(), .log_stats = true,
@@ -223,6 +229,10 @@ static int parse_args(int argc, char **argv, struct serve_opts *o)
 		return -1;
 	}
 	o->ec.spec = (enum spec_method)method;
+	if (!o->ssl_key != !o->ssl_cert) {
+		fprintf(stderr, "ingot serve: --ssl-keyfile and --ssl-certfile go together\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -392,8 +402,8 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 		bool v6 = strchr(o->sc.host, ':') != NULL;
 		if (tr)
 			fprintf(stderr, "ingot serve: tracing requests to %s\n", o->otlp);
-		fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", o->sc.host,
-			v6 ? "]" : "", server_port(s));
+		fprintf(stderr, "listening on http%s://%s%s%s:%d\n", o->sc.tls_key_pem ? "s" : "",
+			v6 ? "[" : "", o->sc.host, v6 ? "]" : "", server_port(s));
 		struct stats_log sl;
 		stats_log_init(&sl, o->stats_interval_s, e);
 		while (!signal_wait(set, 1000))
@@ -408,6 +418,33 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 	return rc ? 1 : 0;
 }
 
+/* A PEM file's text (--ssl-keyfile, --ssl-certfile), or NULL with a
+ * message. The caller frees it. */
+static char *pem_read(const char *flag, const char *path)
+{
+	size_t len;
+	char *pem = cli_read_file(path, &len);
+	if (!pem) {
+		fprintf(stderr, "ingot serve: %s %s: %s\n", flag, path, strerror(errno));
+		return NULL;
+	}
+	if (strlen(pem) != len || !strstr(pem, "-----BEGIN ")) {
+		fprintf(stderr, "ingot serve: %s %s: not a PEM file\n", flag, path);
+		explicit_bzero(pem, len);
+		ing_free(pem);
+		return NULL;
+	}
+	return pem;
+}
+
+/* Frees a PEM text, wiping it first (it may be a private key). */
+static void pem_free(char *pem)
+{
+	if (pem)
+		explicit_bzero(pem, strlen(pem));
+	ing_free(pem);
+}
+
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
@@ -420,9 +457,17 @@ int cmd_serve(int argc, char **argv)
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;
-	char *tpl = NULL; /* checked before the model loads */
+	char *tpl = NULL, *cert = NULL, *key = NULL; /* checked before the model loads */
 	if (o.chat_template && !(tpl = template_text(o.chat_template)))
 		return 1;
+	if (o.ssl_key && (!(cert = pem_read("--ssl-certfile", o.ssl_cert)) ||
+			  !(key = pem_read("--ssl-keyfile", o.ssl_key)))) {
+		pem_free(cert);
+		ing_free(tpl);
+		return 1;
+	}
+	o.sc.tls_cert_pem = cert;
+	o.sc.tls_key_pem = key;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -431,5 +476,7 @@ int cmd_serve(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int rc = serve(&o, path, tpl, &set);
 	ing_free(tpl);
+	pem_free(cert);
+	pem_free(key);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ struct server {
 	struct server_config cfg;
 	char *host, *api_key, *auth_exempt;
 	char *origins;            /* cfg.allowed_origins copied; NULL: CORS off */
+	char *tls_cert, *tls_key; /* PEM copies (HTTPS), or NULL */
 	server_handler_fn handler;
 	void *ud;
 	struct MHD_Daemon *d;
@@ -54,6 +56,10 @@ struct server {
 	atomic_int active;
 	atomic_bool draining;
 	int port;
+	/* what libmicrohttpd reports while starting (a certificate it cannot
+	 * use, ...), for server_start's error; later messages are dropped */
+	atomic_bool started;
+	char start_msg[256];
 };
 
 struct server_call {
@@ -577,6 +583,20 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, sock
 	return ING_OK;
 }
 
+/* libmicrohttpd's messages: kept while starting (the last one explains
+ * a failure), dropped once serving (a client's failed TLS handshake is
+ * the client's problem, and the access log has the rest). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct server *s = cls;
+	if (atomic_load(&s->started))
+		return;
+	vsnprintf(s->start_msg, sizeof s->start_msg, fmt, ap);
+	size_t n = strlen(s->start_msg);
+	while (n && (s->start_msg[n - 1] == '\n' || s->start_msg[n - 1] == '.'))
+		s->start_msg[--n] = 0;
+}
+
 static int server_copy_config(struct server *s, const struct server_config *cfg)
 {
 	s->cfg = *cfg;
@@ -592,6 +612,10 @@ static int server_copy_config(struct server *s, const struct server_config *cfg)
 	if (cfg->allowed_origins && cfg->allowed_origins[0] &&
 	    !(s->origins = ing_strndup(cfg->allowed_origins, strlen(cfg->allowed_origins))))
 		return -1;
+	if (cfg->tls_cert_pem && cfg->tls_key_pem &&
+	    (!(s->tls_cert = ing_strndup(cfg->tls_cert_pem, strlen(cfg->tls_cert_pem))) ||
+	     !(s->tls_key = ing_strndup(cfg->tls_key_pem, strlen(cfg->tls_key_pem)))))
+		return -1;
 	return 0;
 }
 
@@ -601,6 +625,10 @@ static void server_free(struct server *s)
 	ing_free(s->api_key);
 	ing_free(s->auth_exempt);
 	ing_free(s->origins);
+	ing_free(s->tls_cert);
+	if (s->tls_key) /* a private key: wiped before it goes back to the heap */
+		explicit_bzero(s->tls_key, strlen(s->tls_key));
+	ing_free(s->tls_key);
 	ing_free(s);
 }
 
@@ -626,20 +654,38 @@ int server_start(const struct server_config *cfg, server_handler_fn handler, voi
 	}
 	/* poll(), not select(): descriptors past FD_SETSIZE (1024) must work
 	 * when more than about a thousand clients are connected. */
+	bool tls = cfg->tls_cert_pem && cfg->tls_key_pem;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-			 MHD_USE_POLL | MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+			 MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+			 (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
+	/* MHD keeps pointers to the PEM texts, not copies: ours (made by
+	 * server_copy_config) live until server_stop has stopped the daemon */
+	struct MHD_OptionItem tls_opts[] = {
+		{ tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)s->tls_cert },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)s->tls_key },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 	s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_access, s,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+				MHD_OPTION_ARRAY, tls_opts,
 				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
 	if (!s->d) {
-		rc = ing_err_set(err, ING_ERR_IO, "cannot listen on %s:%d (address in use?)",
-				 s->host, cfg->port);
+		if (s->start_msg[0])
+			rc = ing_err_set(err, ING_ERR_IO, "cannot serve %s on %s:%d: %s%s",
+					 tls ? "HTTPS" : "HTTP", s->host, cfg->port, s->start_msg,
+					 tls ? " (the certificate and the key must be PEM, and "
+					       "the key the certificate's)" : "");
+		else
+			rc = ing_err_set(err, ING_ERR_IO, "cannot listen on %s:%d (address in use?)",
+					 s->host, cfg->port);
 		server_free(s);
 		return rc;
 	}
+	atomic_store(&s->started, true);
 	const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = di ? di->port : cfg->port;
 	*out = s;

@@ -49,6 +49,9 @@ struct server_config {
 	 * matched exactly ("http://localhost:3000") */
 	const char *allowed_origins;
 	bool access_log;           /* one line on stderr per finished request */
+	/* HTTPS: the certificate (chain) and its private key, PEM text (not
+	 * file names; copied at start). Both NULL: plain HTTP. */
+	const char *tls_cert_pem, *tls_key_pem;
 };
 
 /* host 127.0.0.1, port 8080, no key, "/health" exempt, 8 MiB bodies,
@@ -78,7 +81,8 @@ typedef void (*server_handler_fn)(void *ud, struct server_call *c);
 
 /* Binds and starts serving. On success *out is the server (stop it with
  * server_stop). ING_ERR_IO when the address cannot be resolved or bound,
- * ING_ERR_NOMEM. */
+ * or the TLS certificate and key are unusable (the message says what the
+ * TLS library reported), ING_ERR_NOMEM. */
 int server_start(const struct server_config *cfg, server_handler_fn handler, void *ud,
 		 struct server **out, ing_err *err);
 

@@ -61,7 +61,7 @@ class Server:
         def reader():
             for line in self.p.stderr:
                 self.log.append(line)
-                m = re.search(r"listening on http://[^:]+:(\d+)", line)
+                m = re.search(r"listening on https?://[^:]+:(\d+)", line)
                 if m:
                     self.port = int(m.group(1))
                     ready.set()
