@@ -172,7 +172,10 @@ static void on_input_items(struct api *a, struct server_call *c, const char *id)
 		 : !a->store ? RESP_STORE_NOT_FOUND
 			     : resp_store_history(a->store, id, false, &items, missing,
 						  sizeof missing);
-	if (rc == RESP_STORE_NOT_FOUND || rc == RESP_STORE_TOO_LONG)
+	if (rc == RESP_STORE_NOT_FOUND && a->store && strcmp(missing, id))
+		api_fail(&e, 404, NULL, "not_found", "Response with id '%.160s' is stored, but an "
+			 "earlier turn of its conversation ('%.160s') is not.", id, missing);
+	else if (rc == RESP_STORE_NOT_FOUND || rc == RESP_STORE_TOO_LONG)
 		api_fail(&e, 404, NULL, "not_found", "Response with id '%.160s' not found.", id);
 	else if (rc < 0)
 		api_fail(&e, 500, NULL, NULL, "out of memory");

@@ -888,6 +888,9 @@ def test_responses_store(srv, cl):
           (st, err))
     st, _, err = raw(srv, "DELETE", "/v1/responses/" + r1.id)
     check("deleting twice: 404", st == 404, (st, err))
+    st, _, err = raw(srv, "GET", f"/v1/responses/{r3.id}/input_items")
+    check("input_items of a conversation missing a turn: 404 naming that turn",
+          st == 404 and r1.id in err["error"]["message"], (st, err))
 
 
 def test_chat_template_flag():

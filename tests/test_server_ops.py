@@ -17,7 +17,8 @@ server around the API itself, against a real `ingot serve`:
 - Request ids: X-Request-Id (or vLLM's request_id field) becomes the
   answer's id (chatcmpl-ID, cmpl-ID, resp_ID) and comes back as a header;
   a malformed one on a generation request is a 400 naming it.
-- GET /version and `ingot --version` agree.
+- GET /version and `ingot --version` agree; a port in use stops the
+  server at start saying so.
 - --responses-store-mb 0: no stored responses (previous_response_id a
   400)."""
 import http.client
@@ -172,6 +173,14 @@ def test_request_ids(srv):
           st == 200 and hdr(h, "X-Request-Id") is None, (st, h))
 
 
+def test_port_in_use(srv):
+    p = subprocess.run([serve_proc.INGOT, "serve", "--port", str(srv.port), "-t", "1"],
+                       capture_output=True, text=True, timeout=120)
+    check("a port in use: exit 1, saying why",
+          p.returncode == 1 and "Address already in use" in p.stderr,
+          (p.returncode, p.stderr[-300:]))
+
+
 def test_version(srv):
     st, _, body = req(srv.port, "GET", "/version")
     out = subprocess.run([serve_proc.INGOT, "--version"], capture_output=True, text=True)
@@ -237,7 +246,7 @@ def main():
     srv = serve_proc.Server("--api-key", KEY, "-t", "2", "--log-stats-interval", "1")
     try:
         for fn in (test_cors_any, test_access_log, test_stats_log, test_request_ids,
-                   test_version):
+                   test_version, test_port_in_use):
             fn(srv)
         alive = srv.p.poll() is None
     finally:
