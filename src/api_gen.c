@@ -658,7 +658,9 @@ static void sse_put(struct gen_call *k, cJSON *o)
 }
 
 /* One chunk for choice ch: a delta (chat) or text (completions), its
- * logprobs (may be NULL) and finish reason (may be NULL). */
+ * logprobs (may be NULL: chat, one token's entry, sent as OpenAI's
+ * {"content": [entry]}; completions, the legacy arrays) and finish reason
+ * (may be NULL). */
 static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 		      const char *text, size_t len, cJSON *lp, const char *finish)
 {
@@ -676,6 +678,11 @@ static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 	} else {
 		cJSON_Delete(delta);
 		cJSON_AddItemToObject(c, "text", api_json_text(text, len));
+	}
+	if (chat && lp) {
+		cJSON *wrap = cJSON_CreateObject();
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(wrap, "content"), lp);
+		lp = wrap;
 	}
 	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());
 	cJSON_AddItemToObject(c, "finish_reason",

@@ -333,6 +333,39 @@ static int format_build(const cJSON *body, cJSON *chat, struct api_error *e)
 	return 0;
 }
 
+/* The answer carries logprobs on its text when include names
+ * "message.output_text.logprobs" or top_logprobs is given (other include
+ * values, such as reasoning.encrypted_content, ask for nothing ingot
+ * makes and are ignored). */
+static bool logprobs_wanted(const cJSON *req)
+{
+	const cJSON *inc = api_get(req, "include"), *it;
+	cJSON_ArrayForEach(it, (cJSON_IsArray(inc) ? inc : NULL))
+		if (cJSON_IsString(it) && !strcmp(it->valuestring, "message.output_text.logprobs"))
+			return true;
+	return api_get(req, "top_logprobs") != NULL;
+}
+
+/* include and top_logprobs -> chat's logprobs and top_logprobs (checked
+ * there: 0 .. 20). */
+static int logprobs_build(const cJSON *body, cJSON *chat, struct api_error *e)
+{
+	const cJSON *inc = api_get(body, "include"), *it;
+	if (inc && !cJSON_IsArray(inc))
+		return api_fail(e, 400, "include", "invalid_type", "'include' must be an array");
+	cJSON_ArrayForEach(it, inc)
+		if (!cJSON_IsString(it))
+			return api_fail(e, 400, "include", "invalid_type",
+					"'include' must be an array of strings");
+	if (!logprobs_wanted(body))
+		return 0;
+	cJSON_AddTrueToObject(chat, "logprobs");
+	const cJSON *top = api_get(body, "top_logprobs");
+	if (top)
+		cJSON_AddItemToObject(chat, "top_logprobs", cJSON_Duplicate(top, false));
+	return 0;
+}
+
 int api_responses_chat_body(const cJSON *body, struct resp_store *store, cJSON **chat,
 			    struct api_error *e)
 {
@@ -354,7 +387,7 @@ int api_responses_chat_body(const cJSON *body, struct resp_store *store, cJSON *
 	if (cJSON_IsTrue(stream)) /* the usage chunk feeds response.completed */
 		cJSON_AddTrueToObject(cJSON_AddObjectToObject(c, "stream_options"), "include_usage");
 	int rc = messages_build(body, history, cJSON_AddArrayToObject(c, "messages"), e) ||
-		 tools_build(body, c, e) || format_build(body, c, e);
+		 tools_build(body, c, e) || format_build(body, c, e) || logprobs_build(body, c, e);
 	cJSON_Delete(history);
 	if (rc) {
 		cJSON_Delete(c);
@@ -476,16 +509,21 @@ static cJSON *usage_convert(const cJSON *u)
 	return r;
 }
 
-static cJSON *text_part(const char *text)
+/* An output_text part; lp (copied; NULL: none asked for) its tokens'
+ * logprobs, in chat's form, which is the Responses form too. */
+static cJSON *text_part(const char *text, const cJSON *lp)
 {
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "type", "output_text");
 	cJSON_AddStringToObject(p, "text", text);
 	cJSON_AddArrayToObject(p, "annotations");
+	if (lp)
+		cJSON_AddItemToObject(p, "logprobs", cJSON_Duplicate(lp, true));
 	return p;
 }
 
-static cJSON *message_item(const char *id, const char *status, const char *text)
+static cJSON *message_item(const char *id, const char *status, const char *text,
+			   const cJSON *lp)
 {
 	cJSON *m = cJSON_CreateObject();
 	cJSON_AddStringToObject(m, "id", id);
@@ -494,7 +532,7 @@ static cJSON *message_item(const char *id, const char *status, const char *text)
 	cJSON_AddStringToObject(m, "role", "assistant");
 	cJSON *c = cJSON_AddArrayToObject(m, "content");
 	if (text)
-		cJSON_AddItemToArray(c, text_part(text));
+		cJSON_AddItemToArray(c, text_part(text, lp));
 	return m;
 }
 
@@ -528,10 +566,15 @@ cJSON *api_responses_whole(cJSON *chat, const cJSON *req)
 	char id[80], mid[80];
 	api_responses_id(id, sizeof id, "resp_", str_field(chat, "id"));
 	api_responses_id(mid, sizeof mid, "msg_", str_field(chat, "id"));
+	const cJSON *lp = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(ch, "logprobs"), "content");
+	cJSON *no_lp = logprobs_wanted(req) && !cJSON_IsArray(lp) ? cJSON_CreateArray() : NULL;
+	lp = !logprobs_wanted(req) ? NULL : no_lp ? no_lp : lp;
 	cJSON *output = cJSON_CreateArray();
 	if (cJSON_IsString(content) && (content->valuestring[0] || !cJSON_GetArraySize(calls)))
 		cJSON_AddItemToArray(output, message_item(mid, status_of(finish),
-							  content->valuestring));
+							  content->valuestring, lp));
+	cJSON_Delete(no_lp);
 	cJSON_ArrayForEach(c, calls) {
 		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
 		const char *cid = str_field(c, "id"), *name = str_field(fn, "name");
@@ -570,6 +613,8 @@ struct resp_stream {
 	bool msg_open;           /* the message item is receiving text */
 	int msg_index;
 	struct sbuf text;
+	cJSON *lp;               /* the text's logprobs so far; NULL: not asked for */
+	cJSON *lp_pending;       /* ... those not yet sent with a delta */
 	struct resp_call calls[RESP_MAX_CALLS];
 	int n_calls;
 	cJSON *usage;            /* Responses form, or NULL */
@@ -586,7 +631,12 @@ struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, d
 	s->req = cJSON_Duplicate(req, true);
 	s->done = cJSON_CreateArray();
 	s->model = str_copy(model ? model : "");
-	if (!s->req || !s->done || !s->model) {
+	if (logprobs_wanted(req)) {
+		s->lp = cJSON_CreateArray();
+		s->lp_pending = cJSON_CreateArray();
+	}
+	if (!s->req || !s->done || !s->model || (logprobs_wanted(req) && (!s->lp ||
+									     !s->lp_pending))) {
 		api_resp_stream_free(s);
 		return NULL;
 	}
@@ -607,6 +657,8 @@ void api_resp_stream_free(struct resp_stream *s)
 	}
 	cJSON_Delete(s->req);
 	cJSON_Delete(s->done);
+	cJSON_Delete(s->lp);
+	cJSON_Delete(s->lp_pending);
 	cJSON_Delete(s->usage);
 	sbuf_free(&s->text);
 	ing_free(s->model);
@@ -676,11 +728,22 @@ static void message_open(struct resp_stream *s, struct sbuf *out)
 	s->msg_open = true;
 	s->msg_index = s->n_out++;
 	cJSON *ev = at(s->msg_index);
-	cJSON_AddItemToObject(ev, "item", message_item(s->mid, "in_progress", NULL));
+	cJSON_AddItemToObject(ev, "item", message_item(s->mid, "in_progress", NULL, NULL));
 	emit(s, "response.output_item.added", ev, out);
+	cJSON *none = s->lp ? cJSON_CreateArray() : NULL;
 	ev = at_text(s);
-	cJSON_AddItemToObject(ev, "part", text_part(""));
+	cJSON_AddItemToObject(ev, "part", text_part("", none));
+	cJSON_Delete(none);
 	emit(s, "response.content_part.added", ev, out);
+}
+
+/* Moves the items of array from to the end of array to (NULLs: nothing). */
+static void lp_move(cJSON *from, cJSON *to)
+{
+	for (cJSON *it = from && to ? from->child : NULL, *next; it; it = next) {
+		next = it->next;
+		cJSON_AddItemToArray(to, cJSON_DetachItemViaPointer(from, it));
+	}
 }
 
 static void message_close(struct resp_stream *s, struct sbuf *out)
@@ -689,30 +752,42 @@ static void message_close(struct resp_stream *s, struct sbuf *out)
 		return;
 	s->msg_open = false;
 	const char *text = s->text.p ? s->text.p : "";
+	lp_move(s->lp_pending, s->lp); /* logprobs that came with no more text */
 	cJSON *ev = at_text(s);
 	cJSON_AddStringToObject(ev, "text", text);
-	cJSON_AddArrayToObject(ev, "logprobs");
+	cJSON_AddItemToObject(ev, "logprobs", s->lp ? cJSON_Duplicate(s->lp, true)
+						    : cJSON_CreateArray());
 	emit(s, "response.output_text.done", ev, out);
 	ev = at_text(s);
-	cJSON_AddItemToObject(ev, "part", text_part(text));
+	cJSON_AddItemToObject(ev, "part", text_part(text, s->lp));
 	emit(s, "response.content_part.done", ev, out);
-	cJSON *item = message_item(s->mid, status_of(s->finish), text);
+	cJSON *item = message_item(s->mid, status_of(s->finish), text, s->lp);
 	ev = at(s->msg_index);
 	cJSON_AddItemToObject(ev, "item", cJSON_Duplicate(item, true));
 	emit(s, "response.output_item.done", ev, out);
 	cJSON_AddItemToArray(s->done, item);
 }
 
-static void text_delta(struct resp_stream *s, const char *t, struct sbuf *out)
+/* Text t of a chunk, with its tokens' logprobs (lp: chat's content array,
+ * or NULL). The chat stream can hold text back (a stop string may be
+ * starting) while its logprobs come: they wait in lp_pending and go out
+ * with the next delta, so the deltas' logprobs add up to the text's. */
+static void text_delta(struct resp_stream *s, const char *t, const cJSON *lp,
+		       struct sbuf *out)
 {
-	if (!*t)
+	const cJSON *it;
+	cJSON_ArrayForEach(it, (s->lp_pending && cJSON_IsArray(lp) ? lp : NULL))
+		cJSON_AddItemToArray(s->lp_pending, cJSON_Duplicate(it, true));
+	if (!t || !*t)
 		return;
 	if (!s->msg_open)
 		message_open(s, out);
 	sbuf_puts(&s->text, t);
 	cJSON *ev = at_text(s);
 	cJSON_AddStringToObject(ev, "delta", t);
-	cJSON_AddArrayToObject(ev, "logprobs");
+	cJSON_AddItemToObject(ev, "logprobs", s->lp_pending ? cJSON_Duplicate(s->lp_pending, true)
+							     : cJSON_CreateArray());
+	lp_move(s->lp_pending, s->lp);
 	emit(s, "response.output_text.delta", ev, out);
 }
 
@@ -799,8 +874,9 @@ void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out
 	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(ch, "delta"), *tc;
 	const char *content = str_field(d, "content"), *finish = str_field(ch, "finish_reason");
-	if (content)
-		text_delta(s, content, out);
+	const cJSON *lp = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(ch, "logprobs"), "content");
+	text_delta(s, content, lp, out);
 	cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(d, "tool_calls"))
 		call_delta(s, tc, out);
 	if (finish && !s->finish)

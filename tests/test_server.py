@@ -300,6 +300,14 @@ def test_logprobs(srv, cl):
     ok = ok and all(e.logprob <= 0 and bytes(e.bytes).decode("utf-8", "replace") == e.token
                     for e in lp)
     check("chat logprobs: one entry per token, greedy token is the top one", ok, lp)
+    s = cl.chat.completions.create(model="gemma-3-270m-q4_k_m", messages=chat_msgs("Hi!"),
+                                   max_tokens=5, temperature=0, logprobs=True, top_logprobs=3,
+                                   extra_body={"ignore_eos": True}, stream=True)
+    slp = [e for ch in s if ch.choices and ch.choices[0].logprobs
+           for e in ch.choices[0].logprobs.content]
+    check("chat stream logprobs: {content: [entry]} per chunk, the same entries as whole",
+          [(e.token, e.logprob) for e in slp] == [(e.token, e.logprob) for e in lp] and
+          all(len(e.top_logprobs) == 3 for e in slp), (slp, lp))
     c = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="Water is", max_tokens=4,
                               temperature=0, logprobs=2, extra_body={"ignore_eos": True})
     l = c.choices[0].logprobs
@@ -744,6 +752,38 @@ def test_responses(srv, cl):
           last.output_text == text and last.usage.output_tokens == r.usage.output_tokens and
           [e.sequence_number for e in events] == list(range(len(events))) and
           "response.output_item.done" in types, types)
+
+    def lp_list(items):
+        return [(t.token, round(t.logprob, 5), [(a.token, round(a.logprob, 5))
+                                                for a in t.top_logprobs]) for t in items or []]
+    lc = cl.chat.completions.create(model=M, messages=msgs, max_tokens=12, temperature=0,
+                                    logprobs=True, top_logprobs=2)
+    want = lp_list(lc.choices[0].logprobs.content)
+    inc = ["message.output_text.logprobs"]
+    lr = cl.responses.create(model=M, instructions=msgs[0]["content"], input=msgs[1]["content"],
+                             max_output_tokens=12, temperature=0, include=inc, top_logprobs=2)
+    check("responses: include logprobs gives the chat answer's logprobs on the text",
+          want and lp_list(lr.output[0].content[0].logprobs) == want,
+          (want, lr.output[0].content[0]))
+    ev = list(cl.responses.create(model=M, instructions=msgs[0]["content"],
+                                  input=msgs[1]["content"], max_output_tokens=12, temperature=0,
+                                  include=inc, top_logprobs=2, stream=True))
+    deltas = [x for e in ev if e.type == "response.output_text.delta" for x in e.logprobs]
+    done = [e for e in ev if e.type == "response.output_text.done"]
+    check("responses stream: the deltas' logprobs add up to the text's, as in .done and the "
+          "final response",
+          lp_list(deltas) == want and done and lp_list(done[0].logprobs) == want and
+          lp_list(ev[-1].response.output[0].content[0].logprobs) == want,
+          (lp_list(deltas), want))
+    other = cl.responses.create(model=M, input="hi", max_output_tokens=2,
+                                include=["reasoning.encrypted_content"])
+    check("responses: other include values are accepted and ignored",
+          other.status in ("completed", "incomplete") and
+          getattr(other.output[0].content[0], "logprobs", None) in (None, []), other)
+    st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "hi",
+                                                   "top_logprobs": 21})
+    check("responses: top_logprobs over 20 is a 400 naming it",
+          st == 400 and err["error"]["param"] == "top_logprobs", (st, err))
 
     tools = [{"type": "function", "name": "get_weather", "description": "Weather of a city",
               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
