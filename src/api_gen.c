@@ -776,10 +776,6 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
 
 /* ---- function calls in the output ---- */
 
-/* With tools, streamed text goes out as content only up to where a call
- * may start (and not its trailing whitespace, which the parsed content
- * drops); the rest waits for the end. lp (owned) goes with the content
- * it came with, or nowhere. */
 /* One tool_calls delta of call 0: the head (id, type, name, empty
  * arguments) when name is given, else a piece of the arguments. */
 static void call_delta(struct gen_call *k, struct gen_choice *ch, const char *name,
@@ -837,6 +833,10 @@ static void forced_emit(struct gen_call *k, struct gen_choice *ch)
 	}
 }
 
+/* With tools, streamed text goes out as content only up to where a call
+ * may start (and not its trailing whitespace, which the parsed content
+ * drops); the rest waits for the end. lp (owned) goes with the content
+ * it came with, or nowhere. */
 static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
 		       cJSON *lp)
 {
