@@ -226,6 +226,8 @@ static void on_metrics(struct api *a, struct server_call *c, const cJSON *body)
 {
 	struct engine_stats st;
 	engine_stats_get(a->e, &st);
+	size_t bytes = 0, stored = a->store ? resp_store_usage(a->store, &bytes) : 0;
+	metrics_set_responses(a->metrics, stored, bytes);
 	char *text;
 	size_t len;
 	ing_err err;

@@ -331,10 +331,17 @@ int resp_store_history(struct resp_store *s, const char *id, bool last_output, c
 	return 0;
 }
 
-size_t resp_store_count(struct resp_store *s)
+size_t resp_store_usage(struct resp_store *s, size_t *bytes)
 {
 	pthread_mutex_lock(&s->mu);
 	size_t n = s->count;
+	if (bytes)
+		*bytes = s->bytes;
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+size_t resp_store_count(struct resp_store *s)
+{
+	return resp_store_usage(s, NULL);
 }

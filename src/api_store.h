@@ -43,7 +43,9 @@ bool resp_store_delete(struct resp_store *s, const char *id);
 int resp_store_history(struct resp_store *s, const char *id, bool last_output, cJSON **items,
 		       char *missing, size_t missing_cap);
 
-/* Responses stored now. */
+/* Responses stored now, and (bytes, may be NULL) the bytes the store
+ * counts against its bound. */
 size_t resp_store_count(struct resp_store *s);
+size_t resp_store_usage(struct resp_store *s, size_t *bytes);
 
 #endif

@@ -90,6 +90,7 @@ struct metrics {
 	uint64_t cached_tokens;
 	struct hist hist[METRICS_N_HIST];
 	uint64_t finished[METRICS_N_FINISH];
+	size_t resp_stored, resp_bytes; /* metrics_set_responses */
 };
 
 /* Label values escape backslash, double quote and newline. */
@@ -307,15 +308,26 @@ static void put_engine(struct sbuf *b, const struct metrics *m, const struct eng
 	put_iterations(b, m, st);
 }
 
+void metrics_set_responses(struct metrics *m, size_t stored, size_t bytes)
+{
+	pthread_mutex_lock(&m->mu);
+	m->resp_stored = stored;
+	m->resp_bytes = bytes;
+	pthread_mutex_unlock(&m->mu);
+}
+
 int metrics_render(struct metrics *m, const struct engine_stats *st, char **out, size_t *len,
 		   ing_err *err)
 {
 	struct hist hist[METRICS_N_HIST];
 	uint64_t finished[METRICS_N_FINISH], cached;
+	size_t resp_stored, resp_bytes;
 	pthread_mutex_lock(&m->mu);
 	memcpy(hist, m->hist, sizeof hist);
 	memcpy(finished, m->finished, sizeof finished);
 	cached = m->cached_tokens;
+	resp_stored = m->resp_stored;
+	resp_bytes = m->resp_bytes;
 	pthread_mutex_unlock(&m->mu);
 
 	struct sbuf b = { 0 };
@@ -323,6 +335,10 @@ int metrics_render(struct metrics *m, const struct engine_stats *st, char **out,
 	put_counter(&b, m, "vllm:prompt_tokens_cached_total",
 		    "Number of cached prompt tokens (local + external).", (double)cached);
 	put_finished(&b, m, finished);
+	put_gauge(&b, m, "ingot_responses_stored",
+		  "Responses API answers kept for previous_response_id.", (double)resp_stored);
+	put_gauge(&b, m, "ingot_responses_store_bytes",
+		  "Bytes of text the stored responses hold.", (double)resp_bytes);
 	for (int h = 0; h < METRICS_N_HIST; h++)
 		put_hist(&b, m, &m->defs[h], &hist[h]);
 	*out = sbuf_take(&b, len);

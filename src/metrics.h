@@ -64,6 +64,11 @@ void metrics_count_cached(struct metrics *m, int64_t n);
 /* Counts one finished request. */
 void metrics_finish_count(struct metrics *m, enum metrics_finish why);
 
+/* The Responses API's store as it stands (count, bytes of text held),
+ * for the ingot_responses_stored and ingot_responses_store_bytes gauges;
+ * 0 and 0 until set (no store). */
+void metrics_set_responses(struct metrics *m, size_t stored, size_t bytes);
+
 /* Renders every metric, taking gauges and engine counters from st. On
  * success *out is a NUL-terminated string of *len bytes the caller frees
  * with ing_free(). ING_ERR_NOMEM on failure. */

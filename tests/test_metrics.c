@@ -41,6 +41,7 @@ static void test_render(void)
 	metrics_finish_count(m, METRICS_FINISH_STOP);
 	metrics_finish_count(m, METRICS_FINISH_LENGTH);
 	metrics_finish_count(m, METRICS_FINISH_LENGTH);
+	metrics_set_responses(m, 5, 12345);
 	struct engine_stats st = { .running = 3, .waiting = 2, .kv_usage = 0.25,
 				   .prompt_tokens = 100, .generation_tokens = 40,
 				   .preemptions = 1, .prefix_queries = 64, .prefix_hits = 32,
@@ -66,6 +67,8 @@ static void test_render(void)
 	CHECK(S("vllm:prefix_cache_hits_total{%s}", L) == 32, "prefix hits");
 	CHECK(S("ingot_steps_total{%s}", L) == 7 && S("ingot_batch_rows_total{%s}", L) == 21 &&
 	      S("ingot_step_seconds_total{%s}", L) == 1.5, "ingot counters");
+	CHECK(S("ingot_responses_stored{%s}", L) == 5 &&
+	      S("ingot_responses_store_bytes{%s}", L) == 12345, "response store gauges");
 	CHECK(S("vllm:request_success_total{finished_reason=\"stop\",%s}", L) == 1 &&
 	      S("vllm:request_success_total{finished_reason=\"length\",%s}", L) == 2 &&
 	      S("vllm:request_success_total{finished_reason=\"abort\",%s}", L) == 0, "finished");

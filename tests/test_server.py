@@ -905,6 +905,11 @@ def test_responses_store(srv, cl):
     st, _, err = raw(srv, "GET", f"/v1/responses/{r3.id}/input_items?limit=500")
     check("input_items: a limit over 100 is a 400", st == 400 and
           err["error"]["param"] == "limit", (st, err))
+    m = metrics(srv)[0]
+    stored = [v for k, v in m.items() if k.startswith("ingot_responses_stored{")]
+    nbytes = [v for k, v in m.items() if k.startswith("ingot_responses_store_bytes{")]
+    check("the store's gauges count what it holds",
+          stored and stored[0] >= 3 and nbytes and nbytes[0] > 0, (stored, nbytes))
     off = cl.responses.create(model=M, input="hi", max_output_tokens=2, store=False)
     try:
         cl.responses.retrieve(off.id)
