@@ -566,10 +566,13 @@ cJSON *api_responses_whole(cJSON *chat, const cJSON *req)
 	char id[80], mid[80];
 	api_responses_id(id, sizeof id, "resp_", str_field(chat, "id"));
 	api_responses_id(mid, sizeof mid, "msg_", str_field(chat, "id"));
-	const cJSON *lp = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(ch, "logprobs"), "content");
-	cJSON *no_lp = logprobs_wanted(req) && !cJSON_IsArray(lp) ? cJSON_CreateArray() : NULL;
-	lp = !logprobs_wanted(req) ? NULL : no_lp ? no_lp : lp;
+	const bool want_lp = logprobs_wanted(req);
+	const cJSON *lp = want_lp ? cJSON_GetObjectItemCaseSensitive(
+					    cJSON_GetObjectItemCaseSensitive(ch, "logprobs"), "content")
+				  : NULL;
+	cJSON *no_lp = want_lp && !cJSON_IsArray(lp) ? cJSON_CreateArray() : NULL;
+	if (no_lp)
+		lp = no_lp;
 	cJSON *output = cJSON_CreateArray();
 	if (cJSON_IsString(content) && (content->valuestring[0] || !cJSON_GetArraySize(calls)))
 		cJSON_AddItemToArray(output, message_item(mid, status_of(finish),
@@ -631,12 +634,12 @@ struct resp_stream *api_resp_stream_new(const cJSON *req, const char *chat_id, d
 	s->req = cJSON_Duplicate(req, true);
 	s->done = cJSON_CreateArray();
 	s->model = str_copy(model ? model : "");
-	if (logprobs_wanted(req)) {
+	const bool want_lp = logprobs_wanted(req);
+	if (want_lp) {
 		s->lp = cJSON_CreateArray();
 		s->lp_pending = cJSON_CreateArray();
 	}
-	if (!s->req || !s->done || !s->model || (logprobs_wanted(req) && (!s->lp ||
-									     !s->lp_pending))) {
+	if (!s->req || !s->done || !s->model || (want_lp && (!s->lp || !s->lp_pending))) {
 		api_resp_stream_free(s);
 		return NULL;
 	}

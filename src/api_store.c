@@ -340,8 +340,3 @@ size_t resp_store_usage(struct resp_store *s, size_t *bytes)
 	pthread_mutex_unlock(&s->mu);
 	return n;
 }
-
-size_t resp_store_count(struct resp_store *s)
-{
-	return resp_store_usage(s, NULL);
-}

@@ -45,7 +45,6 @@ int resp_store_history(struct resp_store *s, const char *id, bool last_output, c
 
 /* Responses stored now, and (bytes, may be NULL) the bytes the store
  * counts against its bound. */
-size_t resp_store_count(struct resp_store *s);
 size_t resp_store_usage(struct resp_store *s, size_t *bytes);
 
 #endif

@@ -133,7 +133,7 @@ static void test_chain(void)
 	CHECK(resp_store_delete(s, "r1") && !resp_store_delete(s, "r1"), "delete once");
 	history_text(s, "r3", buf, sizeof buf, miss);
 	CHECK(!strcmp(buf, "error -2") && !strcmp(miss, "r1"), "broken chain: %s %s", buf, miss);
-	CHECK(resp_store_count(s) == 2, "count %zu", resp_store_count(s));
+	CHECK(resp_store_usage(s, NULL) == 2, "count %zu", resp_store_usage(s, NULL));
 	/* an input given as items is kept as items */
 	cJSON *q = cJSON_Parse("{\"input\":[{\"type\":\"message\",\"role\":\"developer\","
 			       "\"content\":\"be terse\"},{\"role\":\"user\",\"content\":\"x\"}]}");
@@ -161,7 +161,7 @@ static void test_eviction(void)
 	cJSON *d = resp_store_get(s, "d");
 	CHECK(!b, "the least recently used (b) went first");
 	CHECK(d, "the newest stays");
-	CHECK(resp_store_count(s) <= 3, "bounded: %zu entries", resp_store_count(s));
+	CHECK(resp_store_usage(s, NULL) <= 3, "bounded: %zu entries", resp_store_usage(s, NULL));
 	cJSON_Delete(a);
 	cJSON_Delete(b);
 	cJSON_Delete(d);
@@ -170,11 +170,11 @@ static void test_eviction(void)
 	char big[3000];
 	memset(big, 'y', sizeof big - 1);
 	big[sizeof big - 1] = 0;
-	size_t n = resp_store_count(s);
+	size_t n = resp_store_usage(s, NULL);
 	CHECK(put(s, "huge", NULL, "5", big) == 0, "put huge");
 	cJSON *h = resp_store_get(s, "huge");
-	CHECK(!h && resp_store_count(s) == n, "too large: not kept (%zu vs %zu)",
-	      resp_store_count(s), n);
+	CHECK(!h && resp_store_usage(s, NULL) == n, "too large: not kept (%zu vs %zu)",
+	      resp_store_usage(s, NULL), n);
 	cJSON_Delete(h);
 	resp_store_free(s);
 }
@@ -187,7 +187,7 @@ static void test_replace_and_cycle(void)
 	CHECK(put(s, "x", NULL, "q2", "a2") == 0, "put x again");
 	char buf[256];
 	history_text(s, "x", buf, sizeof buf, NULL);
-	CHECK(!strcmp(buf, "user:q2|assistant:a2") && resp_store_count(s) == 1,
+	CHECK(!strcmp(buf, "user:q2|assistant:a2") && resp_store_usage(s, NULL) == 1,
 	      "an id stored again replaces: %s", buf);
 	/* ids chosen by clients can make a cycle: y -> x -> y */
 	CHECK(put(s, "y", "x", "q3", "a3") == 0 && put(s, "x", "y", "q4", "a4") == 0, "cycle");
