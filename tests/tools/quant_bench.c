@@ -20,9 +20,11 @@
  * single-row passes over the same rows (4 x single time / multi time, hot).
  * Their results must be bit-identical to the single-row dots ("NOT
  * IDENTICAL" otherwise).
- * Then the matrix kernels (the gemm entries: batched decode and prefill)
- * on a cache-resident slice of each matrix against 8, 32 and 128 tokens,
- * in G multiply-adds a second; every SIMD table must give the same bits
+ * Then the matrix kernels (the gemm entries: decode, batched decode and
+ * prefill) on a cache-resident slice of each matrix against 1, 2, 8, 32
+ * and 128 tokens, in G multiply-adds a second (T = 1 and 2 also in GB/s
+ * of weights: their rows8 path is what a batch-1 decode step runs, where
+ * the columns above time the single-row dot entries); every SIMD table must give the same bits
  * ("NOT IDENTICAL" otherwise: they share one float contract, the VNNI ones
  * differing from AVX2 only in how integer sums are formed).
  * Deterministic data; figures vary with the machine's load (quote ratios to
@@ -270,12 +272,12 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 #define GEMM_T_MAX 128
 
 /* The gemm entry of every table that has one, on GEMM_ROWS rows of the
- * case's matrix (hot: about 1 MB or less) against T = 8, 32, 128 tokens:
+ * case's matrix (hot: about 1 MB or less) against T = 1, 2, 8, 32, 128 tokens:
  * G multiply-adds a second, one thread. The SIMD tables share one float
  * contract, so their results must agree bit for bit ("NOT IDENTICAL"). */
 static int bench_gemm_case(const struct bench_case *c, double min_s)
 {
-	static const int64_t Ts[] = { 8, 32, GEMM_T_MAX };
+	static const int64_t Ts[] = { 1, 2, 8, 32, GEMM_T_MAX };
 	const struct qtype_traits *tr = qtype_traits(c->type);
 	const size_t row_bytes = (size_t)(c->n / tr->block_elems) * tr->block_bytes;
 	int64_t rows = (int64_t)((1u << 20) / row_bytes) / 8 * 8;
@@ -322,10 +324,14 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			else
 				memcpy(y0, y, (size_t)(rows * T) * sizeof *y), have_y0 = 1;
 			bad |= !same;
-			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-7s %8.1f G multiply-adds/s%s\n", tr->name,
+			char gbs[48] = "";
+			if (T <= 2)
+				snprintf(gbs, sizeof gbs, "  (%.1f GB/s of weights)",
+					 (double)row_bytes * (double)rows / best / 1e9);
+			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-7s %8.1f G multiply-adds/s%s%s\n", tr->name,
 			       c->name, (long long)c->n, (long long)rows, (long long)T,
 			       quant_isa_name(k->isa), (double)c->n * (double)rows * (double)T / best / 1e9,
-			       same ? "" : "  NOT IDENTICAL");
+			       gbs, same ? "" : "  NOT IDENTICAL");
 		}
 	}
 	free(w), free(a), free(packed), free(x), free(y), free(y0);
