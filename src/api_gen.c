@@ -105,6 +105,8 @@ struct gen_choice {
 	/* function calling (k->r.tools_on): text holds the whole output, also
 	 * when streamed, to be parsed at the end */
 	size_t streamed;           /* bytes of text already sent (content, or arguments) */
+	cJSON *lp_wait;            /* streamed: logprobs entries (chat's) of tokens whose
+				    * text has not gone out yet, for the next chunk */
 	bool call_open;            /* a forced call's head went out; its arguments stream */
 	struct toolcall_list calls;
 };
@@ -149,6 +151,7 @@ static void call_free(struct gen_call *k)
 		sbuf_free(&ch->held);
 		sbuf_free(&ch->text);
 		cJSON_Delete(ch->lp);
+		cJSON_Delete(ch->lp_wait);
 		toolcall_list_free(&ch->calls);
 	}
 	ing_free(k->ch);
@@ -679,9 +682,12 @@ static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 		cJSON_Delete(delta);
 		cJSON_AddItemToObject(c, "text", api_json_text(text, len));
 	}
-	if (chat && lp) {
+	if (chat && lp) { /* one entry, or an array of them (lp_take) */
 		cJSON *wrap = cJSON_CreateObject();
-		cJSON_AddItemToArray(cJSON_AddArrayToObject(wrap, "content"), lp);
+		if (cJSON_IsArray(lp))
+			cJSON_AddItemToObject(wrap, "content", lp);
+		else
+			cJSON_AddItemToArray(cJSON_AddArrayToObject(wrap, "content"), lp);
 		lp = wrap;
 	}
 	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());
@@ -776,6 +782,36 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
 
 /* ---- function calls in the output ---- */
 
+/* With tools, a streamed token's text may go out chunks later than the
+ * token (held back where a call may start, or sent as call arguments):
+ * its logprobs entry (lp, owned) waits in ch->lp_wait and goes out with
+ * the next chunk of the choice, so that a stream's logprobs add up to
+ * the whole answer's, as without tools. */
+static void lp_wait_add(struct gen_call *k, struct gen_choice *ch, cJSON *lp)
+{
+	if (!lp)
+		return;
+	if (!ch->lp_wait && !(ch->lp_wait = cJSON_CreateArray())) {
+		cJSON_Delete(lp);
+		k->out.oom = true;
+		return;
+	}
+	cJSON_AddItemToArray(ch->lp_wait, lp);
+}
+
+/* The waiting entries as an array for sse_chunk (NULL: none); the choice
+ * keeps none. */
+static cJSON *lp_take(struct gen_choice *ch)
+{
+	cJSON *lp = ch->lp_wait;
+	ch->lp_wait = NULL;
+	if (lp && !cJSON_GetArraySize(lp)) {
+		cJSON_Delete(lp);
+		lp = NULL;
+	}
+	return lp;
+}
+
 /* One tool_calls delta of call 0: the head (id, type, name, empty
  * arguments) when name is given, else a piece of the arguments. */
 static void call_delta(struct gen_call *k, struct gen_choice *ch, const char *name,
@@ -794,7 +830,7 @@ static void call_delta(struct gen_call *k, struct gen_choice *ch, const char *na
 	if (name)
 		cJSON_AddStringToObject(fn, "name", name);
 	cJSON_AddItemToObject(fn, "arguments", api_json_text(args, n));
-	sse_chunk(k, ch, d, NULL, 0, NULL, NULL);
+	sse_chunk(k, ch, d, NULL, 0, lp_take(ch), NULL);
 }
 
 /* End of the JSON value at text[from..len), or 0 while it is incomplete
@@ -835,8 +871,8 @@ static void forced_emit(struct gen_call *k, struct gen_choice *ch)
 
 /* With tools, streamed text goes out as content only up to where a call
  * may start (and not its trailing whitespace, which the parsed content
- * drops); the rest waits for the end. lp (owned) goes with the content
- * it came with, or nowhere. */
+ * drops); the rest waits for the end. lp (owned) waits in ch->lp_wait
+ * for the next chunk (lp_wait_add). */
 static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,
 		       cJSON *lp)
 {
@@ -846,8 +882,8 @@ static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s,
 			cJSON_AddItemToArray(cJSON_GetObjectItem(ch->lp, "content"), lp);
 		return;
 	}
+	lp_wait_add(k, ch, lp);
 	if (k->r.tool_close) {
-		cJSON_Delete(lp);
 		forced_emit(k, ch);
 		return;
 	}
@@ -856,10 +892,8 @@ static void tools_emit(struct gen_call *k, struct gen_choice *ch, const char *s,
 	while (safe > ch->streamed && isspace((unsigned char)t[safe - 1]))
 		safe--;
 	if (safe > ch->streamed) {
-		sse_chunk(k, ch, NULL, t + ch->streamed, safe - ch->streamed, lp, NULL);
+		sse_chunk(k, ch, NULL, t + ch->streamed, safe - ch->streamed, lp_take(ch), NULL);
 		ch->streamed = safe;
-	} else {
-		cJSON_Delete(lp);
 	}
 }
 
@@ -883,7 +917,7 @@ static void tools_stream(struct gen_call *k, struct gen_choice *ch)
 		cJSON_AddNumberToObject(c2, "index", i++);
 		cJSON_AddItemToObject(cJSON_AddObjectToObject(c2, "function"), "arguments", args);
 		cJSON_AddItemToArray(cJSON_AddArrayToObject(d2, "tool_calls"), c2);
-		sse_chunk(k, ch, d1, NULL, 0, NULL, NULL);
+		sse_chunk(k, ch, d1, NULL, 0, lp_take(ch), NULL);
 		sse_chunk(k, ch, d2, NULL, 0, NULL, NULL);
 	}
 	cJSON_Delete(arr);
@@ -914,7 +948,7 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 	if (k->r.stream) {
 		size_t cl = ch->calls.content_len;
 		if (cl > ch->streamed)
-			sse_chunk(k, ch, NULL, t + ch->streamed, cl - ch->streamed, NULL, NULL);
+			sse_chunk(k, ch, NULL, t + ch->streamed, cl - ch->streamed, lp_take(ch), NULL);
 		ch->streamed = cl > ch->streamed ? cl : ch->streamed;
 		if (ch->calls.n)
 			tools_stream(k, ch);
@@ -956,8 +990,9 @@ static void choice_finish(struct gen_call *k, struct gen_choice *ch, const char 
 		if (live)
 			engine_cancel(k->a->e, ch->id);
 	}
-	if (k->r.stream)
-		sse_chunk(k, ch, cJSON_CreateObject(), NULL, 0, NULL, reason);
+	if (k->r.stream) /* with tools, the logprobs still waiting (of text dropped as
+			  * whitespace, or of a call's closing markup) */
+		sse_chunk(k, ch, cJSON_CreateObject(), NULL, 0, lp_take(ch), reason);
 }
 
 static void choice_text(struct gen_call *k, struct gen_choice *ch, const char *s, size_t n,

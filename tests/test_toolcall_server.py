@@ -9,6 +9,9 @@ the default model (built-in template, Hermes-style <tool_call> markup):
 - tool_choice "required" with one and with two tools (a call to one of them);
 - streamed tool-call deltas (head, then the arguments piece by piece)
   reassemble to the non-streamed call (greedy);
+- streamed logprobs with tools add up to the non-streamed answer's (a
+  forced call, and text from tool_choice auto, parts of which the stream
+  holds back while a call may start);
 - tool_choice "none": no tool markup in the prompt, plain text back;
 - parallel_tool_calls false keeps one call;
 - bad tools / tool_choice / tool_calls get 400 naming the field.
@@ -145,6 +148,33 @@ def test_stream(cl):
     check("stream: no content", content == "" and not whole.message.content, content)
 
 
+def lp_list(entries):
+    return [(e.token, round(e.logprob, 5), [(t.token, round(t.logprob, 5))
+                                             for t in e.top_logprobs or []])
+            for e in entries or []]
+
+
+def test_stream_logprobs(cl):
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for label, choice, n in (("named call", named, 40), ("auto, text", "auto", 24)):
+        kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0,
+                  max_tokens=n, tool_choice=choice, logprobs=True, top_logprobs=2)
+        whole = cl.chat.completions.create(**kw)
+        want = lp_list(whole.choices[0].logprobs.content if whole.choices[0].logprobs else None)
+        got, usage = [], None
+        for ch in cl.chat.completions.create(stream=True, stream_options={"include_usage": True},
+                                             **kw):
+            usage = ch.usage or usage
+            if ch.choices and ch.choices[0].logprobs:
+                got += lp_list(ch.choices[0].logprobs.content)
+        # every token but an ending EOS (which has no text) has its entry
+        toks = whole.usage.completion_tokens
+        check(f"stream logprobs, {label}: one entry per token",
+              len(want) in (toks, toks - 1) and len(want) > 4, (len(want), toks))
+        check(f"stream logprobs, {label}: the non-streamed answer's, in order", got == want,
+              (got[:4], want[:4], len(got), len(want)))
+
+
 def test_none_and_parallel(srv, cl):
     r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER], temperature=0,
                                    max_tokens=8, tool_choice="none")
@@ -195,6 +225,7 @@ def main():
         test_required(cl)
         test_unsupported_schema(cl)
         test_stream(cl)
+        test_stream_logprobs(cl)
         test_none_and_parallel(srv, cl)
         test_errors(cl)
     except Exception as e:
