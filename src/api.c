@@ -514,13 +514,36 @@ static const struct route routes[] = {
 	{ "/version", "GET", on_version, false },
 };
 
+/* The body as one JSON value and nothing after it but whitespace; NULL
+ * with why set when it is not. (Bytes that are not UTF-8 inside strings
+ * pass: they reach the tokenizer, which takes any bytes, and answers
+ * carry U+FFFD for them.) */
+static cJSON *body_json(const char *s, size_t len, const char **why)
+{
+	const char *end = NULL;
+	cJSON *b = cJSON_ParseWithLengthOpts(s, len, &end, false);
+	if (!b) {
+		*why = "it is not valid JSON";
+		return NULL;
+	}
+	while (end < s + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+		end++;
+	if (end != s + len) {
+		*why = "there is more after the JSON value";
+		cJSON_Delete(b);
+		return NULL;
+	}
+	return b;
+}
+
 cJSON *api_body_parse(const struct api *a, const char *s, size_t len, struct api_error *e)
 {
-	cJSON *b = cJSON_ParseWithLength(s, len);
+	const char *why = "it must be a JSON object";
+	cJSON *b = body_json(s, len, &why);
 	const cJSON *m = b ? api_get(b, "model") : NULL;
 	if (!cJSON_IsObject(b))
 		api_fail(e, 400, NULL, "invalid_json", "We could not parse the JSON body of your "
-			 "request: it must be a JSON object.");
+			 "request: %s.", why);
 	else if (m && !cJSON_IsString(m))
 		api_fail(e, 400, "model", "invalid_type", "'model' must be a string");
 	else if (m && strcmp(m->valuestring, a->model_name))

@@ -102,12 +102,15 @@ struct gen_choice {
 	bool echoed;               /* r.echo: the prompt went out */
 	bool done;
 	const char *finish_reason;
+	int stop_str;              /* vLLM's stop_reason: index of the stop string hit, */
+	int32_t stop_token;        /* or the stop_token_ids id that ended it (-1: none) */
 	/* function calling (k->r.tools_on): text holds the whole output, also
 	 * when streamed, to be parsed at the end */
 	size_t streamed;           /* bytes of text already sent (content, or arguments) */
 	cJSON *lp_wait;            /* streamed: logprobs entries (chat's) of tokens whose
 				    * text has not gone out yet, for the next chunk */
 	bool call_open;            /* a forced call's head went out; its arguments stream */
+	bool args_begun;           /* ... and their first non-blank byte was seen */
 	struct toolcall_list calls;
 };
 
@@ -525,6 +528,14 @@ static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON
 			     !r ? cJSON_CreateNull()
 				: cJSON_CreateNumber(isfinite(r->logprob) ? r->logprob : -9999.0));
 	cJSON *top = r ? cJSON_CreateObject() : cJSON_CreateNull();
+	/* the token itself first, then its alternatives: OpenAI's legacy
+	 * API (and vLLM) always return the chosen token's logprob there, so
+	 * up to logprobs + 1 entries */
+	cJSON *self = r ? api_json_text(p, n) : NULL;
+	if (self)
+		cJSON_AddNumberToObject(top, self->valuestring,
+					isfinite(r->logprob) ? r->logprob : -9999.0);
+	cJSON_Delete(self);
 	for (int i = 0; r && i < r->n_top && i < k->r.logprobs; i++) {
 		size_t tn;
 		char tbuf[32];
@@ -664,6 +675,17 @@ static void sse_put(struct gen_call *k, cJSON *o)
  * logprobs (may be NULL: chat, one token's entry, sent as OpenAI's
  * {"content": [entry]}; completions, the legacy arrays) and finish reason
  * (may be NULL). */
+/* vLLM's stop_reason: the stop string or stop token id that ended the
+ * choice; null for EOS, a length or an abort. */
+static cJSON *stop_reason_json(const struct gen_call *k, const struct gen_choice *ch)
+{
+	if (ch->stop_str >= 0)
+		return cJSON_CreateString(k->r.stop[ch->stop_str]);
+	if (ch->stop_token >= 0)
+		return cJSON_CreateNumber(ch->stop_token);
+	return cJSON_CreateNull();
+}
+
 static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 		      const char *text, size_t len, cJSON *lp, const char *finish)
 {
@@ -693,6 +715,8 @@ static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 	cJSON_AddItemToObject(c, "logprobs", lp ? lp : cJSON_CreateNull());
 	cJSON_AddItemToObject(c, "finish_reason",
 			      finish ? cJSON_CreateString(finish) : cJSON_CreateNull());
+	if (finish)
+		cJSON_AddItemToObject(c, "stop_reason", stop_reason_json(k, ch));
 	chunk_ids(k, ch, o, c);
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
 	if (k->r.usage_each)
@@ -756,9 +780,10 @@ static size_t stop_partial(const char *s, size_t n, const char *stop)
 }
 
 /* Bytes of held text that may be released; *hit when a stop string
- * starts there (the text then ends before it, or after it with
+ * (number *which) starts there (the text then ends before it, or after it with
  * include_stop_str_in_output). */
-static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bool *hit)
+static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bool *hit,
+			int *which)
 {
 	size_t first = n, first_len = 0, hold = 0;
 	*hit = false;
@@ -769,6 +794,7 @@ static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bo
 			first = (size_t)(p - s);
 			first_len = len;
 			*hit = true;
+			*which = i;
 		}
 	}
 	if (*hit)
@@ -855,6 +881,15 @@ static void forced_emit(struct gen_call *k, struct gen_choice *ch)
 		ch->call_open = true;
 		ch->streamed = pl;
 	}
+	/* the grammar lets the model write blanks before the object; clients
+	 * parse partial arguments (the SDK's strict tools), so they start at
+	 * the object, as OpenAI's do */
+	while (!ch->args_begun && ch->streamed < ch->text.len) {
+		if (!isspace((unsigned char)t[ch->streamed]))
+			ch->args_begun = true;
+		else
+			ch->streamed++;
+	}
 	size_t safe = json_end(t, pl, ch->text.len);
 	if (!safe) {
 		size_t hold = 0, cl = strlen(k->r.tool_close);
@@ -923,6 +958,26 @@ static void tools_stream(struct gen_call *k, struct gen_choice *ch)
 	cJSON_Delete(arr);
 }
 
+/* The forced call k->r.tool_name with arguments args[0..n) (incomplete
+ * JSON) as ch's one call, no content. -1 when out of memory. */
+static int forced_partial(struct gen_call *k, struct gen_choice *ch, const char *args, size_t n)
+{
+	struct toolcall *v = ing_calloc(1, sizeof *v);
+	char *name = ing_strndup(k->r.tool_name, strlen(k->r.tool_name));
+	char *a = ing_strndup(args, n);
+	if (!v || !name || !a) {
+		ing_free(v);
+		ing_free(name);
+		ing_free(a);
+		return -1;
+	}
+	toolcall_list_free(&ch->calls);
+	v->name = name;
+	v->arguments = a;
+	ch->calls = (struct toolcall_list){ .v = v, .n = 1, .content_len = 0 };
+	return 0;
+}
+
 /* Parses the whole output; streams what is left of the content and the
  * calls. Returns the finish reason: "tool_calls" when there are calls. */
 static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const char *reason)
@@ -931,14 +986,26 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 	const char *t = ch->text.p ? ch->text.p : "";
 	if (toolcall_parse(k->a->tool_format, t, ch->text.len, &ch->calls, &err))
 		k->out.oom = ch->text.oom = true;
-	size_t pl = k->r.tool_prefix ? strlen(k->r.tool_prefix) : 0;
-	size_t end = k->r.tool_close ? json_end(t, pl, ch->text.len) : 0;
-	if (end && ch->calls.n == 1) { /* a forced call: the arguments as written */
-		char *raw = ing_strndup(t + pl, end - pl);
+	/* a forced call: the arguments as written, from the object on */
+	size_t from = k->r.tool_prefix ? strlen(k->r.tool_prefix) : 0;
+	while (from < ch->text.len && isspace((unsigned char)t[from]))
+		from++;
+	size_t end = k->r.tool_close ? json_end(t, from, ch->text.len) : 0;
+	if (end && ch->calls.n == 1) {
+		char *raw = ing_strndup(t + from, end - from);
 		if (raw) {
 			ing_free(ch->calls.v[0].arguments);
 			ch->calls.v[0].arguments = raw;
 		}
+	} else if (k->r.tool_close && !ch->calls.n && !ch->text.oom) {
+		/* cut off (max_tokens) inside the arguments: the call as far as
+		 * it went, as a stream sends it and vLLM answers, never the
+		 * markup as content; the finish reason stays */
+		if (forced_partial(k, ch, t + from, ch->text.len - from))
+			k->out.oom = true;
+		if (k->r.stream && ch->call_open && ch->text.len > ch->streamed)
+			call_delta(k, ch, NULL, t + ch->streamed, ch->text.len - ch->streamed);
+		return reason;
 	}
 	if (k->r.stream && ch->call_open) {
 		if (end > ch->streamed)
@@ -1000,7 +1067,8 @@ static void choice_text(struct gen_call *k, struct gen_choice *ch, const char *s
 {
 	sbuf_put(&ch->held, s, n);
 	bool hit;
-	size_t emit = stop_scan(&k->r, ch->held.p ? ch->held.p : "", ch->held.len, &hit);
+	size_t emit = stop_scan(&k->r, ch->held.p ? ch->held.p : "", ch->held.len, &hit,
+				&ch->stop_str);
 	choice_emit(k, ch, ch->held.p, emit, lp);
 	sbuf_consume(&ch->held, hit || ch->done ? ch->held.len : emit);
 	if (hit && !ch->done)
@@ -1059,8 +1127,15 @@ static void choice_token(struct gen_call *k, struct gen_choice *ch, int t)
 		return;
 	ch->n_gen++;
 	const struct tokrec *r = &ch->toks[t];
-	if (r->is_eos)
-		return;
+	if (r->is_eos) {
+		/* a stop_token_ids id: its text only with include_stop_str_in_output,
+		 * as vLLM; EOS never */
+		for (int i = 0; i < k->r.n_stop_ids; i++)
+			if (k->r.stop_ids[i] == r->token)
+				ch->stop_token = r->token;
+		if (ch->stop_token < 0 || !k->r.include_stop)
+			return;
+	}
 	const char *s = "";
 	size_t n = 0;
 	ing_err err;
@@ -1221,6 +1296,7 @@ static cJSON *choice_json(const struct gen_call *k, const struct gen_choice *ch)
 	cJSON_AddItemToObject(c, "logprobs",
 			      ch->lp ? cJSON_Duplicate(ch->lp, true) : cJSON_CreateNull());
 	cJSON_AddStringToObject(c, "finish_reason", ch->finish_reason ? ch->finish_reason : "abort");
+	cJSON_AddItemToObject(c, "stop_reason", stop_reason_json(k, ch));
 	if (!k->r.chat && k->r.prompt_logprobs >= 0)
 		cJSON_AddItemToObject(c, "prompt_logprobs", lp_prompt_json(k, ch));
 	if (k->r.return_token_ids) {
@@ -1300,6 +1376,7 @@ static int choice_init(struct gen_call *k, struct gen_choice *ch, int64_t max_to
 	/* tool-call markup may be special tokens; a forced call start is output */
 	if (k->r.tools_on && k->r.tool_prefix && sbuf_puts(&ch->text, k->r.tool_prefix))
 		return api_fail(e, 500, NULL, NULL, "out of memory");
+	ch->stop_str = ch->stop_token = -1;
 	if (!k->r.stream && k->r.logprobs >= 0) {
 		ch->lp = k->r.chat ? cJSON_CreateObject() : lp_legacy_new();
 		if (k->r.chat)

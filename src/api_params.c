@@ -371,7 +371,8 @@ static int parse_speculative(const cJSON *b, struct gen_request *r, struct api_e
 }
 
 /* n, max_tokens (0 only with completions' echo: the prompt alone, as
- * OpenAI's legacy API and vLLM allow) and echo. */
+ * OpenAI's legacy API and vLLM allow; absent on completions: 16) and
+ * echo. */
 static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struct api_error *e)
 {
 	int64_t n = 1, mt = -1;
@@ -383,6 +384,10 @@ static int parse_lengths(const cJSON *b, bool chat, struct gen_request *r, struc
 	if (mt == 0 && !r->echo)
 		return api_fail(e, 400, "max_tokens", "invalid_value",
 				"'max_tokens' must be at least 1 (0 only with 'echo')");
+	/* completions without the field: OpenAI's legacy default (and
+	 * vLLM's), 16 tokens; null asks for no limit, as chat's default */
+	if (!chat && !cJSON_GetObjectItemCaseSensitive(b, "max_tokens"))
+		mt = 16;
 	r->n = (int)n;
 	r->echo_only = mt == 0;
 	r->max_tokens = mt == 0 ? 1 : mt < 0 ? 0 : mt;
@@ -450,6 +455,24 @@ static int parse_unsupported(const cJSON *b, bool chat, const struct gen_request
 	return 0;
 }
 
+/* Fields taken and not used, checked for the types OpenAI documents:
+ * user a string, metadata an object of strings. */
+static int parse_ignored(const cJSON *b, struct api_error *e)
+{
+	const cJSON *u = api_get(b, "user"), *m = api_get(b, "metadata"), *it;
+	if (u && !cJSON_IsString(u))
+		return api_fail(e, 400, "user", "invalid_type", "'user' must be a string");
+	if (m && !cJSON_IsObject(m))
+		return api_fail(e, 400, "metadata", "invalid_type",
+				"'metadata' must be an object of strings");
+	cJSON_ArrayForEach(it, m)
+		if (!cJSON_IsString(it))
+			return api_fail(e, 400, "metadata", "invalid_type",
+					"'metadata' values must be strings ('%.64s' is not)",
+					it->string);
+	return 0;
+}
+
 /* vLLM's cache_salt: a non-empty string, hashed under the process's random
  * key into the root of the request's prefix-cache chain (kv.h), so only
  * requests with the same salt share cached rows, and no root can be aimed
@@ -479,6 +502,7 @@ int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_re
 	*r = (struct gen_request){ .chat = chat, .logprobs = -1, .prompt_logprobs = -1,
 				   .skip_special = true };
 	if (parse_lengths(body, chat, r, e) || parse_unsupported(body, chat, r, e) ||
+	    parse_ignored(body, e) ||
 	    parse_sampling(a, body, r, e) ||
 	    parse_stop(body, r, e) || parse_stop_ids(a, body, r, e) || parse_bias(a, body, r, e) ||
 	    parse_allowed(a, body, r, e) || parse_bad_words(a, body, r, e) ||

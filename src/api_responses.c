@@ -404,6 +404,19 @@ void api_responses_keep(struct api *a, const cJSON *response, const cJSON *req)
 		(void)resp_store_put(a->store, response, req);
 }
 
+/* The first 'from' (quoted so) in msg[0..cap) renamed 'to', so the
+ * message names the field the client sent. */
+static void message_rename(char *msg, size_t cap, const char *from, const char *to)
+{
+	char q[72], out[512];
+	snprintf(q, sizeof q, "'%s'", from);
+	const char *at = strstr(msg, q);
+	if (!at || cap > sizeof out)
+		return;
+	snprintf(out, sizeof out, "%.*s'%s'%s", (int)(at - msg), msg, to, at + strlen(q));
+	snprintf(msg, cap, "%s", out);
+}
+
 void api_responses_error_param(struct api_error *e)
 {
 	static const char *const map[][2] = {
@@ -416,6 +429,7 @@ void api_responses_error_param(struct api_error *e)
 		if (!strncmp(e->param, map[i][0], n) &&
 		    (e->param[n] == 0 || e->param[n] == '.' || e->param[n] == '[')) {
 			snprintf(e->param, sizeof e->param, "%s", map[i][1]);
+			message_rename(e->message, sizeof e->message, map[i][0], map[i][1]);
 			return;
 		}
 	}

@@ -135,6 +135,35 @@ def test_stop_ids(srv, cl):
     got = comp(stop_token_ids=[ids[2]], ignore_eos=True)
     check("stop_token_ids: stops at the id, not in the text, finish stop (even with ignore_eos)",
           got == (de.get("prompt"), "stop", 3), (got, de))
+    # vLLM's stop_reason (the id, the string, null) and include_stop_str_in_output
+    st, _, de3 = raw(srv, "POST", "/detokenize", {"tokens": ids[:3]})
+    body = dict(model=M, prompt="The capital of France is", max_tokens=12, temperature=0,
+                ignore_eos=True)
+    st, _, b = raw(srv, "POST", "/v1/completions", dict(body, stop_token_ids=[ids[2]]))
+    check("stop_reason: the stop token id", b["choices"][0].get("stop_reason") == ids[2], b)
+    st, _, b = raw(srv, "POST", "/v1/completions",
+                   dict(body, stop_token_ids=[ids[2]], include_stop_str_in_output=True))
+    check("stop_token_ids + include_stop_str_in_output: the stop token's text is kept",
+          b["choices"][0]["text"] == de3.get("prompt") and
+          b["choices"][0]["finish_reason"] == "stop", (b, de3))
+    word = text[len(de.get("prompt", "")):][:3]
+    st, _, b = raw(srv, "POST", "/v1/completions", dict(body, stop=["zzz", word]))
+    check("stop_reason: the stop string that ended it", b["choices"][0].get("stop_reason") == word
+          and b["choices"][0]["finish_reason"] == "stop", (word, b))
+    st, _, b = raw(srv, "POST", "/v1/completions", dict(body, max_tokens=2))
+    check("stop_reason: null for a length", b["choices"][0].get("stop_reason", 0) is None, b)
+    last = None
+    for ch in cl.completions.create(model=M, prompt="The capital of France is", max_tokens=12,
+                                    temperature=0, stream=True, stop=[word]):
+        last = ch if ch.choices and ch.choices[0].finish_reason else last
+    check("stop_reason in the stream's finish chunk",
+          last is not None and getattr(last.choices[0], "stop_reason", None) == word, last)
+    # completions without max_tokens: 16 tokens, OpenAI's legacy default and vLLM's
+    st, _, b = raw(srv, "POST", "/v1/completions", {"model": M, "prompt": "Once upon a time",
+                                                    "ignore_eos": True})
+    check("completions: max_tokens absent -> 16", st == 200 and
+          b["usage"]["completion_tokens"] == 16 and b["choices"][0]["finish_reason"] == "length",
+          b)
     # EOS made certain by logit_bias: the first token, unless min_tokens holds it back
     st, _, eos = raw(srv, "POST", "/tokenize", {"prompt": "<eos>", "add_special_tokens": False})
     check("<eos> is one token", st == 200 and len(eos.get("tokens", [])) == 1, eos)
@@ -315,6 +344,19 @@ def test_logprobs(srv, cl):
           len(l.tokens) == 4 and len(l.token_logprobs) == 4 and len(l.top_logprobs) == 4 and
           all(len(t) == 2 for t in l.top_logprobs) and "".join(l.tokens) == c.choices[0].text,
           l)
+    # OpenAI's legacy API always returns the chosen token's logprob in
+    # top_logprobs (up to logprobs + 1 entries), also when it is no
+    # alternative: sampled at a high temperature, and with logprobs 0
+    for k in (0, 1):
+        c = cl.completions.create(model="gemma-3-270m-q4_k_m", prompt="Water is", max_tokens=12,
+                                  temperature=1.8, seed=7, logprobs=k,
+                                  extra_body={"ignore_eos": True})
+        l = c.choices[0].logprobs
+        check(f"completions logprobs={k}: the chosen token in every top_logprobs",
+              len(l.top_logprobs) == 12 and
+              all(t.get(tok) == lp and 1 <= len(t) <= k + 1
+                  for t, tok, lp in zip(l.top_logprobs, l.tokens, l.token_logprobs)) and
+              (k == 0 or any(len(t) == 2 for t in l.top_logprobs)), l)
 
 
 
@@ -346,7 +388,9 @@ def test_prompt_scoring(srv, cl):
     tail = el.token_logprobs[len(ids):n]
     same = ok_ids and tail == gl.token_logprobs  # bit for bit: a row alone = in a batch
     check("echoed continuation scores as it was generated", same, (tail, gl.token_logprobs))
-    greedy = all(abs(el.token_logprobs[i] - max(el.top_logprobs[i].values())) < 1e-6
+    # logprobs 1: the token itself and the top alternative, one entry when they are one
+    greedy = all(len(el.top_logprobs[i]) == 1 and
+                 el.top_logprobs[i].get(el.tokens[i]) == el.token_logprobs[i]
                  for i in range(len(ids), n))
     check("greedy continuation: each token is its position's top one", greedy, el.top_logprobs)
     check("echo text: the prompt's, then the completion's",
@@ -780,6 +824,12 @@ def test_responses(srv, cl):
     check("responses: other include values are accepted and ignored",
           other.status in ("completed", "incomplete") and
           getattr(other.output[0].content[0], "logprobs", None) in (None, []), other)
+    st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "hi",
+                                                   "max_output_tokens": 0})
+    msg = (err.get("error") or {}).get("message", "") if isinstance(err, dict) else ""
+    check("responses: a bad max_output_tokens is a 400 naming it, in the message too",
+          st == 400 and err["error"]["param"] == "max_output_tokens" and
+          "'max_output_tokens'" in msg and "'max_tokens'" not in msg, (st, err))
     st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "hi",
                                                    "top_logprobs": 21})
     check("responses: top_logprobs over 20 is a 400 naming it",

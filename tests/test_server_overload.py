@@ -194,8 +194,8 @@ def test_full_slots(port):
     prompts = [" ".join(words[(i + j) % 8] + str(j % 7) for j in range(60)) for i in range(SEQS)]
 
     def one(p):
-        # no max_tokens: generate until the context is full
-        return post(port, {"prompt": p, "temperature": 0, "ignore_eos": True})
+        # max_tokens null: generate until the context is full
+        return post(port, {"prompt": p, "temperature": 0, "ignore_eos": True, "max_tokens": None})
 
     t0 = time.time()
     with ThreadPoolExecutor(SEQS) as ex:

@@ -12,6 +12,9 @@ the default model (built-in template, Hermes-style <tool_call> markup):
 - streamed logprobs with tools add up to the non-streamed answer's (a
   forced call, and text from tool_choice auto, parts of which the stream
   holds back while a call may start);
+- forced calls' arguments start at the object (the SDK's stream helper
+  parses them as they come); one cut off by max_tokens is the call so far,
+  streamed or not;
 - tool_choice "none": no tool markup in the prompt, plain text back;
 - parallel_tool_calls false keeps one call;
 - bad tools / tool_choice / tool_calls get 400 naming the field.
@@ -148,6 +151,54 @@ def test_stream(cl):
     check("stream: no content", content == "" and not whole.message.content, content)
 
 
+def test_forced_arguments(cl):
+    """Forced calls' arguments start at the object (the grammar allows
+    blanks before it; the SDK's stream helper parses partial arguments of
+    strict tools and fails on blank ones); one cut off by max_tokens comes
+    back as the call so far, streamed or not, never as markup in content."""
+    strict = {"type": "function", "function": dict(WEATHER["function"], strict=True)}
+    for label, choice in (("required", "required"),
+                          ("named", {"type": "function", "function": {"name": "get_weather"}})):
+        kw = dict(model=MODEL, messages=ASK, tools=[strict], temperature=0, max_tokens=60,
+                  tool_choice=choice)
+        r = cl.chat.completions.create(**kw)
+        calls = r.choices[0].message.tool_calls or []
+        check(f"{label}: arguments start with {{", len(calls) == 1 and
+              calls[0].function.arguments.startswith("{"), r.choices[0].message)
+        args = ""
+        try:
+            with cl.chat.completions.stream(**kw) as st:
+                for ev in st:
+                    pass
+                final = st.get_final_completion()
+            args = (final.choices[0].message.tool_calls or [None])[0].function.arguments
+            ok = True
+        except Exception as e:  # the helper raising is the failure
+            ok = repr(e)
+        check(f"{label}: the SDK's stream helper takes the streamed call", ok is True and
+              calls and args == calls[0].function.arguments, (ok, args))
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    kw = dict(model=MODEL, messages=ASK, tools=[WEATHER], temperature=0, max_tokens=6,
+              tool_choice=named)
+    whole = cl.chat.completions.create(**kw).choices[0]
+    wc = whole.message.tool_calls or []
+    check("cut off: the call so far, no content, finish length",
+          len(wc) == 1 and wc[0].function.name == "get_weather" and
+          wc[0].function.arguments.startswith("{") and not whole.message.content and
+          whole.finish_reason == "length", whole)
+    args, finish, content = "", None, ""
+    for ch in cl.chat.completions.create(stream=True, **kw):
+        if ch.choices:
+            d = ch.choices[0].delta
+            content += d.content or ""
+            for tc in d.tool_calls or []:
+                args += (tc.function.arguments or "") if tc.function else ""
+            finish = ch.choices[0].finish_reason or finish
+    check("cut off, streamed: the same arguments, finish length",
+          wc and args == wc[0].function.arguments and finish == "length" and not content,
+          (args, finish, content))
+
+
 def lp_list(entries):
     return [(e.token, round(e.logprob, 5), [(t.token, round(t.logprob, 5))
                                              for t in e.top_logprobs or []])
@@ -226,6 +277,7 @@ def main():
         test_unsupported_schema(cl)
         test_stream(cl)
         test_stream_logprobs(cl)
+        test_forced_arguments(cl)
         test_none_and_parallel(srv, cl)
         test_errors(cl)
     except Exception as e:
