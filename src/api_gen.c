@@ -986,6 +986,21 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 	const char *t = ch->text.p ? ch->text.p : "";
 	if (toolcall_parse(k->a->tool_format, t, ch->text.len, &ch->calls, &err))
 		k->out.oom = ch->text.oom = true;
+	/* a forced output (tool_choice required) cut off in a later call: the
+	 * calls that closed, never the markup as content; the finish reason
+	 * (length) stays */
+	size_t done_len = k->r.tool_prefix && !k->r.tool_close && !ch->calls.n && !ch->text.oom
+				  ? toolcall_complete_prefix(k->a->tool_format, t, ch->text.len)
+				  : 0;
+	if (done_len) {
+		toolcall_list_free(&ch->calls);
+		if (toolcall_parse(k->a->tool_format, t, done_len, &ch->calls, &err))
+			k->out.oom = true;
+		if (ch->calls.n && k->r.stream)
+			tools_stream(k, ch);
+		if (ch->calls.n)
+			return reason;
+	}
 	/* a forced call: the arguments as written, from the object on */
 	size_t from = k->r.tool_prefix ? strlen(k->r.tool_prefix) : 0;
 	while (from < ch->text.len && isspace((unsigned char)t[from]))

@@ -146,31 +146,50 @@ static int call_alts(struct api *a, const cJSON *tools, const char *name, const 
 	return n;
 }
 
-/* Compiles (or finds in the cache) the grammar of a forced call into
- * *out. A parameters schema the grammar cannot express is replaced by
- * "any JSON object" rather than refusing the request. */
-static int call_grammar(struct api *a, const cJSON *tools, const char *name, const char *opening,
-			struct grammar **out, struct api_error *e)
+/* Calls a forced output may hold when the model picks the functions and
+ * parallel_tool_calls allows more than one (OpenAI's "required" makes at
+ * least one; vLLM's grammar no upper bound, this one a generous cap). */
+#define API_MAX_FORCED_CALLS 8
+
+/* The text between two calls of a forced output in formats whose calls
+ * are separate blocks (Hermes: one per line; Functionary: back to back),
+ * each opened by the markup; NULL: one call only (the other formats wrap
+ * all calls in one frame). */
+static const char *calls_sep(enum toolcall_format f)
 {
+	return f == TOOLCALL_HERMES ? "\n<tool_call>\n" : f == TOOLCALL_FUNCTIONARY ? "<function="
+											: NULL;
+}
+
+/* Compiles (or finds in the cache) the grammar of a forced call into
+ * *out: a call to name, or (name NULL) to any of the tools, then with
+ * parallel more calls where the format separates them (calls_sep). A
+ * parameters schema the grammar cannot express is replaced by "any JSON
+ * object" rather than refusing the request. */
+static int call_grammar(struct api *a, const cJSON *tools, const char *name, const char *opening,
+			bool parallel, struct grammar **out, struct api_error *e)
+{
+	const char *sep = !name && parallel ? calls_sep(a->tool_format) : NULL;
+	const int max_calls = sep ? API_MAX_FORCED_CALLS : 1;
 	int cap = cJSON_GetArraySize(tools), n = -1, rc = ING_ERR_NOMEM;
 	struct grammar_alt *alts = ing_calloc((size_t)cap, sizeof *alts);
 	struct sbuf *pre = ing_calloc((size_t)cap, sizeof *pre), *suf = ing_calloc((size_t)cap, sizeof *suf);
 	cJSON *any = cJSON_Parse("{\"type\": \"object\"}");
 	char *printed = cJSON_PrintUnformatted(tools);
 	struct sbuf key = { 0 };
-	sbuf_printf(&key, "tools:%s:%s:%s", toolcall_format_name(a->tool_format),
-		    name ? name : "*", printed ? printed : "");
+	sbuf_printf(&key, "tools:%s:%s:%d:%s", toolcall_format_name(a->tool_format),
+		    name ? name : "*", max_calls, printed ? printed : "");
 	if (alts && pre && suf && any && printed && !key.oom)
 		n = call_alts(a, tools, name, opening, any, alts, pre, suf);
 	ing_err err = { 0 };
 	if (n > 0 && (*out = api_gcache_get(a, key.p))) {
 		rc = ING_OK;
 	} else if (n > 0) {
-		rc = grammar_from_alts(alts, n, 1, 1, NULL, out, &err);
+		rc = grammar_from_alts(alts, n, 1, max_calls, sep, out, &err);
 		for (int i = 0; rc == ING_ERR_UNSUPPORTED && i < n; i++)
 			alts[i].schema = any;
 		if (rc == ING_ERR_UNSUPPORTED)
-			rc = grammar_from_alts(alts, n, 1, 1, NULL, out, &err);
+			rc = grammar_from_alts(alts, n, 1, max_calls, sep, out, &err);
 		if (rc == ING_OK)
 			api_gcache_put(a, key.p, *out);
 	}
@@ -206,8 +225,11 @@ static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
 		r->tool_name = name ? ing_strndup(name, strlen(name)) : NULL;
 		rc = r->tool_prefix && (!name || (r->tool_close && r->tool_name)) ? 0 : -1;
 	}
-	/* the closing markup as a stop string, where it is distinctive */
-	const char *stop = a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
+	/* the closing markup as a stop string, where it is distinctive and
+	 * no second call may follow */
+	const bool more = !name && r->parallel_tool_calls && calls_sep(a->tool_format);
+	const char *stop = more ? NULL
+			   : a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
 			   : a->tool_format == TOOLCALL_FUNCTIONARY ? "</function>" : NULL;
 	if (!rc && stop && r->n_stop < API_MAX_STOP) {
 		r->stop[r->n_stop] = ing_strndup(stop, strlen(stop));
@@ -218,7 +240,7 @@ static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
 	if (rc)
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	struct grammar *g = NULL;
-	if (call_grammar(a, tools, name, r->tool_prefix, &g, e))
+	if (call_grammar(a, tools, name, r->tool_prefix, r->parallel_tool_calls, &g, e))
 		return -1;
 	grammar_free(r->grammar); /* a forced call overrides response_format */
 	r->grammar = g;

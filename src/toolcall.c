@@ -378,6 +378,20 @@ size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t 
 	}
 }
 
+size_t toolcall_complete_prefix(enum toolcall_format f, const char *text, size_t n)
+{
+	const char *close = f == TOOLCALL_HERMES	? "</tool_call>"
+			    : f == TOOLCALL_FUNCTIONARY ? "</function>"
+							: NULL;
+	if (!close)
+		return 0;
+	const size_t cl = strlen(close);
+	for (size_t end = n; end >= cl; end--)
+		if (!memcmp(text + end - cl, close, cl))
+			return end;
+	return 0;
+}
+
 int toolcall_frame(enum toolcall_format f, const char *name, struct sbuf *prefix,
 		   struct sbuf *suffix)
 {

@@ -70,6 +70,13 @@ void toolcall_list_free(struct toolcall_list *l);
  * a call. */
 size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t n);
 
+/* Output cut off inside a call: the length of text[0..n) up to the end
+ * of its last call block that closed (Hermes' </tool_call>, Functionary's
+ * </function>), to be parsed without the call that did not; 0 when none
+ * closed or the format frames all calls as one (Llama 3, DeepSeek R1,
+ * Mistral). */
+size_t toolcall_complete_prefix(enum toolcall_format f, const char *text, size_t n);
+
 /* The literal text that starts a call to name in format f, up to where its
  * arguments object begins (prefix), and the text that ends the call after
  * the arguments (suffix); appended to the buffers. Used to force a named

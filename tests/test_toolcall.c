@@ -179,6 +179,29 @@ static void test_content_prefix(void)
 	CHECK(prefix(TOOLCALL_DEEPSEEK_R1, "x<\xef\xbd") == 1, "deepseek partial");
 }
 
+static size_t complete(enum toolcall_format f, const char *s)
+{
+	return toolcall_complete_prefix(f, s, strlen(s));
+}
+
+/* Output cut off in a later call: the text up to the last call that closed. */
+static void test_complete_prefix(void)
+{
+	const char *one = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>";
+	char two[256];
+	snprintf(two, sizeof two, "%s\n<tool_call>\n{\"name\": \"b\", \"argu", one);
+	CHECK(complete(TOOLCALL_HERMES, two) == strlen(one), "hermes: up to the closed call");
+	CHECK(complete(TOOLCALL_HERMES, one) == strlen(one), "hermes: all closed");
+	CHECK(complete(TOOLCALL_HERMES, "<tool_call>\n{\"name\": \"a\"") == 0, "hermes: none closed");
+	expect(TOOLCALL_HERMES, one, "", "a", "{}", NULL);
+	CHECK(complete(TOOLCALL_FUNCTIONARY, "<function=a>{}</function><function=b>{\"x") ==
+		      strlen("<function=a>{}</function>"),
+	      "functionary");
+	CHECK(complete(TOOLCALL_MISTRAL, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {") == 0,
+	      "mistral: one frame for all calls");
+	CHECK(complete(TOOLCALL_HERMES, "") == 0, "empty");
+}
+
 static void test_frames(void)
 {
 	for (int f = TOOLCALL_HERMES; f <= TOOLCALL_MISTRAL; f++) {
@@ -205,6 +228,7 @@ int main(void)
 	test_deepseek();
 	test_mistral();
 	test_content_prefix();
+	test_complete_prefix();
 	test_frames();
 	return check_summary("test_toolcall");
 }

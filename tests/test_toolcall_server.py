@@ -6,7 +6,8 @@ the default model (built-in template, Hermes-style <tool_call> markup):
   finish_reason tool_calls); the call and the tool's result go back as an
   assistant message with tool_calls and a role "tool" message, and the
   second turn answers with text;
-- tool_choice "required" with one and with two tools (a call to one of them);
+- tool_choice "required" with one and with two tools (a call to one of them),
+  and several calls where parallel_tool_calls allows (one where it does not);
 - streamed tool-call deltas (head, then the arguments piece by piece)
   reassemble to the non-streamed call (greedy);
 - streamed logprobs with tools add up to the non-streamed answer's (a
@@ -100,12 +101,83 @@ def test_required(cl):
     check("required, one tool: a call", len(calls) == 1 and call_ok(calls[0], "get_weather"),
           r.choices[0].message)
     r = cl.chat.completions.create(model=MODEL, messages=ASK, tools=[WEATHER, TIME],
-                                   temperature=0, max_tokens=60, tool_choice="required")
+                                   temperature=0, max_tokens=60, tool_choice="required",
+                                   parallel_tool_calls=False)
     c = r.choices[0]
     calls = c.message.tool_calls or []
     check("required, two tools: a call to one of them", c.finish_reason == "tool_calls" and
           len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time") and
           isinstance(json.loads(calls[0].function.arguments), dict), c)
+    # parallel calls allowed: this model repeats its call until max_tokens
+    # cuts one off; the calls that closed come back, never the markup
+    for stream in (False, True):
+        kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0,
+                  max_tokens=60, tool_choice="required")
+        if stream:
+            got, finish, content = {}, None, ""
+            for ch in cl.chat.completions.create(stream=True, **kw):
+                if not ch.choices:
+                    continue
+                content += ch.choices[0].delta.content or ""
+                for tc in ch.choices[0].delta.tool_calls or []:
+                    e = got.setdefault(tc.index, ["", ""])
+                    e[0] += tc.function.name or ""
+                    e[1] += tc.function.arguments or ""
+                finish = ch.choices[0].finish_reason or finish
+            check("required, cut off, streamed: the same calls, finish length",
+                  finish == "length" and not content and
+                  [got.get(i) for i in range(len(got))] ==
+                  [[t.function.name, t.function.arguments] for t in calls], (got, finish))
+        else:
+            c = cl.chat.completions.create(**kw).choices[0]
+            calls = c.message.tool_calls or []
+            check("required, cut off after calls: the calls that closed, no markup, finish "
+                  "length", c.finish_reason == "length" and len(calls) >= 1 and
+                  not c.message.content and all(call_ok(t, t.function.name) for t in calls), c)
+
+
+def few_shot_two_calls():
+    """A conversation whose earlier turns each asked about two cities and
+    were answered with two calls, then a third such question."""
+    def turn(a, b, i):
+        call = lambda c, k: {"id": f"call_{i}{k}", "type": "function", "function": {
+            "name": "get_weather", "arguments": json.dumps({"city": c})}}
+        return [{"role": "user", "content": f"What is the weather in {a} and in {b}?"},
+                {"role": "assistant", "content": None,
+                 "tool_calls": [call(a, "a"), call(b, "b")]},
+                {"role": "tool", "tool_call_id": f"call_{i}a", "content": "sunny"},
+                {"role": "tool", "tool_call_id": f"call_{i}b", "content": "rain"},
+                {"role": "assistant", "content": f"{a}: sunny. {b}: rain."}]
+    return turn("London", "Tokyo", 1) + turn("Paris", "Berlin", 2) + [
+        {"role": "user", "content": "What is the weather in Rome and in Oslo?"}]
+
+
+def test_required_parallel(cl):
+    """tool_choice "required" makes at least one call, and more where
+    parallel_tool_calls allows (vLLM's required grammar is a list of calls);
+    with parallel_tool_calls false exactly one."""
+    kw = dict(model=MODEL, messages=few_shot_two_calls(), tools=[WEATHER, TIME], temperature=0,
+              max_tokens=120, tool_choice="required")
+    r = cl.chat.completions.create(**kw)
+    c = r.choices[0]
+    calls = c.message.tool_calls or []
+    check("required, parallel: several calls, each well formed", len(calls) >= 2 and
+          all(call_ok(t, t.function.name) for t in calls) and c.finish_reason == "tool_calls" and
+          len({t.id for t in calls}) == len(calls), c)
+    got = {}
+    for ch in cl.chat.completions.create(stream=True, **kw):
+        for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+            e = got.setdefault(tc.index, ["", ""])
+            e[0] += tc.function.name or ""
+            e[1] += tc.function.arguments or ""
+    check("required, parallel, streamed: the same calls",
+          [got.get(i) for i in range(len(got))] ==
+          [[t.function.name, t.function.arguments] for t in calls], (got, calls))
+    r = cl.chat.completions.create(parallel_tool_calls=False, **kw)
+    one = r.choices[0].message.tool_calls or []
+    check("required, parallel_tool_calls false: one call", len(one) == 1 and
+          call_ok(one[0], one[0].function.name) and r.choices[0].finish_reason == "tool_calls",
+          r.choices[0])
 
 
 def test_unsupported_schema(cl):
@@ -274,6 +346,7 @@ def main():
     try:
         test_round_trip(cl)
         test_required(cl)
+        test_required_parallel(cl)
         test_unsupported_schema(cl)
         test_stream(cl)
         test_stream_logprobs(cl)
