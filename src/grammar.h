@@ -64,7 +64,10 @@ int grammar_json_object(struct grammar **out, ing_err *err);
  * properties are never generated), items / prefixItems / minItems /
  * maxItems, enum, const, anyOf, allOf with one member, $ref into #/$defs or
  * #/definitions (recursion allowed), string minLength / maxLength / format
- * (date, time, date-time, email, uuid, ipv4), integer and number bounds
+ * (date, time, date-time, email, uuid, ipv4) or pattern (a regular
+ * expression as grammar_from_regex takes them; not with the others; the
+ * characters JSON escapes only where the pattern names them), integer and
+ * number bounds
  * when they are integers, boolean, null, {} / true (any value).
  * Annotations (title, description, default, examples, $schema, ...) are
  * ignored. On success *out holds one reference (grammar_free). */

@@ -95,6 +95,15 @@ uint32_t gb_repeat(struct gbuild *b, uint32_t x, int min, int max);
 #define GB_SEQ(b, ...) gb_seqv((b), (uint32_t[]){ __VA_ARGS__ }, GB_N(__VA_ARGS__))
 #define GB_ALT(b, ...) gb_altv((b), (uint32_t[]){ __VA_ARGS__ }, GB_N(__VA_ARGS__))
 
+/* A regular expression (grammar_text.c's syntax) as a symbol of b that
+ * generates the inside of a JSON string whose value matches it: characters
+ * JSON must escape come out escaped where the pattern names them, and
+ * classes leave them out. *anchored_start / *anchored_end: the pattern
+ * begins with ^ / ends with $ (unanchored ends are the caller's to pad).
+ * *rc: 0, or the error (message in err). */
+uint32_t gt_regex_sym(struct gbuild *b, const char *pattern, size_t len, bool *anchored_start,
+		      bool *anchored_end, int *rc, ing_err *err);
+
 /* Flattens b (freed in any case) with root symbol `root` into *out. */
 int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err);
 

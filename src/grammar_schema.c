@@ -8,7 +8,7 @@
  * under bounds have no exponent and at most 6 fraction digits, exclusive
  * bounds of non-integer "number"s are tightened to the next integer, and
  * unbounded integers have at most 16 digits. Anything whose validity we
- * cannot guarantee (oneOf, pattern, uniqueItems, ...) is refused with
+ * cannot guarantee (oneOf, multipleOf, uniqueItems, ...) is refused with
  * ING_ERR_UNSUPPORTED naming the keyword and where it is.
  *
  * Compilation is one recursive pass over the schema. $ref targets become
@@ -367,7 +367,7 @@ static const cJSON *kw(const cJSON *s, const char *key)
 }
 
 static const char *const unsupported_kw[] = {
-	"oneOf", "not", "if", "then", "else", "pattern", "patternProperties", "multipleOf",
+	"oneOf", "not", "if", "then", "else", "patternProperties", "multipleOf",
 	"minProperties", "maxProperties", "contains", "minContains", "maxContains",
 	"propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
 	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
@@ -378,8 +378,8 @@ static const char *const unsupported_kw[] = {
 static const char *const validation_kw[] = {
 	"type", "properties", "required", "additionalProperties", "items", "prefixItems",
 	"minItems", "maxItems", "enum", "const", "anyOf", "allOf", "$ref", "minLength",
-	"maxLength", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-	"uniqueItems", "additionalItems",
+	"maxLength", "format", "pattern", "minimum", "maximum", "exclusiveMinimum",
+	"exclusiveMaximum", "uniqueItems", "additionalItems",
 };
 
 static bool check_unsupported(struct sc *c, const cJSON *s)
@@ -751,8 +751,36 @@ static uint32_t array(struct sc *c, const cJSON *s)
 	return res;
 }
 
+/* A string whose value matches the regular expression p (JSON Schema's
+ * pattern: ECMAScript syntax, matched anywhere in the value unless
+ * anchored; grammar_text.c takes the common subset): the pattern's own
+ * text, padded with any characters at an end it leaves open. */
+static uint32_t string_pattern(struct sc *c, const char *p)
+{
+	bool a0, a1;
+	int rc = 0;
+	ing_err err = { 0 };
+	uint32_t re = gt_regex_sym(&c->b, p, strlen(p), &a0, &a1, &rc, &err);
+	if (rc)
+		return fail(c, rc, "JSON schema pattern: %.200s", err.msg);
+	struct gbuild *b = &c->b;
+	uint32_t q = gb_byte(b, '"'), any = gb_repeat(b, chr(c), 0, -1);
+	uint32_t body = a0 && a1 ? re : a0 ? GB_SEQ(b, re, any) : a1 ? GB_SEQ(b, any, re)
+				   : GB_SEQ(b, any, re, any);
+	return GB_SEQ(b, q, body, q);
+}
+
 static uint32_t string_schema(struct sc *c, const cJSON *s)
 {
+	const cJSON *pat = kw(s, "pattern");
+	if (pat) {
+		if (!cJSON_IsString(pat))
+			return fail(c, ING_ERR_INVALID, "'%s' must be a string", "pattern");
+		if (kw(s, "format") || kw(s, "minLength") || kw(s, "maxLength"))
+			return fail(c, ING_ERR_UNSUPPORTED, "%s",
+				    "pattern together with format, minLength or maxLength");
+		return string_pattern(c, pat->valuestring);
+	}
 	const cJSON *f = kw(s, "format");
 	if (f) {
 		if (!cJSON_IsString(f))
@@ -937,7 +965,7 @@ static const char *implied_type(const cJSON *s)
 		return "object";
 	if (kw(s, "items") || kw(s, "prefixItems") || kw(s, "minItems") || kw(s, "maxItems"))
 		return "array";
-	if (kw(s, "minLength") || kw(s, "maxLength") || kw(s, "format"))
+	if (kw(s, "minLength") || kw(s, "maxLength") || kw(s, "format") || kw(s, "pattern"))
 		return "string";
 	if (kw(s, "minimum") || kw(s, "maximum") || kw(s, "exclusiveMinimum") ||
 	    kw(s, "exclusiveMaximum"))

@@ -40,8 +40,10 @@ struct gt_name {
 
 struct gt {
 	const char *start, *p, *end;
-	struct gbuild b;
+	struct gbuild *b;          /* the rules being built (own, or a caller's) */
+	struct gbuild own;
 	bool regex;
+	bool json_str;             /* regex inside a JSON string (gt_regex_sym) */
 	int depth;
 	int rc;
 	ing_err *err;
@@ -197,6 +199,38 @@ static int ranges_normalize(struct cp_range *r, int n, bool negate)
 	return k;
 }
 
+/* Removes from the sorted, disjoint ranges r[0..n) the code points a JSON
+ * string cannot hold unescaped (controls, '"', '\\'); returns the count. */
+static int ranges_json(struct cp_range *r, int n)
+{
+	static const struct cp_range cut[] = { { 0, 0x1f }, { '"', '"' }, { '\\', '\\' } };
+	struct cp_range o[GT_MAX_RANGES + 4];
+	int m = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t lo = r[i].lo;
+		for (size_t k = 0; k < sizeof cut / sizeof *cut && lo <= r[i].hi; k++) {
+			if (cut[k].hi < lo || cut[k].lo > r[i].hi)
+				continue;
+			if (cut[k].lo > lo)
+				o[m++] = (struct cp_range){ lo, cut[k].lo - 1 };
+			lo = cut[k].hi + 1;
+		}
+		if (lo <= r[i].hi)
+			o[m++] = (struct cp_range){ lo, r[i].hi };
+	}
+	memcpy(r, o, (size_t)m * sizeof *r);
+	return m;
+}
+
+/* The symbol of a character class (ranges sorted, disjoint); inside a
+ * JSON string only the characters that need no escape. */
+static uint32_t class_sym(struct gt *t, struct cp_range *r, int n)
+{
+	if (t->json_str)
+		n = ranges_json(r, n);
+	return ranges_sym(t->b, r, n);
+}
+
 /* ---- lexing ---- */
 
 static void skip_space(struct gt *t)
@@ -314,7 +348,7 @@ static uint32_t alternatives(struct gt *t);
 static uint32_t char_class(struct gt *t)
 {
 	t->p++; /* [ */
-	struct cp_range r[GT_MAX_RANGES + 1];
+	struct cp_range r[GT_MAX_RANGES + 4]; /* + what class_sym may split off */
 	int n = 0;
 	bool negate = t->p < t->end && *t->p == '^';
 	if (negate)
@@ -337,7 +371,7 @@ static uint32_t char_class(struct gt *t)
 		return gt_fail(t, ING_ERR_INVALID, "unterminated character class");
 	t->p++; /* ] */
 	n = ranges_normalize(r, n, negate);
-	return ranges_sym(&t->b, r, n);
+	return class_sym(t, r, n);
 }
 
 static uint32_t literal(struct gt *t)
@@ -355,11 +389,11 @@ static uint32_t literal(struct gt *t)
 		return gt_fail(t, ING_ERR_INVALID, "unterminated literal");
 	t->p++;
 	if (n == 0) {
-		int r = gb_rule_new(&t->b);
-		gb_rule_add(&t->b, r, NULL, 0);
+		int r = gb_rule_new(t->b);
+		gb_rule_add(t->b, r, NULL, 0);
 		return (uint32_t)r;
 	}
-	return gb_lit(&t->b, (const char *)buf, n);
+	return gb_lit(t->b, (const char *)buf, n);
 }
 
 /* Room in the name table for one more name, kept at most half full (a
@@ -413,7 +447,7 @@ static int name_find(struct gt *t, const char *s, size_t n, bool define)
 	char *copy = ing_strndup(s, n);
 	if (!copy)
 		return gt_fail(t, ING_ERR_NOMEM, "out of memory"), -1;
-	int r = gb_rule_new(&t->b);
+	int r = gb_rule_new(t->b);
 	t->slots[h] = t->n_names;
 	t->names[t->n_names++] = (struct gt_name){ copy, n, hash, r, define };
 	return r;
@@ -435,11 +469,11 @@ static bool at_definition(const struct gt *t)
 static uint32_t any_char(struct gt *t)
 {
 	t->p++;
-	struct cp_range r[2] = { { 0, 0x10ffff } };
+	struct cp_range r[2 + 4] = { { 0, 0x10ffff } };
 	int n = 1;
 	if (t->regex) /* . is not a newline */
 		r[0] = (struct cp_range){ 0, '\n' - 1 }, r[1] = (struct cp_range){ '\n' + 1, 0x10ffff }, n = 2;
-	return ranges_sym(&t->b, r, n);
+	return class_sym(t, r, n);
 }
 
 static uint32_t group(struct gt *t)
@@ -479,21 +513,29 @@ static uint32_t primary(struct gt *t)
 		}
 		return gt_fail(t, ING_ERR_INVALID, "unexpected character");
 	}
-	struct cp_range r[8];
+	struct cp_range r[8 + 4];
 	int n = 0;
 	bool neg = false;
 	if (class_escape(t, r, &n, &neg)) {
 		n = ranges_normalize(r, n, neg);
-		return ranges_sym(&t->b, r, n);
+		return class_sym(t, r, n);
 	}
 	if (c == '^' || c == '$' || (c == '\\' && t->end - t->p >= 2 && (t->p[1] == 'b' ||
 	    t->p[1] == 'B' || (t->p[1] >= '1' && t->p[1] <= '9'))))
 		return gt_fail(t, ING_ERR_UNSUPPORTED, "anchor or backreference inside the pattern");
 	if (c == '*' || c == '+' || c == '?' || c == '{' || c == ')')
 		return gt_fail(t, ING_ERR_INVALID, "misplaced quantifier or parenthesis");
-	unsigned char buf[4];
+	unsigned char buf[8];
 	uint32_t cp = char_or_escape(t);
-	return gb_lit(&t->b, (const char *)buf, (size_t)utf8_encode(cp, buf));
+	if (t->json_str && (cp < 0x20 || cp == '"' || cp == '\\')) { /* as JSON writes it */
+		int k = cp == '"' || cp == '\\' ? snprintf((char *)buf, sizeof buf, "\\%c", (int)cp)
+			: cp == '\n'		   ? snprintf((char *)buf, sizeof buf, "\\n")
+			: cp == '\t'		   ? snprintf((char *)buf, sizeof buf, "\\t")
+			: cp == '\r'		   ? snprintf((char *)buf, sizeof buf, "\\r")
+						   : snprintf((char *)buf, sizeof buf, "\\u%04x", (unsigned)cp);
+		return gb_lit(t->b, (const char *)buf, (size_t)k);
+	}
+	return gb_lit(t->b, (const char *)buf, (size_t)utf8_encode(cp, buf));
 }
 
 static bool read_count(struct gt *t, int *v)
@@ -543,7 +585,7 @@ static uint32_t quantified(struct gt *t, uint32_t x)
 	t->p++;
 	if (t->regex && t->p < t->end && *t->p == '?') /* lazy: same language */
 		t->p++;
-	return gb_repeat(&t->b, x, min, max);
+	return gb_repeat(t->b, x, min, max);
 }
 
 static bool seq_ends(struct gt *t)
@@ -561,25 +603,25 @@ static uint32_t sequence(struct gt *t)
 			break;
 		}
 		if (n == 256) /* fold what we have into one symbol */
-			syms[0] = gb_seqv(&t->b, syms, n), n = 1;
+			syms[0] = gb_seqv(t->b, syms, n), n = 1;
 		syms[n++] = quantified(t, primary(t));
 	}
 	if (n == 0) {
-		int r = gb_rule_new(&t->b);
-		gb_rule_add(&t->b, r, NULL, 0);
+		int r = gb_rule_new(t->b);
+		gb_rule_add(t->b, r, NULL, 0);
 		return (uint32_t)r;
 	}
-	return gb_seqv(&t->b, syms, n);
+	return gb_seqv(t->b, syms, n);
 }
 
 static uint32_t alternatives(struct gt *t)
 {
 	if (++t->depth > GT_MAX_NEST)
 		return gt_fail(t, ING_ERR_UNSUPPORTED, "nested too deeply");
-	int r = gb_rule_new(&t->b);
+	int r = gb_rule_new(t->b);
 	for (;;) {
 		uint32_t s = sequence(t);
-		gb_rule_add(&t->b, r, &s, 1);
+		gb_rule_add(t->b, r, &s, 1);
 		skip_space(t);
 		if (t->rc || t->p >= t->end || *t->p != '|')
 			break;
@@ -604,16 +646,17 @@ static int gt_finish(struct gt *t, uint32_t root, struct grammar **out)
 	ing_free(t->names);
 	ing_free(t->slots);
 	if (t->rc) {
-		gb_free(&t->b);
+		gb_free(t->b);
 		return t->rc;
 	}
-	return gb_finish(&t->b, root, out, t->err);
+	return gb_finish(t->b, root, out, t->err);
 }
 
 int grammar_from_gbnf(const char *text, size_t len, struct grammar **out, ing_err *err)
 {
 	*out = NULL;
 	struct gt t = { .start = text, .p = text, .end = text + len, .err = err };
+	t.b = &t.own;
 	for (skip_space(&t); t.p < t.end && !t.rc; skip_space(&t)) {
 		if (!at_definition(&t)) {
 			gt_fail(&t, ING_ERR_INVALID, "expected 'name ::='");
@@ -628,7 +671,7 @@ int grammar_from_gbnf(const char *text, size_t len, struct grammar **out, ing_er
 		t.p += 3;
 		uint32_t body = alternatives(&t);
 		if (r >= 0)
-			gb_rule_add(&t.b, r, &body, 1);
+			gb_rule_add(t.b, r, &body, 1);
 	}
 	int root = t.rc ? -1 : name_find(&t, "root", 4, false);
 	return gt_finish(&t, root < 0 ? 0 : (uint32_t)root, out);
@@ -639,10 +682,35 @@ int grammar_from_regex(const char *pattern, size_t len, struct grammar **out, in
 	*out = NULL;
 	struct gt t = { .start = pattern, .p = pattern, .end = pattern + len, .regex = true,
 			.err = err };
+	t.b = &t.own;
 	if (t.p < t.end && *t.p == '^')
 		t.p++;
 	uint32_t root = alternatives(&t);
 	if (!t.rc && t.p < t.end)
 		gt_fail(&t, ING_ERR_INVALID, "unbalanced )");
 	return gt_finish(&t, root, out);
+}
+
+uint32_t gt_regex_sym(struct gbuild *b, const char *pattern, size_t len, bool *anchored_start,
+		      bool *anchored_end, int *rc, ing_err *err)
+{
+	struct gt t = { .start = pattern, .p = pattern, .end = pattern + len, .regex = true,
+			.json_str = true, .err = err, .b = b };
+	*anchored_start = t.p < t.end && *t.p == '^';
+	if (*anchored_start)
+		t.p++;
+	/* a final $ not escaped by an odd run of backslashes */
+	size_t bs = 0;
+	while (len >= 2 + bs && pattern[len - 2 - bs] == '\\')
+		bs++;
+	*anchored_end = len > (size_t)*anchored_start && pattern[len - 1] == '$' && bs % 2 == 0;
+	uint32_t root = alternatives(&t);
+	if (!t.rc && t.p < t.end)
+		gt_fail(&t, ING_ERR_INVALID, "unbalanced )");
+	for (int i = 0; i < t.n_names; i++)
+		ing_free(t.names[i].name);
+	ing_free(t.names);
+	ing_free(t.slots);
+	*rc = t.rc;
+	return t.rc ? 0 : root;
 }
