@@ -226,6 +226,8 @@ static const char *const seed_schemas[] = {
 	"{}",
 	"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= [a-z]+ \":\" ws [0-9]{1,3}\nws ::= \" \"?",
 	"^[A-Z][a-z]{2,8} (is|was) \\d{1,3}\\.$",
+	"{\"type\":\"object\",\"properties\":{\"sku\":{\"type\":\"string\",\"pattern\":"
+	"\"^[A-Z]{3}-\\\\d{4}$\"},\"q\":{\"pattern\":\"a\\\"b[^x]*\\\\\\\\\"}}}",
 };
 
 void harness_grammar_seeds(harness_seed_fn emit, void *ctx)
