@@ -671,10 +671,6 @@ static void sse_put(struct gen_call *k, cJSON *o)
 	cJSON_free(s);
 }
 
-/* One chunk for choice ch: a delta (chat) or text (completions), its
- * logprobs (may be NULL: chat, one token's entry, sent as OpenAI's
- * {"content": [entry]}; completions, the legacy arrays) and finish reason
- * (may be NULL). */
 /* vLLM's stop_reason: the stop string or stop token id that ended the
  * choice; null for EOS, a length or an abort. */
 static cJSON *stop_reason_json(const struct gen_call *k, const struct gen_choice *ch)
@@ -686,6 +682,10 @@ static cJSON *stop_reason_json(const struct gen_call *k, const struct gen_choice
 	return cJSON_CreateNull();
 }
 
+/* One chunk for choice ch: a delta (chat) or text (completions), its
+ * logprobs (may be NULL: chat, one token's entry or an array of them,
+ * sent as OpenAI's {"content": [entries]}; completions, the legacy
+ * arrays) and finish reason (may be NULL; with it, vLLM's stop_reason). */
 static void sse_chunk(struct gen_call *k, struct gen_choice *ch, cJSON *delta,
 		      const char *text, size_t len, cJSON *lp, const char *finish)
 {
@@ -780,8 +780,8 @@ static size_t stop_partial(const char *s, size_t n, const char *stop)
 }
 
 /* Bytes of held text that may be released; *hit when a stop string
- * (number *which) starts there (the text then ends before it, or after it with
- * include_stop_str_in_output). */
+ * (number *which) starts there (the text then ends before it, or after it
+ * with include_stop_str_in_output). */
 static size_t stop_scan(const struct gen_request *r, const char *s, size_t n, bool *hit,
 			int *which)
 {
@@ -978,55 +978,65 @@ static int forced_partial(struct gen_call *k, struct gen_choice *ch, const char 
 	return 0;
 }
 
+/* tool_choice required, the output cut off in a later call: the calls
+ * that closed (streamed too), never the markup as content. False when
+ * none closed. */
+static bool required_closed_calls(struct gen_call *k, struct gen_choice *ch, const char *t)
+{
+	size_t done_len = toolcall_complete_prefix(k->a->tool_format, t, ch->text.len);
+	if (!done_len)
+		return false;
+	ing_err err;
+	toolcall_list_free(&ch->calls);
+	if (toolcall_parse(k->a->tool_format, t, done_len, &ch->calls, &err))
+		k->out.oom = true;
+	if (ch->calls.n && k->r.stream)
+		tools_stream(k, ch);
+	return ch->calls.n > 0;
+}
+
+/* A named call (k->r.tool_close): its arguments as written, from the
+ * object on; when the output did not parse (max_tokens cut it inside the
+ * arguments or the closing markup), the call as far as it went, as a
+ * stream sends it and vLLM answers, never the markup as content. Sends
+ * what the stream has not. Returns the finish reason: "tool_calls" for a
+ * call that parsed. */
+static const char *named_finish(struct gen_call *k, struct gen_choice *ch, const char *t,
+				const char *reason)
+{
+	const bool parsed = ch->calls.n > 0;
+	size_t from = strlen(k->r.tool_prefix);
+	while (from < ch->text.len && isspace((unsigned char)t[from]))
+		from++;
+	size_t end = json_end(t, from, ch->text.len); /* 0: the object is incomplete */
+	size_t upto = end ? end : ch->text.len;
+	if (parsed && end && ch->calls.n == 1) {
+		char *raw = ing_strndup(t + from, end - from);
+		if (raw) {
+			ing_free(ch->calls.v[0].arguments);
+			ch->calls.v[0].arguments = raw;
+		}
+	} else if (!parsed && !ch->text.oom && forced_partial(k, ch, t + from, upto - from)) {
+		k->out.oom = true;
+	}
+	if (k->r.stream && ch->call_open && upto > ch->streamed)
+		call_delta(k, ch, NULL, t + ch->streamed, upto - ch->streamed);
+	return parsed ? "tool_calls" : reason;
+}
+
 /* Parses the whole output; streams what is left of the content and the
- * calls. Returns the finish reason: "tool_calls" when there are calls. */
+ * calls. Returns the finish reason: "tool_calls" when there are calls
+ * (the one given when the output was cut off inside a forced one). */
 static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const char *reason)
 {
 	ing_err err;
 	const char *t = ch->text.p ? ch->text.p : "";
 	if (toolcall_parse(k->a->tool_format, t, ch->text.len, &ch->calls, &err))
 		k->out.oom = ch->text.oom = true;
-	/* a forced output (tool_choice required) cut off in a later call: the
-	 * calls that closed, never the markup as content; the finish reason
-	 * (length) stays */
-	size_t done_len = k->r.tool_prefix && !k->r.tool_close && !ch->calls.n && !ch->text.oom
-				  ? toolcall_complete_prefix(k->a->tool_format, t, ch->text.len)
-				  : 0;
-	if (done_len) {
-		toolcall_list_free(&ch->calls);
-		if (toolcall_parse(k->a->tool_format, t, done_len, &ch->calls, &err))
-			k->out.oom = true;
-		if (ch->calls.n && k->r.stream)
-			tools_stream(k, ch);
-		if (ch->calls.n)
-			return reason;
-	}
-	/* a forced call: the arguments as written, from the object on */
-	size_t from = k->r.tool_prefix ? strlen(k->r.tool_prefix) : 0;
-	while (from < ch->text.len && isspace((unsigned char)t[from]))
-		from++;
-	size_t end = k->r.tool_close ? json_end(t, from, ch->text.len) : 0;
-	if (end && ch->calls.n == 1) {
-		char *raw = ing_strndup(t + from, end - from);
-		if (raw) {
-			ing_free(ch->calls.v[0].arguments);
-			ch->calls.v[0].arguments = raw;
-		}
-	} else if (k->r.tool_close && !ch->calls.n && !ch->text.oom) {
-		/* cut off (max_tokens) inside the arguments: the call as far as
-		 * it went, as a stream sends it and vLLM answers, never the
-		 * markup as content; the finish reason stays */
-		if (forced_partial(k, ch, t + from, ch->text.len - from))
-			k->out.oom = true;
-		if (k->r.stream && ch->call_open && ch->text.len > ch->streamed)
-			call_delta(k, ch, NULL, t + ch->streamed, ch->text.len - ch->streamed);
+	if (k->r.tool_close)
+		return named_finish(k, ch, t, reason);
+	if (k->r.tool_prefix && !ch->calls.n && !ch->text.oom && required_closed_calls(k, ch, t))
 		return reason;
-	}
-	if (k->r.stream && ch->call_open) {
-		if (end > ch->streamed)
-			call_delta(k, ch, NULL, t + ch->streamed, end - ch->streamed);
-		return ch->calls.n ? "tool_calls" : reason;
-	}
 	if (k->r.stream) {
 		size_t cl = ch->calls.content_len;
 		if (cl > ch->streamed)
