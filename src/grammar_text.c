@@ -17,7 +17,13 @@
  *
  * Characters are Unicode code points: a class becomes alternatives of
  * UTF-8 byte sequences (surrogates excluded), splitting each code point
- * range where its encodings stop sharing byte prefixes. */
+ * range where its encodings stop sharing byte prefixes.
+ *
+ * A regex may also be compiled into a caller's rules as the inside of a
+ * JSON string (gt_regex_sym, for JSON Schema's pattern): the characters a
+ * JSON string escapes come out as their escapes where the pattern names
+ * them, and classes and . leave them out (a subset of the strings that
+ * match, all of them valid JSON). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,6 +498,19 @@ static uint32_t group(struct gt *t)
 	return s;
 }
 
+/* A character JSON strings must escape (a control, '"', '\\'), as JSON
+ * writes it, for a pattern inside a JSON string. */
+static uint32_t json_escaped(struct gt *t, uint32_t cp)
+{
+	char buf[8];
+	int k = cp == '"' || cp == '\\' ? snprintf(buf, sizeof buf, "\\%c", (int)cp)
+		: cp == '\n'		   ? snprintf(buf, sizeof buf, "\\n")
+		: cp == '\t'		   ? snprintf(buf, sizeof buf, "\\t")
+		: cp == '\r'		   ? snprintf(buf, sizeof buf, "\\r")
+					   : snprintf(buf, sizeof buf, "\\u%04x", (unsigned)cp);
+	return gb_lit(t->b, buf, (size_t)k);
+}
+
 static uint32_t primary(struct gt *t)
 {
 	char c = *t->p;
@@ -525,16 +544,10 @@ static uint32_t primary(struct gt *t)
 		return gt_fail(t, ING_ERR_UNSUPPORTED, "anchor or backreference inside the pattern");
 	if (c == '*' || c == '+' || c == '?' || c == '{' || c == ')')
 		return gt_fail(t, ING_ERR_INVALID, "misplaced quantifier or parenthesis");
-	unsigned char buf[8];
+	unsigned char buf[4];
 	uint32_t cp = char_or_escape(t);
-	if (t->json_str && (cp < 0x20 || cp == '"' || cp == '\\')) { /* as JSON writes it */
-		int k = cp == '"' || cp == '\\' ? snprintf((char *)buf, sizeof buf, "\\%c", (int)cp)
-			: cp == '\n'		   ? snprintf((char *)buf, sizeof buf, "\\n")
-			: cp == '\t'		   ? snprintf((char *)buf, sizeof buf, "\\t")
-			: cp == '\r'		   ? snprintf((char *)buf, sizeof buf, "\\r")
-						   : snprintf((char *)buf, sizeof buf, "\\u%04x", (unsigned)cp);
-		return gb_lit(t->b, (const char *)buf, (size_t)k);
-	}
+	if (t->json_str && (cp < 0x20 || cp == '"' || cp == '\\'))
+		return json_escaped(t, cp);
 	return gb_lit(t->b, (const char *)buf, (size_t)utf8_encode(cp, buf));
 }
 
