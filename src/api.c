@@ -568,12 +568,32 @@ static cJSON *body_read(struct api *a, struct server_call *c)
 	return b;
 }
 
+/* 405 for a path served under other methods, with the Allow header
+ * HTTP requires. */
+static void method_not_allowed(struct server_call *c, const char *method, const char *path,
+			       const char *allow)
+{
+	struct api_error e;
+	server_call_header_add(c, "Allow", allow);
+	api_fail(&e, 405, NULL, "method_not_allowed", "Method %.16s is not allowed for %.200s",
+		 method, path);
+	api_respond_error(c, &e);
+}
+
 void api_handle(void *ud, struct server_call *c)
 {
 	struct api *a = ud;
 	const char *path = server_call_path(c), *method = server_call_method(c);
 	const struct route *r = NULL;
 	bool path_known = false;
+	/* one trailing slash means the same resource (Starlette, in front of
+	 * vLLM, redirects it) */
+	char trimmed[1024];
+	size_t pn = strlen(path);
+	if (pn > 1 && pn < sizeof trimmed && path[pn - 1] == '/') {
+		snprintf(trimmed, sizeof trimmed, "%.*s", (int)(pn - 1), path);
+		path = trimmed;
+	}
 	/* the caller's request id goes back with the answer (as vLLM's
 	 * --enable-request-id-headers does) */
 	const char *rid = server_call_header(c, "X-Request-Id");
@@ -598,6 +618,15 @@ void api_handle(void *ud, struct server_call *c)
 		on_response_one(a, c, path + rlen, !get);
 		return;
 	}
+	if (!strncmp(path, one_model, sizeof one_model - 1) ||
+	    (!strncmp(path, one_resp, rlen) && plen > rlen + tlen && !strcmp(path + plen - tlen, items_tail))) {
+		method_not_allowed(c, method, path, "GET, HEAD");
+		return;
+	}
+	if (!strncmp(path, one_resp, rlen)) {
+		method_not_allowed(c, method, path, "GET, HEAD, DELETE");
+		return;
+	}
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {
 		if (strcmp(routes[i].path, path))
 			continue;
@@ -606,11 +635,18 @@ void api_handle(void *ud, struct server_call *c)
 		    (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
 			r = &routes[i];
 	}
-	struct api_error e;
+	if (!r && path_known) {
+		for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+			if (!strcmp(routes[i].path, path)) {
+				method_not_allowed(c, method, path, !strcmp(routes[i].method, "GET")
+									    ? "GET, HEAD"
+									    : routes[i].method);
+				return;
+			}
+	}
 	if (!r) {
-		api_fail(&e, path_known ? 405 : 404, NULL, path_known ? "method_not_allowed" : "unknown_url",
-			 path_known ? "Method %.16s is not allowed for %.200s" : "Invalid URL (%.16s %.200s)",
-			 method, path);
+		struct api_error e;
+		api_fail(&e, 404, NULL, "unknown_url", "Invalid URL (%.16s %.200s)", method, path);
 		api_respond_error(c, &e);
 		return;
 	}

@@ -1556,6 +1556,8 @@ void api_generate(struct api *a, struct server_call *c, struct gen_request *r)
 	if (call_setup(k, &e) || call_submit(k, &e)) {
 		if (e.status == 429)
 			server_call_header_add(c, "Retry-After", "1");
+		if (k->r.responses) /* the fields as the Responses API names them */
+			api_responses_error_param(&e);
 		api_respond_error(c, &e);
 		call_release(k);
 		return;

@@ -61,6 +61,13 @@ static int refuse_unsupported(const cJSON *body, struct api_error *e)
 	if (bg && !cJSON_IsFalse(bg))
 		return api_fail(e, 400, "background", "unsupported_parameter",
 				"'background' responses are not supported");
+	/* taken, never applied: an input over the context is a 400 either way
+	 * (the answer says "disabled") */
+	const cJSON *tr = api_get(body, "truncation");
+	if (tr && !(cJSON_IsString(tr) && (!strcmp(tr->valuestring, "auto") ||
+					   !strcmp(tr->valuestring, "disabled"))))
+		return api_fail(e, 400, "truncation", "invalid_value",
+				"'truncation' must be \"auto\" or \"disabled\"");
 	return 0;
 }
 
@@ -596,8 +603,10 @@ cJSON *api_responses_whole(cJSON *chat, const cJSON *req)
 		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
 		const char *cid = str_field(c, "id"), *name = str_field(fn, "name");
 		const char *args = str_field(fn, "arguments");
-		cJSON_AddItemToArray(output, call_item(cid ? cid : "", "completed", name ? name : "",
-						       args ? args : ""));
+		/* an output cut off (max_output_tokens) ends in the call it cut */
+		cJSON_AddItemToArray(output, call_item(cid ? cid : "", c->next ? "completed"
+										: status_of(finish),
+						       name ? name : "", args ? args : ""));
 	}
 	const cJSON *created = cJSON_GetObjectItemCaseSensitive(chat, "created");
 	cJSON *o = response_obj(req, id, cJSON_IsNumber(created) ? created->valuedouble : 0,
@@ -818,7 +827,10 @@ static cJSON *at_call(const struct resp_call *c)
 	return ev;
 }
 
-static void call_close(struct resp_stream *s, struct resp_call *c, struct sbuf *out)
+/* Ends call c's item with status: "completed" when a later call starts,
+ * the output's (status_of) when the output ends with it. */
+static void call_close(struct resp_stream *s, struct resp_call *c, const char *status,
+		       struct sbuf *out)
 {
 	if (!c->open)
 		return;
@@ -827,7 +839,7 @@ static void call_close(struct resp_stream *s, struct resp_call *c, struct sbuf *
 	cJSON *ev = at_call(c);
 	cJSON_AddStringToObject(ev, "arguments", args);
 	emit(s, "response.function_call_arguments.done", ev, out);
-	cJSON *item = call_item(c->call_id, "completed", c->name, args);
+	cJSON *item = call_item(c->call_id, status, c->name, args);
 	ev = at(c->out_index);
 	cJSON_AddItemToObject(ev, "item", cJSON_Duplicate(item, true));
 	emit(s, "response.output_item.done", ev, out);
@@ -848,7 +860,7 @@ static void call_delta(struct resp_stream *s, const cJSON *tc, struct sbuf *out)
 	if (cid && i >= s->n_calls) {
 		message_close(s, out);
 		for (int j = 0; j < s->n_calls; j++)
-			call_close(s, &s->calls[j], out);
+			call_close(s, &s->calls[j], "completed", out);
 		s->n_calls = i + 1;
 		struct resp_call *c = &s->calls[i];
 		c->call_id = str_copy(cid);
@@ -904,9 +916,9 @@ void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out
 cJSON *api_resp_stream_end(struct resp_stream *s, struct sbuf *out)
 {
 	message_close(s, out);
-	for (int i = 0; i < s->n_calls; i++)
-		call_close(s, &s->calls[i], out);
 	const char *status = status_of(s->finish);
+	for (int i = 0; i < s->n_calls; i++)
+		call_close(s, &s->calls[i], status, out);
 	cJSON *r = snapshot(s, status, true), *ev = cJSON_CreateObject();
 	cJSON *copy = cJSON_Duplicate(r, true);
 	cJSON_AddItemToObject(ev, "response", r);

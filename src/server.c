@@ -46,7 +46,7 @@
 
 struct server {
 	struct server_config cfg;
-	char *host, *api_key, *auth_exempt;
+	char *host, *api_key, *auth_prefix;
 	char *origins;            /* cfg.allowed_origins copied; NULL: CORS off */
 	char *tls_cert, *tls_key; /* PEM copies (HTTPS), or NULL */
 	server_handler_fn handler;
@@ -91,7 +91,7 @@ struct stream_ctx {
 
 struct server_config server_config_default(void)
 {
-	return (struct server_config){ .host = "127.0.0.1", .port = 8080, .auth_exempt = "/health",
+	return (struct server_config){ .host = "127.0.0.1", .port = 8080, .auth_prefix = "/v1",
 				       .max_body = 8u << 20, .timeout_s = 30,
 				       .max_connections = 2048, .allowed_origins = "*" };
 }
@@ -448,6 +448,29 @@ static enum MHD_Result call_upload(struct server_call *c, const char *data, size
 	return sbuf_put(&c->body, data, n) ? MHD_NO : MHD_YES;
 }
 
+/* Whether the request may go on as far as the API key goes: no key set,
+ * a path outside cfg.auth_prefix, or "Authorization: Bearer KEY". */
+static bool call_key_ok(struct server_call *c)
+{
+	struct server *s = c->srv;
+	if (!s->api_key)
+		return true;
+	if (s->auth_prefix) {
+		size_t n = strlen(s->auth_prefix);
+		if (strncmp(c->path, s->auth_prefix, n) || (c->path[n] && c->path[n] != '/'))
+			return true;
+	}
+	return auth_ok(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
+						   MHD_HTTP_HEADER_AUTHORIZATION),
+		       s->api_key);
+}
+
+static enum MHD_Result queue_unauthorized(struct server_call *c)
+{
+	return queue_error(c, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
+			   "invalid_request_error", "invalid_api_key", false);
+}
+
 static enum MHD_Result call_dispatch(struct server_call *c)
 {
 	struct server *s = c->srv;
@@ -458,12 +481,8 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 				   "server_error", "shutting_down", true);
 	if (call_is_preflight(c))
 		return queue_preflight(c);
-	bool exempt = s->auth_exempt && !strcmp(c->path, s->auth_exempt);
-	if (s->api_key && !exempt &&
-	    !auth_ok(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND,
-						 MHD_HTTP_HEADER_AUTHORIZATION), s->api_key))
-		return queue_error(c, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
-				   "invalid_request_error", "invalid_api_key", false);
+	if (!call_key_ok(c))
+		return queue_unauthorized(c);
 	if (!c->body.p && sbuf_put(&c->body, "", 0))
 		return MHD_NO;
 	/* Generation may take long: no idle timeout while the handler runs.
@@ -495,7 +514,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		*con_cls = c;
 		atomic_fetch_add(&s->active, 1);
 		enum MHD_Result rc = MHD_YES;
-		call_check_length(c, &rc);
+		if (!call_check_length(c, &rc))
+			return rc;
+		/* a client that waits for "100 Continue" before its body gets
+		 * the 401 instead, not after uploading (preflights and
+		 * draining are answered at dispatch, as usual) */
+		const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								 MHD_HTTP_HEADER_EXPECT);
+		if (expect && !strcasecmp(expect, "100-continue") && !call_is_preflight(c) &&
+		    !atomic_load(&s->draining) && !call_key_ok(c))
+			return queue_unauthorized(c);
 		return rc;
 	}
 	if (*upload_size)
@@ -606,8 +634,8 @@ static int server_copy_config(struct server *s, const struct server_config *cfg)
 	if (cfg->api_key && cfg->api_key[0] &&
 	    !(s->api_key = ing_strndup(cfg->api_key, strlen(cfg->api_key))))
 		return -1;
-	if (cfg->auth_exempt &&
-	    !(s->auth_exempt = ing_strndup(cfg->auth_exempt, strlen(cfg->auth_exempt))))
+	if (cfg->auth_prefix &&
+	    !(s->auth_prefix = ing_strndup(cfg->auth_prefix, strlen(cfg->auth_prefix))))
 		return -1;
 	if (cfg->allowed_origins && cfg->allowed_origins[0] &&
 	    !(s->origins = ing_strndup(cfg->allowed_origins, strlen(cfg->allowed_origins))))
@@ -623,7 +651,7 @@ static void server_free(struct server *s)
 {
 	ing_free(s->host);
 	ing_free(s->api_key);
-	ing_free(s->auth_exempt);
+	ing_free(s->auth_prefix);
 	ing_free(s->origins);
 	ing_free(s->tls_cert);
 	if (s->tls_key) /* a private key: wiped before it goes back to the heap */

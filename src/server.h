@@ -11,8 +11,10 @@
  *   - bodies larger than max_body get 413 (read and discarded when small
  *     enough to be worth it, so clients see the answer, else refused at
  *     the headers);
- *   - with an api_key, every path except auth_exempt needs
- *     "Authorization: Bearer KEY" (compared in constant time) or gets 401;
+ *   - with an api_key, the paths under auth_prefix ("/v1": vLLM's rule;
+ *     /health, /metrics, /version, /tokenize stay open) need
+ *     "Authorization: Bearer KEY" (compared in constant time) or get 401,
+ *     before the body is sent when the client waits for 100 Continue;
  *   - after server_quiesce() new requests get 503;
  *   - CORS (allowed_origins): a browser's preflight (OPTIONS with Origin
  *     and Access-Control-Request-Method) is answered here, before the
@@ -40,7 +42,8 @@ struct server_config {
 	const char *host;          /* numeric address or name; "127.0.0.1" by default */
 	int port;                  /* 0: any free port (see server_port) */
 	const char *api_key;       /* NULL or "": no authentication */
-	const char *auth_exempt;   /* a path served without the key ("/health"), or NULL */
+	const char *auth_prefix;   /* the key guards this path and those under it ("/v1");
+				    * NULL: every path */
 	size_t max_body;           /* bytes */
 	unsigned timeout_s;        /* idle connection timeout */
 	unsigned max_connections;

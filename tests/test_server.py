@@ -831,6 +831,14 @@ def test_responses(srv, cl):
           st == 400 and err["error"]["param"] == "max_output_tokens" and
           "'max_output_tokens'" in msg and "'max_tokens'" not in msg, (st, err))
     st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "hi",
+                                                   "truncation": "bogus"})
+    check("responses: truncation other than auto/disabled is a 400 naming it",
+          st == 400 and err["error"]["param"] == "truncation", (st, err))
+    st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "word " * MAX_LEN})
+    check("responses: an input over the context is a 400 naming input",
+          st == 400 and err["error"]["param"] == "input" and
+          err["error"]["code"] == "context_length_exceeded", (st, str(err)[:300]))
+    st, _, err = raw(srv, "POST", "/v1/responses", {"model": M, "input": "hi",
                                                    "top_logprobs": 21})
     check("responses: top_logprobs over 20 is a 400 naming it",
           st == 400 and err["error"]["param"] == "top_logprobs", (st, err))
@@ -1095,11 +1103,36 @@ def test_errors(srv, cl):
         st, _, b = raw(srv, "POST", path, body)
         check(f"{name} -> {status}", err_ok(st, b, status, param), (st, b))
     st, h, b = raw(srv, "DELETE", "/v1/models")
-    check("wrong method -> 405", err_ok(st, b, 405), (st, b))
+    check("wrong method -> 405 with Allow", err_ok(st, b, 405) and h.get("Allow") == "GET, HEAD",
+          (st, h, b))
+    st, h, b = raw(srv, "PATCH", "/v1/responses/resp_x")
+    check("PATCH a response -> 405 with Allow", err_ok(st, b, 405) and
+          h.get("Allow") == "GET, HEAD, DELETE", (st, h, b))
+    st, h, b = raw(srv, "POST", "/v1/models/x", {})
+    check("POST a model -> 405", err_ok(st, b, 405) and h.get("Allow") == "GET, HEAD", (st, b))
+    st, h, b = raw(srv, "GET", "/v1/models/")
+    check("a trailing slash names the same resource", st == 200 and b.get("object") == "list",
+          (st, b))
     st, h, b = raw(srv, "POST", P, good, key="wrong")
     check("bad API key -> 401", err_ok(st, b, 401), (st, b))
     st, h, b = raw(srv, "POST", P, good, key=None)
     check("no API key -> 401", err_ok(st, b, 401), (st, b))
+    # vLLM's rule: the key guards /v1 only (a Prometheus scrape needs none)
+    opened = [raw(srv, m, path, body, key=None)[0] for m, path, body in (
+        ("GET", "/metrics", None), ("GET", "/version", None), ("GET", "/health", None),
+        ("POST", "/tokenize", {"prompt": "hi"}))]
+    st, _, _ = raw(srv, "GET", "/v1/models", key=None)
+    check("without a key: /metrics, /version, /health, /tokenize served; /v1/models 401",
+          opened == [200, 200, 200, 200] and st == 401, (opened, st))
+    # a client waiting for 100 Continue gets the 401 before sending its body
+    import socket
+    sk = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    sk.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+               b"\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n")
+    first = sk.recv(4096).decode("latin-1")
+    sk.close()
+    check("Expect: 100-continue without the key -> 401, not 100",
+          first.startswith("HTTP/1.1 401"), first[:80])
     try:
         client(srv, key="nope").models.list()
         check("openai client with a bad key raises AuthenticationError", False)

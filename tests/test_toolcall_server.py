@@ -271,6 +271,26 @@ def test_forced_arguments(cl):
           (args, finish, content))
 
 
+def test_responses_cut_call(cl):
+    """The Responses API over a named call that max_output_tokens cuts: the
+    function_call item is incomplete (as the response), its arguments the
+    object as far as it went, never markup; streamed the same."""
+    kw = dict(model=MODEL, input="What is the weather in Paris?", temperature=0,
+              max_output_tokens=16, tools=[{"type": "function", "name": "f", "parameters": {
+                  "type": "object", "properties": {}}}],
+              tool_choice={"type": "function", "name": "f"})
+    r = cl.responses.create(**kw)
+    calls = [o for o in r.output if o.type == "function_call"]
+    check("responses, cut call: incomplete, the item too, no markup in arguments",
+          r.status == "incomplete" and len(calls) == 1 and calls[0].status == "incomplete" and
+          "<" not in calls[0].arguments and calls[0].arguments.startswith("{"), r.output)
+    done = [e.item for e in cl.responses.create(stream=True, **kw)
+            if e.type == "response.output_item.done"]
+    check("responses, cut call, streamed: the same item",
+          len(done) == 1 and calls and done[0].status == "incomplete" and
+          done[0].arguments == calls[0].arguments, (done, calls))
+
+
 def lp_list(entries):
     return [(e.token, round(e.logprob, 5), [(t.token, round(t.logprob, 5))
                                              for t in e.top_logprobs or []])
@@ -351,6 +371,7 @@ def main():
         test_stream(cl)
         test_stream_logprobs(cl)
         test_forced_arguments(cl)
+        test_responses_cut_call(cl)
         test_none_and_parallel(srv, cl)
         test_errors(cl)
     except Exception as e:
