@@ -13,6 +13,10 @@
  * a history walk and a put touch them) and the oldest are dropped once the
  * texts pass max_bytes. A conversation whose older turns were dropped can
  * no longer be continued (resp_store_history says which id is missing).
+ * A deleted response is hidden (get, delete and continuing from it answer
+ * "not found") but stays as a turn of the later responses that continued
+ * it, as OpenAI keeps each response's whole context, until the LRU order
+ * drops it like any other.
  * Lookups go through a fixed table of hash buckets. One mutex guards
  * everything: callers are HTTP threads, each holding it for a lookup or a
  * copy. */
@@ -33,6 +37,7 @@ struct store_entry {
 	char *response;            /* the response object, JSON */
 	char *input;               /* the request's input items, a JSON array */
 	size_t bytes;
+	bool deleted;              /* hidden; kept as a turn of later responses */
 	struct store_entry *hnext; /* bucket chain */
 	struct store_entry *newer, *older; /* LRU list */
 };
@@ -40,7 +45,7 @@ struct store_entry {
 struct resp_store {
 	pthread_mutex_t mu;
 	size_t max_bytes, bytes;
-	size_t count;
+	size_t count;              /* entries not deleted */
 	struct store_entry *newest, *oldest;
 	struct store_entry *buckets[STORE_BUCKETS];
 };
@@ -129,7 +134,7 @@ static void drop(struct resp_store *s, struct store_entry *e)
 	*p = e->hnext;
 	lru_unlink(s, e);
 	s->bytes -= e->bytes;
-	s->count--;
+	s->count -= !e->deleted;
 	entry_free(e);
 }
 
@@ -244,7 +249,7 @@ cJSON *resp_store_get(struct resp_store *s, const char *id)
 	pthread_mutex_lock(&s->mu);
 	struct store_entry *e = find(s, id);
 	cJSON *o = NULL;
-	if (e) {
+	if (e && !e->deleted) {
 		touch(s, e);
 		o = cJSON_Parse(e->response);
 	}
@@ -256,10 +261,13 @@ bool resp_store_delete(struct resp_store *s, const char *id)
 {
 	pthread_mutex_lock(&s->mu);
 	struct store_entry *e = find(s, id);
-	if (e)
-		drop(s, e);
+	bool found = e && !e->deleted;
+	if (found) {
+		e->deleted = true;
+		s->count--;
+	}
 	pthread_mutex_unlock(&s->mu);
-	return e != NULL;
+	return found;
 }
 
 /* Appends entry e's turn to items: its input items, then (with_output)
@@ -294,7 +302,7 @@ int resp_store_history(struct resp_store *s, const char *id, bool last_output, c
 	int rc = chain ? 0 : -1;
 	for (const char *at = id; !rc && at; n++) {
 		struct store_entry *e = find(s, at);
-		if (!e) {
+		if (!e || (n == 0 && e->deleted)) { /* a deleted turn only serves later ones */
 			snprintf(missing, missing_cap, "%s", at);
 			rc = RESP_STORE_NOT_FOUND;
 			break;

@@ -29,7 +29,9 @@ int resp_store_put(struct resp_store *s, const cJSON *response, const cJSON *req
  * when id is not stored. */
 cJSON *resp_store_get(struct resp_store *s, const char *id);
 
-/* Removes id; false when it was not stored. */
+/* Removes id from view (get, history from it, delete: not found); its
+ * turn still serves the responses that continued it, until evicted.
+ * False when it was not stored. */
 bool resp_store_delete(struct resp_store *s, const char *id);
 
 /* The conversation that response id ends, as Responses input items, oldest
@@ -43,8 +45,8 @@ bool resp_store_delete(struct resp_store *s, const char *id);
 int resp_store_history(struct resp_store *s, const char *id, bool last_output, cJSON **items,
 		       char *missing, size_t missing_cap);
 
-/* Responses stored now, and (bytes, may be NULL) the bytes the store
- * counts against its bound. */
+/* Responses stored now (not deleted), and (bytes, may be NULL) the bytes
+ * the store counts against its bound (deleted turns kept included). */
 size_t resp_store_usage(struct resp_store *s, size_t *bytes);
 
 #endif

@@ -128,12 +128,28 @@ static void test_chain(void)
 	char miss[64];
 	history_text(s, "nope", buf, sizeof buf, miss);
 	CHECK(!strcmp(buf, "error -2") && !strcmp(miss, "nope"), "unknown: %s %s", buf, miss);
-	/* an earlier turn deleted: the conversation cannot be continued, and
-	 * the error names the turn that is gone */
+	/* an earlier turn deleted: hidden, but still a turn of the responses
+	 * that continued it (OpenAI keeps each response's whole context) */
+	char before[512];
+	history_text(s, "r3", before, sizeof before, NULL);
+	size_t bytes_before = 0, bytes_after = 0;
+	resp_store_usage(s, &bytes_before);
 	CHECK(resp_store_delete(s, "r1") && !resp_store_delete(s, "r1"), "delete once");
+	CHECK(!resp_store_get(s, "r1"), "a deleted response is not found");
+	history_text(s, "r1", buf, sizeof buf, miss);
+	CHECK(!strcmp(buf, "error -2") && !strcmp(miss, "r1"), "nor continued: %s %s", buf, miss);
 	history_text(s, "r3", buf, sizeof buf, miss);
-	CHECK(!strcmp(buf, "error -2") && !strcmp(miss, "r1"), "broken chain: %s %s", buf, miss);
-	CHECK(resp_store_usage(s, NULL) == 2, "count %zu", resp_store_usage(s, NULL));
+	CHECK(!strcmp(buf, before) && strstr(buf, "user:"), "later turns keep it: %s", buf);
+	CHECK(resp_store_usage(s, &bytes_after) == 2 && bytes_after == bytes_before,
+	      "count %zu (bytes kept)", resp_store_usage(s, NULL));
+	/* given again, the id is a new response */
+	cJSON *again = response_make("r1", "z"), *rq = cJSON_Parse("{\"input\":\"w\"}");
+	CHECK(resp_store_put(s, again, rq) == 0 && resp_store_usage(s, NULL) == 3, "r1 again");
+	history_text(s, "r1", buf, sizeof buf, NULL);
+	CHECK(!strcmp(buf, "user:w|assistant:z"), "r1 again: %s", buf);
+	cJSON_Delete(again);
+	cJSON_Delete(rq);
+	CHECK(resp_store_delete(s, "r1"), "delete r1 again");
 	/* an input given as items is kept as items */
 	cJSON *q = cJSON_Parse("{\"input\":[{\"type\":\"message\",\"role\":\"developer\","
 			       "\"content\":\"be terse\"},{\"role\":\"user\",\"content\":\"x\"}]}");
