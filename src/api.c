@@ -157,6 +157,23 @@ static int list_args(struct server_call *c, long *limit, bool *asc, struct api_e
 	return 0;
 }
 
+/* Where a page of the n items (listed in order asc) starts: past the
+ * item the query's "after" names, 0 without one, -1 when no item has
+ * that id. */
+static int after_index(const cJSON *items, int n, bool asc, struct server_call *c)
+{
+	const char *after = server_call_query(c, "after");
+	if (!after)
+		return 0;
+	for (int k = 0; k < n; k++) {
+		const cJSON *it = cJSON_GetArrayItem(items, asc ? k : n - 1 - k);
+		const cJSON *iid = cJSON_GetObjectItemCaseSensitive(it, "id");
+		if (cJSON_IsString(iid) && !strcmp(iid->valuestring, after))
+			return k + 1;
+	}
+	return -1;
+}
+
 /* GET /v1/responses/{id}/input_items: the items response id was
  * generated from (its conversation's earlier turns and its own input),
  * a page at a time as OpenAI lists them: limit, order, after (an item id:
@@ -183,13 +200,14 @@ static void on_input_items(struct api *a, struct server_call *c, const char *id)
 		api_respond_error(c, &e);
 		return;
 	}
-	int n = cJSON_GetArraySize(items), start = 0;
-	const char *after = server_call_query(c, "after");
-	for (int k = 0; after && k < n; k++) {
-		const cJSON *it = cJSON_GetArrayItem(items, asc ? k : n - 1 - k);
-		const cJSON *iid = cJSON_GetObjectItemCaseSensitive(it, "id");
-		if (cJSON_IsString(iid) && !strcmp(iid->valuestring, after))
-			start = k + 1;
+	int n = cJSON_GetArraySize(items), start = after_index(items, n, asc, c);
+	if (start < 0) {
+		api_fail(&e, 400, "after", "invalid_value",
+			 "No input item with id '%.160s' in response '%.160s'",
+			 server_call_query(c, "after"), id);
+		cJSON_Delete(items);
+		api_respond_error(c, &e);
+		return;
 	}
 	cJSON *o = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(o, "data");
 	cJSON_AddStringToObject(o, "object", "list");

@@ -139,7 +139,8 @@ static void drop(struct resp_store *s, struct store_entry *e)
 }
 
 /* An input item as a listing shows it (what OpenAI's input_items
- * returns): a type ("message" when left out), an id (given, else
+ * returns): a type ("message" when left out), a message's status
+ * ("completed" when left out), an id (given, else
  * "msg_<response id's tail>_<i>" or "item_..._<i>": stable, unique), and a
  * message's string content as one text part. */
 static void item_normalize(cJSON *it, const char *resp_id, int i)
@@ -156,6 +157,8 @@ static void item_normalize(cJSON *it, const char *resp_id, int i)
 		snprintf(id, sizeof id, "%s_%s_%d", msg ? "msg" : "item", dash ? dash + 1 : resp_id, i);
 		cJSON_AddStringToObject(it, "id", id);
 	}
+	if (msg && !cJSON_HasObjectItem(it, "status")) /* as OpenAI lists stored input */
+		cJSON_AddStringToObject(it, "status", "completed");
 	cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
 	if (msg && cJSON_IsString(content)) {
 		const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");

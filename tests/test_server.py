@@ -963,6 +963,13 @@ def test_responses_store(srv, cl):
     st, _, err = raw(srv, "GET", f"/v1/responses/{r3.id}/input_items?limit=500")
     check("input_items: a limit over 100 is a 400", st == 400 and
           err["error"]["param"] == "limit", (st, err))
+    st, _, err = raw(srv, "GET", f"/v1/responses/{r3.id}/input_items?after=msg_nope")
+    check("input_items: an after naming no item is a 400", st == 400 and
+          err["error"]["param"] == "after", (st, err))
+    check("input_items: messages carry their status (inputs completed, earlier outputs "
+          "their own)", all(getattr(it, "status", None) == "completed" if it.role == "user"
+                            else getattr(it, "status", None) in ("completed", "incomplete")
+                            for it in page.data), page.data)
     m = metrics(srv)[0]
     stored = [v for k, v in m.items() if k.startswith("ingot_responses_stored{")]
     nbytes = [v for k, v in m.items() if k.startswith("ingot_responses_store_bytes{")]
