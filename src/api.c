@@ -602,8 +602,7 @@ void api_handle(void *ud, struct server_call *c)
 {
 	struct api *a = ud;
 	const char *path = server_call_path(c), *method = server_call_method(c);
-	const struct route *r = NULL;
-	bool path_known = false;
+	const struct route *r = NULL, *known = NULL; /* known: a route of this path */
 	/* one trailing slash means the same resource (Starlette, in front of
 	 * vLLM, redirects it) */
 	char trimmed[1024];
@@ -648,19 +647,15 @@ void api_handle(void *ud, struct server_call *c)
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++) {
 		if (strcmp(routes[i].path, path))
 			continue;
-		path_known = true;
+		known = &routes[i];
 		if (!strcmp(routes[i].method, method) ||
 		    (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
 			r = &routes[i];
 	}
-	if (!r && path_known) {
-		for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-			if (!strcmp(routes[i].path, path)) {
-				method_not_allowed(c, method, path, !strcmp(routes[i].method, "GET")
-									    ? "GET, HEAD"
-									    : routes[i].method);
-				return;
-			}
+	if (!r && known) {
+		method_not_allowed(c, method, path,
+				   !strcmp(known->method, "GET") ? "GET, HEAD" : known->method);
+		return;
 	}
 	if (!r) {
 		struct api_error e;

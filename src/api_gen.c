@@ -110,7 +110,6 @@ struct gen_choice {
 	cJSON *lp_wait;            /* streamed: logprobs entries (chat's) of tokens whose
 				    * text has not gone out yet, for the next chunk */
 	bool call_open;            /* a forced call's head went out; its arguments stream */
-	bool args_begun;           /* ... and their first non-blank byte was seen */
 	struct toolcall_list calls;
 };
 
@@ -523,7 +522,8 @@ static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON
 	size_t n;
 	char buf[32];
 	const char *p = lp_piece(k, token, buf, &n);
-	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), api_json_text(p, n));
+	cJSON *self = api_json_text(p, n);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), self);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"),
 			     !r ? cJSON_CreateNull()
 				: cJSON_CreateNumber(isfinite(r->logprob) ? r->logprob : -9999.0));
@@ -531,11 +531,9 @@ static void lp_legacy_put(const struct gen_call *k, struct gen_choice *ch, cJSON
 	/* the token itself first, then its alternatives: OpenAI's legacy
 	 * API (and vLLM) always return the chosen token's logprob there, so
 	 * up to logprobs + 1 entries */
-	cJSON *self = r ? api_json_text(p, n) : NULL;
-	if (self)
+	if (r && self)
 		cJSON_AddNumberToObject(top, self->valuestring,
 					isfinite(r->logprob) ? r->logprob : -9999.0);
-	cJSON_Delete(self);
 	for (int i = 0; r && i < r->n_top && i < k->r.logprobs; i++) {
 		size_t tn;
 		char tbuf[32];
@@ -869,28 +867,33 @@ static size_t json_end(const char *t, size_t from, size_t len)
 	return v ? (size_t)(end - t) : 0;
 }
 
+/* Where a named call's arguments start in the text: the first non-blank
+ * byte after the forced prefix (the grammar lets the model write blanks
+ * before the object; clients parse partial arguments, the SDK's strict
+ * tools, so they start at the object, as OpenAI's do), or the text's end
+ * while only blanks came. */
+static size_t args_from(const struct gen_call *k, const struct gen_choice *ch, const char *t)
+{
+	size_t i = strlen(k->r.tool_prefix);
+	while (i < ch->text.len && isspace((unsigned char)t[i]))
+		i++;
+	return i;
+}
+
 /* A forced call to a known function streams as OpenAI's do: its head at
  * once, then the arguments as they come (held back only where they may
  * run into the closing markup). */
 static void forced_emit(struct gen_call *k, struct gen_choice *ch)
 {
 	const char *t = ch->text.p ? ch->text.p : "";
-	size_t pl = strlen(k->r.tool_prefix);
 	if (!ch->call_open) {
 		call_delta(k, ch, k->r.tool_name, "", 0);
 		ch->call_open = true;
-		ch->streamed = pl;
 	}
-	/* the grammar lets the model write blanks before the object; clients
-	 * parse partial arguments (the SDK's strict tools), so they start at
-	 * the object, as OpenAI's do */
-	while (!ch->args_begun && ch->streamed < ch->text.len) {
-		if (!isspace((unsigned char)t[ch->streamed]))
-			ch->args_begun = true;
-		else
-			ch->streamed++;
-	}
-	size_t safe = json_end(t, pl, ch->text.len);
+	size_t from = args_from(k, ch, t);
+	if (ch->streamed < from)
+		ch->streamed = from;
+	size_t safe = json_end(t, from, ch->text.len);
 	if (!safe) {
 		size_t hold = 0, cl = strlen(k->r.tool_close);
 		for (size_t h = cl - 1 < ch->text.len ? cl - 1 : ch->text.len; h > 0 && !hold; h--)
@@ -1005,12 +1008,10 @@ static const char *named_finish(struct gen_call *k, struct gen_choice *ch, const
 				const char *reason)
 {
 	const bool parsed = ch->calls.n > 0;
-	size_t from = strlen(k->r.tool_prefix);
-	while (from < ch->text.len && isspace((unsigned char)t[from]))
-		from++;
+	size_t from = args_from(k, ch, t);
 	size_t end = json_end(t, from, ch->text.len); /* 0: the object is incomplete */
 	size_t upto = end ? end : ch->text.len;
-	if (parsed && end && ch->calls.n == 1) {
+	if (end && ch->calls.n == 1) {
 		char *raw = ing_strndup(t + from, end - from);
 		if (raw) {
 			ing_free(ch->calls.v[0].arguments);

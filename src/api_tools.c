@@ -157,19 +157,20 @@ static int call_alts(struct api *a, const cJSON *tools, const char *name, const 
  * all calls in one frame). */
 static const char *calls_sep(enum toolcall_format f)
 {
-	return f == TOOLCALL_HERMES ? "\n<tool_call>\n" : f == TOOLCALL_FUNCTIONARY ? "<function="
-											: NULL;
+	if (!toolcall_block_close(f))
+		return NULL;
+	return f == TOOLCALL_HERMES ? "\n<tool_call>\n" : "<function=";
 }
 
 /* Compiles (or finds in the cache) the grammar of a forced call into
  * *out: a call to name, or (name NULL) to any of the tools, then with
- * parallel more calls where the format separates them (calls_sep). A
- * parameters schema the grammar cannot express is replaced by "any JSON
- * object" rather than refusing the request. */
+ * more further calls (calls_sep). A parameters schema the grammar cannot
+ * express is replaced by "any JSON object" rather than refusing the
+ * request. */
 static int call_grammar(struct api *a, const cJSON *tools, const char *name, const char *opening,
-			bool parallel, struct grammar **out, struct api_error *e)
+			bool more, struct grammar **out, struct api_error *e)
 {
-	const char *sep = !name && parallel ? calls_sep(a->tool_format) : NULL;
+	const char *sep = more ? calls_sep(a->tool_format) : NULL;
 	const int max_calls = sep ? API_MAX_FORCED_CALLS : 1;
 	int cap = cJSON_GetArraySize(tools), n = -1, rc = ING_ERR_NOMEM;
 	struct grammar_alt *alts = ing_calloc((size_t)cap, sizeof *alts);
@@ -228,9 +229,7 @@ static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
 	/* the closing markup as a stop string, where it is distinctive and
 	 * no second call may follow */
 	const bool more = !name && r->parallel_tool_calls && calls_sep(a->tool_format);
-	const char *stop = more ? NULL
-			   : a->tool_format == TOOLCALL_HERMES ? "</tool_call>"
-			   : a->tool_format == TOOLCALL_FUNCTIONARY ? "</function>" : NULL;
+	const char *stop = more ? NULL : toolcall_block_close(a->tool_format);
 	if (!rc && stop && r->n_stop < API_MAX_STOP) {
 		r->stop[r->n_stop] = ing_strndup(stop, strlen(stop));
 		rc = r->stop[r->n_stop++] ? 0 : -1;
@@ -240,7 +239,7 @@ static int force_call(struct api *a, struct gen_request *r, const cJSON *tools,
 	if (rc)
 		return api_fail(e, 500, NULL, NULL, "out of memory");
 	struct grammar *g = NULL;
-	if (call_grammar(a, tools, name, r->tool_prefix, r->parallel_tool_calls, &g, e))
+	if (call_grammar(a, tools, name, r->tool_prefix, more, &g, e))
 		return -1;
 	grammar_free(r->grammar); /* a forced call overrides response_format */
 	r->grammar = g;

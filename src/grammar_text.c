@@ -717,13 +717,9 @@ uint32_t gt_regex_sym(struct gbuild *b, const char *pattern, size_t len, bool *a
 	while (len >= 2 + bs && pattern[len - 2 - bs] == '\\')
 		bs++;
 	*anchored_end = len > (size_t)*anchored_start && pattern[len - 1] == '$' && bs % 2 == 0;
-	uint32_t root = alternatives(&t);
+	uint32_t root = alternatives(&t); /* a regex names no rules: nothing to free */
 	if (!t.rc && t.p < t.end)
 		gt_fail(&t, ING_ERR_INVALID, "unbalanced )");
-	for (int i = 0; i < t.n_names; i++)
-		ing_free(t.names[i].name);
-	ing_free(t.names);
-	ing_free(t.slots);
 	*rc = t.rc;
 	return t.rc ? 0 : root;
 }

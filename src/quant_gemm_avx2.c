@@ -84,7 +84,8 @@
  * one thread, two runs each): T = 1 avx512 24.0 -> 26.8 G multiply-adds/s,
  * avx2 21.4 -> 22.5; T = 2 avx512 34.4 -> 41.2, avx2 29.4 -> 31.3.
  * (The first VNNI forms were written on a Zen 3 machine without either
- * extension; Zen 4 hosts have run them since.) Each build registers as quant_gemm_<isa>_register; tests/test_quant.c builds it a
+ * extension; Zen 4 hosts have run them since.) Each build registers as
+ * quant_gemm_<isa>_register; tests/test_quant.c builds it a
  * third time under SIMDe (QUANT_SIMDE) and checks it bit for bit against
  * the AVX2 build and the contract above. */
 #include <math.h>
@@ -119,17 +120,23 @@ ALWAYS_INLINE uint16_t block_d16(enum qtype t, const uint8_t *row, int64_t i)
 	return d;
 }
 
-/* The exact block dot in 8 int32 lanes: q signed weight quants, x the
- * activation quants. |q| <= 16 (Q4_0, Q5_0) or 127 (Q8_0) and |x| <= 127,
- * so a vpmaddubsw pair sum stays within int16. */
-static inline __m256i block_lanes(__m256i q, __m256i x)
+/* The exact sums of 4 adjacent products of unsigned u and signed x in 8
+ * int32 lanes (u <= 128 and |x| <= 127: a vpmaddubsw pair stays within int16). */
+static inline __m256i ublock_lanes(__m256i u, __m256i x)
 {
 #ifdef QUANT_GEMM_VNNI
-	return dpbusd(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
+	return dpbusd(_mm256_setzero_si256(), u, x);
 #else
-	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
-	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
 #endif
+}
+
+/* The exact block dot in 8 int32 lanes: q signed weight quants, x the
+ * activation quants (|q| <= 16 for Q4_0, Q5_0; 127 for Q8_0; |x| <= 127):
+ * |q| against x with q's sign. */
+static inline __m256i block_lanes(__m256i q, __m256i x)
+{
+	return ublock_lanes(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
 }
 
 /* ---- one row, one token ---- */
@@ -176,17 +183,6 @@ ALWAYS_INLINE int legacy_offset_log2(enum qtype t)
 	return t == QTYPE_Q4_0 ? 3 : 4;
 }
 
-/* The exact sums of 4 adjacent products of unsigned u and signed x in 8
- * int32 lanes (u <= 31 here, so a vpmaddubsw pair stays within int16). */
-static inline __m256i ublock_lanes(__m256i u, __m256i x)
-{
-#ifdef QUANT_GEMM_VNNI
-	return dpbusd(_mm256_setzero_si256(), u, x);
-#else
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
-#endif
-}
-
 /* The sum of the 32 signed bytes of x in every int32 lane. */
 static inline __m256i bytes_sum_bcast(__m256i x)
 {
@@ -195,7 +191,6 @@ static inline __m256i bytes_sum_bcast(__m256i x)
 	s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
 	return _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
 }
-
 
 /* nt (1 or 2, a constant at each instance) tokens at a, a_stride bytes
  * apart, into y + r, y + y_stride + r: each weight block is unpacked once

@@ -57,7 +57,7 @@ struct server_config {
 	const char *tls_cert_pem, *tls_key_pem;
 };
 
-/* host 127.0.0.1, port 8080, no key, "/health" exempt, 8 MiB bodies,
+/* host 127.0.0.1, port 8080, no key (guarding "/v1" once set), 8 MiB bodies,
  * 30 s timeout, 2048 connections, CORS for any origin (as vLLM and
  * llama-server: browser clients work), no access log (each a thread and a descriptor: the
  * process's descriptor limit must allow them; `ingot serve` raises its

@@ -378,11 +378,14 @@ size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t 
 	}
 }
 
+const char *toolcall_block_close(enum toolcall_format f)
+{
+	return f == TOOLCALL_HERMES ? "</tool_call>" : f == TOOLCALL_FUNCTIONARY ? "</function>" : NULL;
+}
+
 size_t toolcall_complete_prefix(enum toolcall_format f, const char *text, size_t n)
 {
-	const char *close = f == TOOLCALL_HERMES	? "</tool_call>"
-			    : f == TOOLCALL_FUNCTIONARY ? "</function>"
-							: NULL;
+	const char *close = toolcall_block_close(f);
 	if (!close)
 		return 0;
 	const size_t cl = strlen(close);

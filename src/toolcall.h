@@ -70,6 +70,12 @@ void toolcall_list_free(struct toolcall_list *l);
  * a call. */
 size_t toolcall_content_prefix(enum toolcall_format f, const char *text, size_t n);
 
+/* The markup that closes one call in the formats that write each call as
+ * a block of its own (Hermes' </tool_call>, Functionary's </function>);
+ * NULL in those that frame all calls as one (Llama 3, DeepSeek R1,
+ * Mistral). Static. */
+const char *toolcall_block_close(enum toolcall_format f);
+
 /* Output cut off inside a call: the length of text[0..n) up to the end
  * of its last call block that closed (Hermes' </tool_call>, Functionary's
  * </function>), to be parsed without the call that did not; 0 when none
