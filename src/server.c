@@ -411,6 +411,61 @@ static struct server_call *call_new(struct server *s, struct MHD_Connection *con
 	return c;
 }
 
+/* The framing headers as the request gave them: how many Content-Length
+ * headers, whether they all agree, and how many Transfer-Encoding ones
+ * with the last value. */
+struct framing {
+	int n_length, n_coding;
+	bool lengths_differ;
+	const char *length, *coding;
+};
+
+static enum MHD_Result framing_count(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	(void)kind;
+	struct framing *f = cls;
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+		if (f->n_length++ && strcmp(f->length, value ? value : ""))
+			f->lengths_differ = true;
+		f->length = value ? value : "";
+	} else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		f->n_coding++;
+		f->coding = value ? value : "";
+	}
+	return MHD_YES;
+}
+
+/* First call: a body whose length the headers leave in doubt is refused
+ * before any of it is read (RFC 9112 6.1-6.3, what uvicorn/h11 refuse
+ * too): Content-Length headers that disagree or that come with a
+ * Transfer-Encoding (libmicrohttpd would pick one, a proxy in front the
+ * other: request smuggling), and a transfer coding other than chunked
+ * (501: the body could not be read; libmicrohttpd would wait for the
+ * connection to close). The connection is closed after the answer, as the
+ * rest of its bytes cannot be framed. Returns false when answered. */
+static bool call_check_framing(struct server_call *c, enum MHD_Result *rc)
+{
+	struct framing f = { 0 };
+	MHD_get_connection_values(c->conn, MHD_HEADER_KIND, framing_count, &f);
+	if (f.lengths_differ) {
+		*rc = queue_error(c, 400, "Conflicting Content-Length headers",
+				  "invalid_request_error", "bad_request", true);
+		return false;
+	}
+	if (f.n_coding && f.n_length) {
+		*rc = queue_error(c, 400, "Content-Length and Transfer-Encoding together",
+				  "invalid_request_error", "bad_request", true);
+		return false;
+	}
+	if (f.n_coding && (f.n_coding > 1 || strcasecmp(f.coding, "chunked"))) {
+		*rc = queue_error(c, 501, "Unsupported Transfer-Encoding (only chunked is accepted)",
+				  "invalid_request_error", "unsupported_transfer_encoding", true);
+		return false;
+	}
+	return true;
+}
+
 /* First call: headers are in. Returns false when the request is answered
  * already (body refused from its declared length). */
 static bool call_check_length(struct server_call *c, enum MHD_Result *rc)
@@ -514,7 +569,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		*con_cls = c;
 		atomic_fetch_add(&s->active, 1);
 		enum MHD_Result rc = MHD_YES;
-		if (!call_check_length(c, &rc))
+		if (!call_check_framing(c, &rc) || !call_check_length(c, &rc))
 			return rc;
 		/* a client that waits for "100 Continue" before its body gets
 		 * the 401 instead, not after uploading (preflights and

@@ -4,8 +4,10 @@ broken, a 4xx from the HTTP layer or a closed connection), and after each
 one the server still answers a valid request.
 
 Items: a 10 GB body (streamed on a raw socket, stopped after a few MB),
-Content-Length shorter and longer than the body, a 1 MB header, JSON nested
-100,000 deep, 1e400 and NaN, wrong field types, max_tokens / n /
+Content-Length shorter and longer than the body, ambiguous framing
+(Content-Length twice and differing, with Transfer-Encoding, a transfer
+coding other than chunked: 400 or 501, connection closed), a 1 MB header,
+JSON nested 100,000 deep, 1e400 and NaN, wrong field types, max_tokens / n /
 top_logprobs at -1, 0, 2^31, 2^63 and 1.5, temperature NaN, top_p > 1,
 token ids -1 / vocabulary size / 2^31, 10,000 stop strings, an empty stop
 string, invalid UTF-8, special-token text in user content (tokenized as
@@ -133,6 +135,40 @@ def test_content_length(port):
           closed and (not got or (status_of(got) or 0) >= 400) and
           time.time() - t0 < TIMEOUT_S + 3, (got[:200], closed, time.time() - t0))
     still_serving(port, "long Content-Length")
+
+
+def test_framing(port):
+    """Bodies whose length the headers leave in doubt are refused before
+    they are read, and the connection closes (nothing left to frame)."""
+    body = json.dumps({"prompt": "Hello", "max_tokens": 1}).encode()
+    head = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY +
+            "\r\nContent-Type: application/json\r\n")
+    cases = (
+        ("two Content-Length headers that disagree", 400,
+         "Content-Length: %d\r\nContent-Length: 3\r\n\r\n" % len(body), body),
+        ("Content-Length with Transfer-Encoding: chunked", 400,
+         "Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(body),
+         b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)),
+        ("Transfer-Encoding: gzip", 501, "Transfer-Encoding: gzip\r\n\r\n", body),
+        ("Transfer-Encoding: gzip, chunked", 501, "Transfer-Encoding: gzip, chunked\r\n\r\n",
+         b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)),
+    )
+    for what, want, hdrs, payload in cases:
+        t0 = time.time()
+        got, closed, _ = sock_exchange(port, (head + hdrs).encode() + payload, wait=5)
+        check(f"{what} -> {want}, error JSON, connection closed, fast",
+              status_of(got) == want and err_ok(want, body_of(got), want) and closed and
+              time.time() - t0 < 2, (got[:300], closed, time.time() - t0))
+    # the same body framed once, either way, is served
+    for what, hdrs, payload in (
+            ("Content-Length twice, equal", "Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+             % (len(body), len(body)), body),
+            ("Transfer-Encoding: chunked", "Transfer-Encoding: chunked\r\n\r\n",
+             b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))):
+        got, _, _ = sock_exchange(port, (head + "Connection: close\r\n" + hdrs).encode() + payload,
+                                  wait=30)
+        check(f"{what} -> 200", status_of(got) == 200 and b"text_completion" in got, got[:300])
+    still_serving(port, "framing")
 
 
 def test_big_header(port):
@@ -427,7 +463,7 @@ def main():
                             "--max-waiting", "8")
     t0 = time.time()
     try:
-        for fn in (test_huge_body, test_content_length, test_big_header, test_json,
+        for fn in (test_huge_body, test_content_length, test_framing, test_big_header, test_json,
                    test_token_ids, test_utf8_and_special, test_auth, test_slowloris,
                    test_sse_never_reads):
             t = time.time()
