@@ -197,7 +197,7 @@ static inline __m256i bytes_sum_bcast(__m256i x)
  * for both (Q5_0's unpacking costs as much as its products). */
 ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			 const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
-			 const char *pf)
+			 const struct prefetch_plan *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	const struct block_q8_0 *ac[ROWS8_MAX_TOKENS];
@@ -316,7 +316,7 @@ ALWAYS_INLINE void quads4_unsigned(const int32_t wq[4][QK / 4], const struct qua
  * (quads4_unsigned); then isum = sum u * a - o * sum a, exact. */
 ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size_t w_stride,
 				const struct quant_gemm_block *g, int64_t nb, int ng,
-				__m256 acc[][4], const char *pf)
+				__m256 acc[][4], const struct prefetch_plan *pf)
 {
 	int32_t wq[4][QK / 4] __attribute__((aligned(32)));
 	const size_t pf_step = prefetch_step(w_stride, nb);
@@ -429,7 +429,7 @@ ALWAYS_INLINE void q8_quads_signed(const uint8_t *qs, size_t w_stride,
  * weight quad serves both groups. */
 ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
 			      const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
-			      int nt, bool narrow, __m256 acc[][4], const char *pf)
+			      int nt, bool narrow, __m256 acc[][4], const struct prefetch_plan *pf)
 {
 	const int64_t nb = n / QK;
 	__m256 fa[4], fb[4];
@@ -461,7 +461,7 @@ ALWAYS_INLINE void tok_signed(int64_t n, const uint8_t *w0, size_t w_stride,
  * no -128 (q8_quads_signed). */
 ALWAYS_INLINE void tok_rows4_any(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 				 const void *vg, int ng, int64_t t0, int64_t T, float *y,
-				 int64_t y_stride, const char *pf, bool narrow)
+				 int64_t y_stride, const struct prefetch_plan *pf, bool narrow)
 {
 	const struct quant_gemm_block *g = vg;
 	const uint8_t *w0 = WROW(w, w_stride, r);
@@ -495,14 +495,14 @@ ALWAYS_INLINE void tok_rows4_any(enum qtype t, int64_t n, const void *w, size_t 
 
 ALWAYS_INLINE void tok_rows4(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			     const void *vg, int ng, int64_t t0, int64_t T, float *y,
-			     int64_t y_stride, const char *pf)
+			     int64_t y_stride, const struct prefetch_plan *pf)
 {
 	tok_rows4_any(t, n, w, w_stride, r, vg, ng, t0, T, y, y_stride, pf, false);
 }
 
 ALWAYS_INLINE void tok_rows4_narrow(enum qtype t, int64_t n, const void *w, size_t w_stride,
 				    int64_t r, const void *vg, int ng, int64_t t0, int64_t T,
-				    float *y, int64_t y_stride, const char *pf)
+				    float *y, int64_t y_stride, const struct prefetch_plan *pf)
 {
 	tok_rows4_any(t, n, w, w_stride, r, vg, ng, t0, T, y, y_stride, pf, true);
 }

@@ -295,7 +295,7 @@ static inline void tok8_bsums(const struct kunpacked *o, const struct quant_gemm
  * dropped). */
 ALWAYS_INLINE void tok8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			const void *vg, int ng, int64_t t0, int64_t T, float *y, int64_t y_stride,
-			const char *pf)
+			const struct prefetch_plan *pf)
 {
 	const struct quant_gemm_kblock *g = vg;
 	const uint8_t *w0 = WROW(w, w_stride, r);
@@ -415,7 +415,7 @@ ALWAYS_INLINE void rows4_sums(enum qtype t, const uint8_t *w0, size_t w_stride, 
  * unpack tree of quant_gemm_avx2.c), and the float step runs on 8 rows. */
 ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			 const void *a, size_t a_stride, int nt, float *y, int64_t y_stride,
-			 const char *pf)
+			 const struct prefetch_plan *pf)
 {
 	const uint8_t *w0 = WROW(w, w_stride, r);
 	const int64_t nb = n / QK_K;
