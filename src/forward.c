@@ -662,17 +662,24 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 	}
 }
 
-/* vocabulary rows per LM-head tile when the argmax is fused: the tile's
- * logits (LM_HEAD_TILE * n_out floats) are scanned while still in L1/L2 */
-#define LM_HEAD_TILE 512
+/* Logits per LM-head tile when the argmax is fused: a tile's logits
+ * (rows * n_out floats, 256 KB) are scanned while still in L2. Tiles were
+ * 512 rows; each tile's matmul call ends its prefetch stream at the tile's
+ * end (the kernels prefetch up to 128 rows ahead, within their rows), so
+ * short tiles cost a stall each. */
+#define LM_HEAD_TILE_FLOATS 65536
+#define LM_HEAD_TILE_MIN 512
 
 static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 {
 	const int64_t V = f->hp->n_vocab;
 	const float cap = (float)f->hp->final_softcap;
 	struct ops_best *best = f->best + (size_t)ith * (size_t)f->max_out;
+	const int64_t tile = LM_HEAD_TILE_FLOATS / f->n_out > LM_HEAD_TILE_MIN
+				     ? LM_HEAD_TILE_FLOATS / f->n_out
+				     : LM_HEAD_TILE_MIN;
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
-		r1 = f->argmax && u1 - r0 > LM_HEAD_TILE ? r0 + LM_HEAD_TILE : u1;
+		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
 		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
