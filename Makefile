@@ -95,6 +95,7 @@ $(BUILD)/obj/%_avx512.o: src/%_avx512.c $(wildcard src/*.h) | $(BUILD)/obj
 # emulated kernels outgrow its variable tracking)
 $(BUILD)/obj/quant_gemm_avxvnni.o $(BUILD)/obj/quant_gemm_avx512.o $(BUILD)/tests/test_quant: \
 	src/quant_gemm_avx2.c
+$(BUILD)/obj/quant_gemm_k_avxvnni.o $(BUILD)/obj/quant_gemm_k_avx512.o: src/quant_gemm_k_avx2.c
 $(BUILD)/tests/test_quant: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -c $< -o $@

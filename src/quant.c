@@ -195,7 +195,9 @@ static void tables_build(void)
 						 : NULL;
 		if (legacy) {
 			quant_avx2_register(k);
-			quant_gemm_k_avx2_register(k);
+			(i == QUANT_ISA_AVX512    ? quant_gemm_k_avx512_register
+			 : i == QUANT_ISA_AVXVNNI ? quant_gemm_k_avxvnni_register
+						  : quant_gemm_k_avx2_register)(k);
 		}
 		tables_narrow[i] = *k;
 		if (legacy) {

@@ -188,6 +188,8 @@ static_assert(sizeof(struct quant_gemm_kblock) == 2336, "packed super-block layo
  * after cpuid said the ISA runs here. */
 void quant_avx2_register(struct quant_kernels *k);
 void quant_gemm_k_avx2_register(struct quant_kernels *k);
+void quant_gemm_k_avx512_register(struct quant_kernels *k);  /* AVX512-VNNI + VL */
+void quant_gemm_k_avxvnni_register(struct quant_kernels *k); /* AVX-VNNI */
 
 /* The legacy-type (Q4_0, Q5_0, Q8_0) dot and gemm entries of
  * quant_gemm_avx2.c, in its AVX2 build and its two VNNI builds (same
