@@ -62,28 +62,61 @@ double bench_median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double bench_stream_bw(struct pool *pool, size_t bytes, int runs)
+struct bench_stream {
+	struct stream_job job;
+	uint64_t *buf;
+	size_t bytes;
+};
+
+struct bench_stream *bench_stream_create(size_t bytes)
 {
-	struct stream_job *j = ing_calloc(1, sizeof *j);
+	struct bench_stream *s = ing_calloc(1, sizeof *s);
 	uint64_t *buf = ing_malloc(bytes);
-	if (!j || !buf || runs < 1 || runs > 64) {
-		ing_free(j);
+	if (!s || !buf) {
+		ing_free(s);
 		ing_free(buf);
-		return 0;
+		return NULL;
 	}
 	memset(buf, 1, bytes); /* commit the pages */
-	j->buf = buf;
-	j->words = bytes / sizeof(uint64_t);
+	s->buf = buf;
+	s->bytes = bytes;
+	s->job.buf = buf;
+	s->job.words = bytes / sizeof(uint64_t);
+	return s;
+}
+
+double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs)
+{
+	if (!s || runs < 1 || runs > 64)
+		return 0;
 	double gbs[64];
-	pool_run(pool, stream_thread, j); /* warm-up */
 	for (int r = 0; r < runs; r++) {
 		double t0 = gen_now();
-		pool_run(pool, stream_thread, j);
-		gbs[r] = (double)bytes / (gen_now() - t0) / 1e9;
+		pool_run(pool, stream_thread, &s->job);
+		gbs[r] = (double)s->bytes / (gen_now() - t0) / 1e9;
 	}
-	ing_free(buf);
-	ing_free(j);
 	return bench_median(gbs, runs);
+}
+
+void bench_stream_destroy(struct bench_stream *s)
+{
+	if (!s)
+		return;
+	ing_free(s->buf);
+	ing_free(s);
+}
+
+double bench_stream_bw(struct pool *pool, size_t bytes, int runs)
+{
+	struct bench_stream *s = bench_stream_create(bytes);
+	if (!s || runs < 1 || runs > 64) {
+		bench_stream_destroy(s);
+		return 0;
+	}
+	bench_stream_measure(pool, s, 1); /* warm-up */
+	double bw = bench_stream_measure(pool, s, runs);
+	bench_stream_destroy(s);
+	return bw;
 }
 
 /* ---- int8 multiply-add peak ---- */

@@ -15,6 +15,15 @@
 
 double bench_stream_bw(struct pool *pool, size_t bytes, int runs);
 
+/* The same probe kept for measurements spread over a benchmark (the
+ * bandwidth of a shared host drifts between them): create commits the
+ * buffer (NULL out of memory; free with destroy, NULL is fine), measure
+ * returns the median GB/s of `runs` passes (0 for a NULL probe). */
+struct bench_stream;
+struct bench_stream *bench_stream_create(size_t bytes);
+double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs);
+void bench_stream_destroy(struct bench_stream *s);
+
 /* The machine's int8 multiply-add peak in G/s: n_threads threads issuing
  * the int8 product instruction of the matrix kernels (vpmaddubsw) back to
  * back on registers; the median of `runs` passes. The ceiling a

@@ -3,7 +3,8 @@
  *
  * Decode: B sequences, each prefilled with an 8-token prompt, then `gen`
  * steps of B rows (one token per sequence, greedy); tok/s = B*gen / time,
- * median (min, max) over `runs`. Weights are read once per step, so the
+ * median (min, max) over `runs`, the runners' runs alternating (see
+ * bench_decode). Weights are read once per step, so the
  * achieved bandwidth is weight_bytes * steps/s. Prefill: one sequence of
  * `prompt` tokens in chunks of up to 512 rows, median of 3. The streaming
  * bandwidth is measured in the same run with the same threads.
@@ -50,7 +51,8 @@ struct bench_row {
 
 /* What the bench measured of the machine and the model. */
 struct bench_machine {
-	double bw;           /* streaming read GB/s */
+	double bw;           /* streaming read GB/s: median of the probes */
+	double bw_min, bw_max;
 	double peak;         /* int8 multiply-add G/s; 0: not measured */
 	uint64_t wbytes;     /* weight bytes per decode token */
 	uint64_t macs_token; /* weight multiply-adds per decode token */
@@ -128,10 +130,16 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 	return bad || optind != argc ? -1 : 0;
 }
 
+#define MAX_PROBES 256
+
 struct bench_ctx {
 	struct model *m;
 	struct pool *pool;
 	int prefetch;
+	uint64_t wbytes;              /* weight bytes per decode token */
+	struct bench_stream *stream;  /* bandwidth probe before each decode run, or NULL */
+	double probes[MAX_PROBES];    /* GB/s of every probe so far */
+	int n_probes;
 	double *profile; /* graph runners add their op times here, or NULL */
 	ing_err err;
 };
@@ -190,35 +198,72 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 	return gen_now() - t0;
 }
 
-static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, int kind, int B,
-			struct bench_row *row)
+/* Decode steps of the warm-up run (pages in the weights): within the
+ * context sized for `gen` steps. */
+static int warmup_steps(const struct bench_opts *o)
 {
-	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = 8 * B, .n_ctx = 8 + o->gen + 1,
+	return o->gen < 4 ? o->gen : 4;
+}
+
+/* The streaming bandwidth now (c->stream's probe, noted in c->probes);
+ * 0 without a probe. */
+static double probe_bw(struct bench_ctx *c, int runs)
+{
+	double bw = bench_stream_measure(c->pool, c->stream, runs);
+	if (bw > 0 && c->n_probes < MAX_PROBES)
+		c->probes[c->n_probes++] = bw;
+	return bw;
+}
+
+/* Decode at batch B on each of the n runners in kinds, into rows[0..n).
+ * Their runs are interleaved (run i of every runner before run i+1 of
+ * any), so that a host whose speed drifts, as shared ones do by 2x within
+ * a minute, treats them alike; and each run is weighed against the
+ * bandwidth probed just before it (row bw_pct: the median of those
+ * shares), not against one figure from the start. */
+static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
+			int B, struct bench_row *rows)
+{
+	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = B, .n_ctx = 8 + o->gen + 1,
 				  .n_seq = B, .n_threads = pool_threads(c->pool),
 				  .kv_type = o->kv_type };
-	struct fwd *f;
-	struct runner *r;
-	if (open_runner(c, kind, &cfg, &f, &r))
-		return -1;
-	double tps[64];
-	int rc = 0;
-	decode_once(c, f, r, B, 4); /* warm-up: page in the weights */
-	for (int i = 0; i < o->runs && !rc; i++) {
-		double s = decode_once(c, f, r, B, o->gen);
-		rc = s < 0;
-		tps[i] = (double)B * o->gen / s;
+	struct fwd *f[MAX_LIST];
+	struct runner *r[MAX_LIST];
+	double tps[MAX_LIST][64], share[MAX_LIST][64];
+	int opened = 0, rc = 0;
+	while (opened < n && !rc)
+		if (!(rc = open_runner(c, kinds[opened], &cfg, &f[opened], &r[opened])))
+			opened++;
+	for (int k = 0; k < opened && !rc; k++)
+		rc = decode_once(c, f[k], r[k], B, warmup_steps(o)) < 0;
+	for (int i = 0; i < o->runs && !rc; i++)
+		for (int k = 0; k < n && !rc; k++) {
+			const double bw = probe_bw(c, 1);
+			const double sec = decode_once(c, f[k], r[k], B, o->gen);
+			rc = sec < 0;
+			tps[k][i] = (double)B * o->gen / sec;
+			share[k][i] = bw > 0 ? 100.0 * (double)c->wbytes * tps[k][i] / B / 1e9 / bw : 0;
+		}
+	for (int k = 0; k < opened; k++) {
+		runner_destroy(r[k]);
+		fwd_destroy(f[k]);
 	}
-	runner_destroy(r);
-	fwd_destroy(f);
 	if (rc)
 		return -1;
-	row->tok_min = row->tok_max = tps[0];
-	for (int i = 1; i < o->runs; i++) {
-		row->tok_min = tps[i] < row->tok_min ? tps[i] : row->tok_min;
-		row->tok_max = tps[i] > row->tok_max ? tps[i] : row->tok_max;
+	for (int k = 0; k < n; k++) {
+		struct bench_row *row = &rows[k];
+		row->runner = kinds[k];
+		row->batch = B;
+		row->tok_min = row->tok_max = tps[k][0];
+		for (int i = 1; i < o->runs; i++) {
+			row->tok_min = tps[k][i] < row->tok_min ? tps[k][i] : row->tok_min;
+			row->tok_max = tps[k][i] > row->tok_max ? tps[k][i] : row->tok_max;
+		}
+		row->tok_s = bench_median(tps[k], o->runs);
+		row->ms_step = 1e3 * B / row->tok_s;
+		row->bw_gbs = (double)c->wbytes * row->tok_s / B / 1e9;
+		row->bw_pct = bench_median(share[k], o->runs);
 	}
-	row->tok_s = bench_median(tps, o->runs);
-	row->ms_step = 1e3 * B / row->tok_s;
 	return 0;
 }
 
@@ -271,8 +316,9 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels\n",
 	       c->m->path, c->m->arch->name, wbytes / 1e6, pool_threads(c->pool),
 	       quant_isa_name(quant_kernels_best()->isa));
-	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB)\n", bw,
-	       pool_threads(c->pool), wbytes / 1e6);
+	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB; median of %d probes, "
+	       "one before each decode run: %.1f .. %.1f)\n",
+	       bw, pool_threads(c->pool), wbytes / 1e6, c->n_probes, mc->bw_min, mc->bw_max);
 	if (mc->peak > 0)
 		printf("int8 multiply-add peak: %.1f G/s (%d threads, vpmaddubsw on registers); "
 		       "%.1f M weight multiply-adds per decode token, %.1f M per prompt token\n",
@@ -290,7 +336,9 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 		       rows[i].tok_s, rows[i].tok_min, rows[i].tok_max, rows[i].ms_step,
 		       rows[i].bw_gbs, rows[i].bw_pct, mac, rows[i].prefill_tok_s, pmac);
 	}
-	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median; prefetch %s)\n",
+	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median, the runners' runs "
+	       "alternating; %% bw: the median of each run against the probe before it; "
+	       "prefetch %s)\n",
 	       o->prompt, o->gen, o->runs, o->prefetch ? "on" : "off");
 }
 
@@ -298,11 +346,13 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 		       const struct bench_machine *mc, const struct bench_row *rows, int n)
 {
 	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"prefetch\": %s, "
-	       "\"stream_bw_gbs\": %.3f, \"weight_bytes_per_token\": %llu, "
+	       "\"stream_bw_gbs\": %.3f, \"stream_bw_min_gbs\": %.3f, \"stream_bw_max_gbs\": %.3f, "
+	       "\"weight_bytes_per_token\": %llu, "
 	       "\"int8_peak_gmacs\": %.3f, \"weight_macs_per_token\": %llu, "
 	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"results\": [",
 	       c->m->path, pool_threads(c->pool), quant_isa_name(quant_kernels_best()->isa),
-	       o->prefetch ? "true" : "false", mc->bw, (unsigned long long)mc->wbytes, mc->peak,
+	       o->prefetch ? "true" : "false", mc->bw, mc->bw_min, mc->bw_max,
+	       (unsigned long long)mc->wbytes, mc->peak,
 	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt);
 	for (int i = 0; i < n; i++)
 		printf("%s{\"runner\": \"%s\", \"batch\": %d, \"decode_tok_s\": %.3f, "
@@ -325,14 +375,15 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 	double sec[MAX_LIST + 1][OP_KIND_COUNT] = { { 0 } }, per[MAX_LIST + 1], total[MAX_LIST + 1];
 	struct bench_row row;
 	double prefill;
+	static const int graph[1] = { RUNNER_GRAPH };
 	for (int i = 0; i < n_col; i++) {
 		c->profile = sec[i];
-		int rc = i < o->n_batches ? bench_decode(c, o, RUNNER_GRAPH, o->batches[i], &row) :
+		int rc = i < o->n_batches ? bench_decode(c, o, graph, 1, o->batches[i], &row) :
 					    bench_prefill(c, o, RUNNER_GRAPH, &prefill);
 		c->profile = NULL;
 		if (rc)
 			return -1;
-		per[i] = i < o->n_batches ? 4 + o->runs * o->gen : 3; /* warm-up + runs; 3 prompts */
+		per[i] = i < o->n_batches ? warmup_steps(o) + o->runs * o->gen : 3; /* 3 prompts */
 		total[i] = 0;
 		for (int k = 0; k < OP_KIND_COUNT; k++)
 			total[i] += sec[i][k];
@@ -376,32 +427,45 @@ int cmd_bench(int argc, char **argv)
 	struct bench_machine mc = { .wbytes = model_weight_bytes(c.m),
 				    .macs_token = model_weight_macs(c.m, true),
 				    .macs_prompt = model_weight_macs(c.m, false) };
-	mc.bw = bench_stream_bw(c.pool, (size_t)mc.wbytes, 5);
+	c.wbytes = mc.wbytes;
+	c.stream = bench_stream_create((size_t)mc.wbytes);
+	probe_bw(&c, 1); /* warm-up */
+	c.n_probes = 0;
+	probe_bw(&c, 5);
 	mc.peak = bench_int8_peak(c.pool, 5);
 	struct bench_row rows[MAX_LIST * MAX_LIST];
-	int n = 0, status = 0;
-	for (int ri = 0; ri < o.n_runners && !status; ri++) {
-		double prefill = 0;
-		if (bench_prefill(&c, &o, o.runners[ri], &prefill))
+	double prefill[MAX_LIST];
+	int status = 0;
+	for (int ri = 0; ri < o.n_runners && !status; ri++)
+		status = bench_prefill(&c, &o, o.runners[ri], &prefill[ri]) != 0;
+	/* rows by runner, then batch; each batch's runners measured together */
+	for (int bi = 0; bi < o.n_batches && !status; bi++) {
+		struct bench_row got[MAX_LIST];
+		if (bench_decode(&c, &o, o.runners, o.n_runners, o.batches[bi], got)) {
 			status = 1;
-		for (int bi = 0; bi < o.n_batches && !status; bi++) {
-			struct bench_row *row = &rows[n];
-			*row = (struct bench_row){ .runner = o.runners[ri], .batch = o.batches[bi],
-						   .prefill_tok_s = prefill };
-			if (bench_decode(&c, &o, o.runners[ri], o.batches[bi], row)) {
-				status = 1;
-				break;
-			}
-			row->bw_gbs = (double)mc.wbytes * row->tok_s / row->batch / 1e9;
-			row->bw_pct = mc.bw > 0 ? 100.0 * row->bw_gbs / mc.bw : 0;
+			break;
+		}
+		for (int ri = 0; ri < o.n_runners; ri++) {
+			struct bench_row *row = &rows[ri * o.n_batches + bi];
+			*row = got[ri];
+			row->prefill_tok_s = prefill[ri];
 			if (mc.peak > 0) {
 				row->mac_pct = 100.0 * (double)mc.macs_token * row->tok_s / 1e9 / mc.peak;
 				row->prefill_mac_pct =
-					100.0 * (double)mc.macs_prompt * prefill / 1e9 / mc.peak;
+					100.0 * (double)mc.macs_prompt * prefill[ri] / 1e9 / mc.peak;
 			}
-			n++;
 		}
 	}
+	const int n = o.n_runners * o.n_batches;
+	if (c.n_probes > 0) {
+		double p[MAX_PROBES];
+		memcpy(p, c.probes, (size_t)c.n_probes * sizeof *p);
+		mc.bw = bench_median(p, c.n_probes); /* sorts p */
+		mc.bw_min = p[0];
+		mc.bw_max = p[c.n_probes - 1];
+	}
+	bench_stream_destroy(c.stream);
+	c.stream = NULL; /* the profile's runs probe nothing */
 	if (status)
 		fprintf(stderr, "ingot bench: %s\n", c.err.msg);
 	else if (o.json)

@@ -116,7 +116,9 @@ def main():
         j = {}
     res = j.get("results", [])
     check("bench --json: one result per runner and batch, positive figures",
-          r.returncode == 0 and j.get("stream_bw_gbs", 0) > 0 and
+          r.returncode == 0 and
+          0 < j.get("stream_bw_min_gbs", 0) <= j.get("stream_bw_gbs", 0) <=
+          j.get("stream_bw_max_gbs", 0) and
           j.get("weight_bytes_per_token", 0) > 0 and
           sorted((x["runner"], x["batch"]) for x in res) ==
           [("graph", 1), ("graph", 2), ("mega", 1), ("mega", 2)] and
