@@ -14,6 +14,16 @@
 
 #include "quant_int.h"
 
+#ifdef QUANT_GEMM_VNNI
+/* The VNNI builds (QUANT_GEMM_VNNI defined by the includer): acc + (4
+ * adjacent u8 x s8 products summed) in each int32 lane. */
+#if QUANT_GEMM_VNNI == QUANT_GEMM_VNNI_VEX
+#define dpbusd(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#else
+#define dpbusd(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#endif
+#endif
+
 static inline float half_load(uint16_t h)
 {
 #ifdef QUANT_SIMDE

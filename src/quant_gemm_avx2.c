@@ -97,15 +97,6 @@
 
 #include "quant_avx2_int.h"
 
-#ifdef QUANT_GEMM_VNNI
-/* acc + (4 adjacent u8 x s8 products summed) in each int32 lane */
-#if QUANT_GEMM_VNNI == QUANT_GEMM_VNNI_VEX
-#define dpbusd(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
-#else
-#define dpbusd(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
-#endif
-#endif
-
 /* Bytes of one block of weight type t. */
 ALWAYS_INLINE size_t block_bytes(enum qtype t)
 {

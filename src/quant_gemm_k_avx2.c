@@ -285,11 +285,6 @@ ALWAYS_INLINE void tok8_sums(enum qtype t, const struct kunpacked *o,
 }
 
 #ifdef QUANT_GEMM_VNNI
-#if QUANT_GEMM_VNNI == QUANT_GEMM_VNNI_VEX
-#define dpbusd(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
-#else
-#define dpbusd(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
-#endif
 /* VNNI: tok8_sums for nt (1 or 2, a constant) groups at ga, gb, each
  * broadcast quad of weights serving both. vpdpbusd sums the products of a
  * whole scale run (Q4_K: 8 quads, Q6_K: 4) straight into int32, which
