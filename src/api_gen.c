@@ -1475,6 +1475,15 @@ static_assert(API_MAX_STOP_IDS <= ENGINE_MAX_STOP_IDS, "stop_token_ids fit the e
 
 static int call_submit(struct gen_call *k, struct api_error *e)
 {
+	/* more choices than running and waiting sequences together would be
+	 * a 429 on an idle server too: no retry can help */
+	const struct engine_config *ec = engine_config_of(k->a->e);
+	if (k->n_ch > ec->max_num_seqs + ec->max_waiting)
+		return api_fail(e, 400, "n", "invalid_value",
+				"%d choices (n x prompts) are more than this server takes at once: "
+				"%d (--max-num-seqs %d + --max-waiting %d)",
+				k->n_ch, ec->max_num_seqs + ec->max_waiting, ec->max_num_seqs,
+				ec->max_waiting);
 	for (int i = 0; i < k->n_ch; i++) {
 		struct gen_choice *ch = &k->ch[i];
 		const struct token_ids *p = &k->r.prompts[ch->prompt];

@@ -47,6 +47,7 @@ struct serve_opts {
 	struct server_config sc;
 	int threads;
 	bool log_stats;
+	bool len_given;            /* --max-model-len was given */
 	long stats_interval_s;
 	long store_mb;             /* --responses-store-mb */
 	char origins[1024];        /* --allowed-origins, normalized */
@@ -166,7 +167,10 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_WAIT && !num(arg, 0, 1 << 20, &v)) o->ec.max_waiting = (int)v;
 	else if (opt == O_BATCHED && !num(arg, 1, 8192, &v)) o->ec.step_tokens = v;
 	else if (opt == O_KV && !num(arg, 1, 1L << 30, &v)) o->ec.kv_cache_mb = v;
-	else if (opt == O_LEN && !num(arg, 2, 1L << 24, &v)) o->ec.max_model_len = v;
+	else if (opt == O_LEN && !num(arg, 2, 1L << 24, &v)) {
+		o->ec.max_model_len = v;
+		o->len_given = true;
+	}
 	else if (opt == O_BODY && !num(arg, 1, 1 << 14, &v)) o->sc.max_body = (size_t)v << 20;
 	else if (opt == O_TIMEOUT && !num(arg, 1, 86400, &v)) o->sc.timeout_s = (unsigned)v;
 	else if (opt == O_CONN && !num(arg, 1, 1 << 20, &v)) o->sc.max_connections = (unsigned)v;
@@ -382,6 +386,25 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 	struct engine_config ec = o->ec;
 	ec.threads = cli_threads(o->threads);
 	int rc = engine_create(path, &ec, &e, &err);
+	if (!rc && engine_config_of(e)->max_model_len < ec.max_model_len) {
+		/* the pool cannot hold one request of the asked length: an
+		 * error when the length was asked for (as vLLM refuses to
+		 * start), else the length the pool holds */
+		const int64_t held = engine_config_of(e)->max_model_len;
+		if (o->len_given)
+			rc = ing_err_set(&err, ING_ERR_RANGE,
+					 "--max-model-len %lld does not fit the KV cache: --kv-cache-mb "
+					 "%lld holds %lld tokens; raise --kv-cache-mb or lower "
+					 "--max-model-len",
+					 (long long)ec.max_model_len, (long long)ec.kv_cache_mb,
+					 (long long)held);
+		else
+			fprintf(stderr, "ingot serve: note: --kv-cache-mb %lld holds %lld tokens: the "
+					"max model length is %lld (default %lld)\n",
+				(long long)ec.kv_cache_mb, (long long)held, (long long)held,
+				(long long)ec.max_model_len);
+		ec.max_model_len = held;
+	}
 	if (!rc)
 		rc = metrics_create(o->name ? o->name : name, engine_config_of(e)->max_model_len, &m,
 				    &err);

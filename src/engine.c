@@ -1096,6 +1096,13 @@ static int setup(struct engine *e, ing_err *err)
 	if (e->spec_rows > c->step_tokens - c->max_num_seqs)
 		e->spec_rows = c->step_tokens - c->max_num_seqs;
 	e->extra_rows = e->spec_rows > ENGINE_SCORE_ROWS ? e->spec_rows : ENGINE_SCORE_ROWS;
+	/* One request of max_model_len tokens must fit the pool alone (as it
+	 * does once every other is preempted): a smaller pool lowers
+	 * max_model_len to what it holds (engine_config_of says so), where it
+	 * failed such requests with "KV cache full" after prefilling them. */
+	const int64_t pool_blocks = kv_blocks_for(e);
+	if (pool_blocks > 0 && pool_blocks * KV_BLOCK < c->max_model_len)
+		e->cfg.max_model_len = pool_blocks * KV_BLOCK;
 	struct fwd_config fc = { .max_batch = c->step_tokens,
 				 .max_logits = c->max_num_seqs + e->extra_rows,
 				 .n_ctx = c->max_model_len, .n_seq = c->max_num_seqs,

@@ -36,7 +36,9 @@ struct tokenizer;
 
 struct engine_config {
 	int max_num_seqs;       /* running sequences at once (batch rows for decode) */
-	int64_t max_model_len;  /* prompt + generated tokens per request */
+	int64_t max_model_len;  /* prompt + generated tokens per request; lowered to
+				 * what a kv_cache_mb pool holds when that is less
+				 * (engine_config_of gives the value in force) */
 	int64_t kv_cache_mb;    /* KV pool size; 0: enough for max_num_seqs full contexts */
 	enum qtype kv_type;     /* KV cache rows: QTYPE_F16 (default), QTYPE_F32 or QTYPE_Q8_0 */
 	int64_t step_tokens;    /* token budget per step (decode rows + prefill) */

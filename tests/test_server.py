@@ -733,11 +733,15 @@ def test_kv_dtype(srv, cl):
           info.get("num_gpu_blocks") == str(16 * MAX_LEN // 16), info)
     M = "gemma-3-270m-q4_k_m"
     blocks = {}
+    lens = {}
     for dtype in ("f16", "f32", "q8_0"):
-        s2 = Server("-t", "1", "--kv-cache-dtype", dtype, "--kv-cache-mb", "10")
+        # no --max-model-len: the default 4096 is more than these pools hold
+        s2 = serve_proc.Server("--api-key", KEY, "-t", "1", "--kv-cache-dtype", dtype,
+                               "--kv-cache-mb", "10")
         try:
             info, _ = cache_info(s2)
             blocks[dtype] = info.get("num_gpu_blocks")
+            lens[dtype] = [x.max_model_len for x in client(s2).models.list().data]
             got = client(s2).completions.create(model=M, prompt="The capital of France is",
                                                 max_tokens=6, temperature=0,
                                                 extra_body={"ignore_eos": True})
@@ -749,6 +753,18 @@ def test_kv_dtype(srv, cl):
     # F32, 9792 in Q8_0 (34 bytes per 32 values)
     check("--kv-cache-mb 10: 33 blocks of F16, 16 of F32, 63 of Q8_0",
           blocks == {"f16": "33", "f32": "16", "q8_0": "63"}, blocks)
+    # a pool that cannot hold one request of the default 4096 tokens
+    # lowers the max model length to what it holds (a request past it gets
+    # the usual 400, not a 500 "KV cache full" after its prefill) ...
+    check("--kv-cache-mb 10: max_model_len lowered to the pool (528, 256, 1008 tokens)",
+          lens == {"f16": [528], "f32": [256], "q8_0": [1008]}, lens)
+    # ... and an asked-for length the pool cannot hold is an error at start,
+    # as in vLLM
+    p = subprocess.run([INGOT, "serve", "--kv-cache-mb", "10", "--max-model-len", "1000",
+                        "--port", "0"], capture_output=True, text=True, timeout=120)
+    check("--max-model-len 1000 with --kv-cache-mb 10 (528 tokens): exit 1, says why",
+          p.returncode == 1 and "--max-model-len 1000 does not fit" in p.stderr,
+          (p.returncode, p.stderr[-300:]))
     for bad in ("q4_0", ""):
         p = subprocess.run([INGOT, "serve", "--kv-cache-dtype", bad],
                            capture_output=True, text=True, timeout=60)

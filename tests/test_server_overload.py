@@ -6,6 +6,8 @@ pushes further:
     gets 429 with Retry-After fast (p99 of the rejections < 50 ms, scaled
     by the load average per core when the machine is shared), every
     admitted request completes;
+  - one request of more choices than that capacity: 400 (a 429 would be
+    retried forever);
   - clients that leave before sending all headers, during prefill (a long
     prompt, closed right after sending) and mid-stream: within 1 s nothing
     is running and the KV cache is back to its baseline;
@@ -135,6 +137,23 @@ def test_burst(port):
           all(r[2]["usage"]["completion_tokens"] == 8 for r in ok), [r[2] for r in ok[:2]])
 
 
+def test_too_many_choices(port):
+    """More choices (n x prompts) than running and waiting sequences
+    together can never be admitted: 400 naming n, not a 429 that a
+    retrying client would repeat forever; exactly that many are served."""
+    cap = SEQS + WAITING
+    st, hdr, body, _ = post(port, {"prompt": "Hi", "max_tokens": 2, "n": cap + 1})
+    check(f"n = {cap + 1} (over --max-num-seqs + --max-waiting): 400 on n, no Retry-After",
+          st == 400 and isinstance(body, dict) and body["error"]["param"] == "n" and
+          "Retry-After" not in hdr, (st, hdr, body))
+    st, _, body, _ = post(port, {"prompt": ["Hi", "Ho", "Ha"], "max_tokens": 2, "n": 3})
+    check(f"3 prompts x n = 3 (over {cap}): 400", st == 400, (st, body))
+    st, _, body, _ = post(port, {"prompt": "Hi", "max_tokens": 2, "n": cap,
+                                 "temperature": 0})
+    check(f"n = {cap}: served, {cap} choices",
+          st == 200 and len(body.get("choices", [])) == cap, (st, body))
+
+
 def test_disconnects(port):
     idle_within(port, 30, 1.0)
     base = serve_proc.metrics(port).get("vllm:kv_cache_usage_perc", 0)
@@ -248,7 +267,7 @@ def main():
     srv = serve_proc.Server(*args)
     t0 = time.time()
     try:
-        for fn in (test_burst, test_disconnects):  # noqa
+        for fn in (test_burst, test_too_many_choices, test_disconnects):  # noqa
             t = time.time()
             fn(srv.port)
             print(f"  [{fn.__name__}: {time.time() - t:.1f}s]", flush=True)
