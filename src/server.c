@@ -780,11 +780,19 @@ int server_port(const struct server *s)
 	return s->port;
 }
 
+/* The listen socket stops listening at once: new connections are
+ * refused (as uvicorn does when vLLM drains) instead of queueing in the
+ * backlog, unanswered, to be reset when the socket closes at stop.
+ * shutdown, not close: libmicrohttpd's threads may still hold the
+ * descriptor until MHD_stop_daemon, and it must not be reused meanwhile. */
 void server_quiesce(struct server *s)
 {
 	atomic_store(&s->draining, true);
-	if (s->quiesced_fd == MHD_INVALID_SOCKET)
+	if (s->quiesced_fd == MHD_INVALID_SOCKET) {
 		s->quiesced_fd = MHD_quiesce_daemon(s->d);
+		if (s->quiesced_fd != MHD_INVALID_SOCKET)
+			shutdown(s->quiesced_fd, SHUT_RDWR);
+	}
 }
 
 int server_active(struct server *s)

@@ -242,10 +242,14 @@ def test_sigterm(srv):
     wait_running(port, 1)
     srv.p.send_signal(signal.SIGTERM)
     time.sleep(0.2)
+    t_late = time.time()
     try:
         st = post(port, {"prompt": "late", "max_tokens": 1}, timeout=10)[0]
-    except OSError:
-        st = "refused"
+    except ConnectionRefusedError:
+        st = "refused"  # the listen socket stopped listening at once
+    except OSError as e:  # a reset or a timeout: left hanging in the backlog
+        st = repr(e)
+    t_late = time.time() - t_late
     statuses = []
     for c in conns:
         r = c.getresponse()
@@ -256,9 +260,10 @@ def test_sigterm(srv):
         rc = srv.p.wait(60)
     except subprocess.TimeoutExpired:
         rc = None
-    check("SIGTERM: running and waiting requests complete, a new one is refused, exit 0",
-          all(s == (200, 12) for s in statuses) and st in (503, "refused") and rc == 0,
-          (statuses, st, rc))
+    check("SIGTERM: running and waiting requests complete, a new one is refused at once "
+          "(503 or connection refused, not reset), exit 0",
+          all(s == (200, 12) for s in statuses) and st in (503, "refused") and t_late < 2 and
+          rc == 0, (statuses, st, t_late, rc))
 
 
 def main():
