@@ -18,15 +18,16 @@
 #include "mem.h"
 #include "quant.h"
 
-struct stream_job {
-	const uint64_t *buf;
+/* The probe: a buffer as large as the weights, read by every thread. */
+struct bench_stream {
+	uint64_t *buf;
 	size_t words;
 	uint64_t sink[64][8]; /* one cache line per thread */
 };
 
 static void stream_thread(void *ctx, int ith, int nth)
 {
-	struct stream_job *j = ctx;
+	struct bench_stream *j = ctx;
 	long b, e;
 	pool_split((long)(j->words / 8), ith, nth, &b, &e);
 #ifdef __SSE2__
@@ -62,12 +63,6 @@ double bench_median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-struct bench_stream {
-	struct stream_job job;
-	uint64_t *buf;
-	size_t bytes;
-};
-
 struct bench_stream *bench_stream_create(size_t bytes)
 {
 	struct bench_stream *s = ing_calloc(1, sizeof *s);
@@ -79,9 +74,7 @@ struct bench_stream *bench_stream_create(size_t bytes)
 	}
 	memset(buf, 1, bytes); /* commit the pages */
 	s->buf = buf;
-	s->bytes = bytes;
-	s->job.buf = buf;
-	s->job.words = bytes / sizeof(uint64_t);
+	s->words = bytes / sizeof(uint64_t);
 	return s;
 }
 
@@ -92,8 +85,8 @@ double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs)
 	double gbs[64];
 	for (int r = 0; r < runs; r++) {
 		double t0 = gen_now();
-		pool_run(pool, stream_thread, &s->job);
-		gbs[r] = (double)s->bytes / (gen_now() - t0) / 1e9;
+		pool_run(pool, stream_thread, s);
+		gbs[r] = (double)(s->words * sizeof(uint64_t)) / (gen_now() - t0) / 1e9;
 	}
 	return bench_median(gbs, runs);
 }
@@ -104,19 +97,6 @@ void bench_stream_destroy(struct bench_stream *s)
 		return;
 	ing_free(s->buf);
 	ing_free(s);
-}
-
-double bench_stream_bw(struct pool *pool, size_t bytes, int runs)
-{
-	struct bench_stream *s = bench_stream_create(bytes);
-	if (!s || runs < 1 || runs > 64) {
-		bench_stream_destroy(s);
-		return 0;
-	}
-	bench_stream_measure(pool, s, 1); /* warm-up */
-	double bw = bench_stream_measure(pool, s, runs);
-	bench_stream_destroy(s);
-	return bw;
 }
 
 /* ---- int8 multiply-add peak ---- */

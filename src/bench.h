@@ -1,10 +1,12 @@
 /* bench.h — measurements `ingot bench` reports (machine side).
  *
- * bench_stream_bw measures the machine's streaming-read bandwidth the way a
- * decode step reads weights: n_threads threads each summing their part of
- * a buffer of `bytes` (as large as the weights, so it cannot sit in cache).
- * Returns the median GB/s of `runs` passes; 0 when the buffer cannot be
- * allocated. */
+ * The streaming-read probe measures the machine's bandwidth the way a
+ * decode step reads weights: every pool thread summing its part of a
+ * buffer of `bytes` (as large as the weights, so it cannot sit in cache).
+ * It is kept for measurements spread over a benchmark (the bandwidth of a
+ * shared host drifts between them): create commits the buffer (NULL out
+ * of memory; free with destroy, NULL is fine), measure returns the median
+ * GB/s of `runs` passes (0 for a NULL probe or runs outside 1..64). */
 #ifndef INGOT_BENCH_H
 #define INGOT_BENCH_H
 
@@ -13,12 +15,6 @@
 
 #include "pool.h"
 
-double bench_stream_bw(struct pool *pool, size_t bytes, int runs);
-
-/* The same probe kept for measurements spread over a benchmark (the
- * bandwidth of a shared host drifts between them): create commits the
- * buffer (NULL out of memory; free with destroy, NULL is fine), measure
- * returns the median GB/s of `runs` passes (0 for a NULL probe). */
 struct bench_stream;
 struct bench_stream *bench_stream_create(size_t bytes);
 double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs);

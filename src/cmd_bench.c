@@ -136,7 +136,6 @@ struct bench_ctx {
 	struct model *m;
 	struct pool *pool;
 	int prefetch;
-	uint64_t wbytes;              /* weight bytes per decode token */
 	struct bench_stream *stream;  /* bandwidth probe before each decode run, or NULL */
 	double probes[MAX_PROBES];    /* GB/s of every probe so far */
 	int n_probes;
@@ -230,6 +229,7 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 	struct fwd *f[MAX_LIST];
 	struct runner *r[MAX_LIST];
 	double tps[MAX_LIST][64], share[MAX_LIST][64];
+	const double wbytes = (double)model_weight_bytes(c->m);
 	int opened = 0, rc = 0;
 	while (opened < n && !rc)
 		if (!(rc = open_runner(c, kinds[opened], &cfg, &f[opened], &r[opened])))
@@ -242,7 +242,7 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 			const double sec = decode_once(c, f[k], r[k], B, o->gen);
 			rc = sec < 0;
 			tps[k][i] = (double)B * o->gen / sec;
-			share[k][i] = bw > 0 ? 100.0 * (double)c->wbytes * tps[k][i] / B / 1e9 / bw : 0;
+			share[k][i] = bw > 0 ? 100.0 * wbytes * tps[k][i] / B / 1e9 / bw : 0;
 		}
 	for (int k = 0; k < opened; k++) {
 		runner_destroy(r[k]);
@@ -261,7 +261,7 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 		}
 		row->tok_s = bench_median(tps[k], o->runs);
 		row->ms_step = 1e3 * B / row->tok_s;
-		row->bw_gbs = (double)c->wbytes * row->tok_s / B / 1e9;
+		row->bw_gbs = wbytes * row->tok_s / B / 1e9;
 		row->bw_pct = bench_median(share[k], o->runs);
 	}
 	return 0;
@@ -427,10 +427,8 @@ int cmd_bench(int argc, char **argv)
 	struct bench_machine mc = { .wbytes = model_weight_bytes(c.m),
 				    .macs_token = model_weight_macs(c.m, true),
 				    .macs_prompt = model_weight_macs(c.m, false) };
-	c.wbytes = mc.wbytes;
 	c.stream = bench_stream_create((size_t)mc.wbytes);
-	probe_bw(&c, 1); /* warm-up */
-	c.n_probes = 0;
+	bench_stream_measure(c.pool, c.stream, 1); /* warm-up, not a probe */
 	probe_bw(&c, 5);
 	mc.peak = bench_int8_peak(c.pool, 5);
 	struct bench_row rows[MAX_LIST * MAX_LIST];

@@ -344,6 +344,18 @@ ALWAYS_INLINE void quads8_unsigned_pair(const int32_t wq[4][QK / 4],
 }
 #endif
 
+/* The float step of a Q4_0/Q5_0 block for 4 rows (scales dw) and the
+ * group block b, from the rows' sums of u * a in us: less the offset
+ * times b's activation sums, then tok_step. */
+ALWAYS_INLINE void tok_unsigned_step(enum qtype t, const __m256 dw[4],
+				     const struct quant_gemm_block *b, __m256i us[4], __m256 acc[4])
+{
+	const __m256i off = _mm256_slli_epi32(load256(b->sums), legacy_offset_log2(t));
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		us[j] = _mm256_sub_epi32(us[j], off);
+	tok_step(dw, _mm256_loadu_ps(b->d), us, acc);
+}
+
 /* Q4_0 / Q5_0: 4 rows x ng groups (at g, nb blocks apart). Each block of
  * the 4 rows is unpacked once, as unsigned quants u = q + o, for all the
  * groups; a broadcast quad of u against a row of packed quads
@@ -372,15 +384,8 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 			__asm__("" : "+r"(wqg));
 			__m256i ia[4], ib[4];
 			quads8_unsigned_pair(wqg, ba, bb, ia, ib);
-			const int o = legacy_offset_log2(t);
-			const __m256i offa = _mm256_slli_epi32(load256(ba->sums), o);
-			const __m256i offb = _mm256_slli_epi32(load256(bb->sums), o);
-			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-				ia[j] = _mm256_sub_epi32(ia[j], offa);
-				ib[j] = _mm256_sub_epi32(ib[j], offb);
-			}
-			tok_step(dw, _mm256_loadu_ps(ba->d), ia, acc[gi]);
-			tok_step(dw, _mm256_loadu_ps(bb->d), ib, acc[gi + 1]);
+			tok_unsigned_step(t, dw, ba, ia, acc[gi]);
+			tok_unsigned_step(t, dw, bb, ib, acc[gi + 1]);
 		}
 #endif
 		for (; gi < ng; gi++) {
@@ -392,10 +397,9 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 			__m256i is[4], hi[4];
 			quads4_unsigned(wqg, b, 0, is);
 			quads4_unsigned(wqg, b, 4, hi);
-			const __m256i off = _mm256_slli_epi32(load256(b->sums), legacy_offset_log2(t));
 			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-				is[j] = _mm256_sub_epi32(_mm256_add_epi32(is[j], hi[j]), off);
-			tok_step(dw, _mm256_loadu_ps(b->d), is, acc[gi]);
+				is[j] = _mm256_add_epi32(is[j], hi[j]);
+			tok_unsigned_step(t, dw, b, is, acc[gi]);
 		}
 	}
 }

@@ -520,24 +520,32 @@ static bool call_key_ok(struct server_call *c)
 		       s->api_key);
 }
 
-static enum MHD_Result queue_unauthorized(struct server_call *c)
+/* What the server answers itself instead of the handler: 503 while
+ * draining, a CORS preflight, 401 for a missing or wrong key. Returns
+ * true with *rc when it answered. */
+static bool call_gate(struct server_call *c, enum MHD_Result *rc)
 {
-	return queue_error(c, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
-			   "invalid_request_error", "invalid_api_key", false);
+	if (atomic_load(&c->srv->draining))
+		*rc = queue_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Server is shutting down",
+				  "server_error", "shutting_down", true);
+	else if (call_is_preflight(c))
+		*rc = queue_preflight(c);
+	else if (!call_key_ok(c))
+		*rc = queue_error(c, MHD_HTTP_UNAUTHORIZED, "Incorrect API key provided",
+				  "invalid_request_error", "invalid_api_key", false);
+	else
+		return false;
+	return true;
 }
 
 static enum MHD_Result call_dispatch(struct server_call *c)
 {
 	struct server *s = c->srv;
+	enum MHD_Result rc;
 	if (c->too_large)
 		return queue_too_large(c);
-	if (atomic_load(&s->draining))
-		return queue_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Server is shutting down",
-				   "server_error", "shutting_down", true);
-	if (call_is_preflight(c))
-		return queue_preflight(c);
-	if (!call_key_ok(c))
-		return queue_unauthorized(c);
+	if (call_gate(c, &rc))
+		return rc;
 	if (!c->body.p && sbuf_put(&c->body, "", 0))
 		return MHD_NO;
 	/* Generation may take long: no idle timeout while the handler runs.
@@ -551,7 +559,7 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 	if (!c->resp)
 		return queue_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "No response",
 				   "server_error", "internal_error", false);
-	enum MHD_Result rc = MHD_queue_response(c->conn, (unsigned)c->status, c->resp);
+	rc = MHD_queue_response(c->conn, (unsigned)c->status, c->resp);
 	MHD_destroy_response(c->resp);
 	c->resp = NULL;
 	return rc;
@@ -572,13 +580,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		if (!call_check_framing(c, &rc) || !call_check_length(c, &rc))
 			return rc;
 		/* a client that waits for "100 Continue" before its body gets
-		 * the 401 instead, not after uploading (preflights and
-		 * draining are answered at dispatch, as usual) */
+		 * the gate's answer (a 401, ...) instead, not after uploading */
 		const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 								 MHD_HTTP_HEADER_EXPECT);
-		if (expect && !strcasecmp(expect, "100-continue") && !call_is_preflight(c) &&
-		    !atomic_load(&s->draining) && !call_key_ok(c))
-			return queue_unauthorized(c);
+		if (expect && !strcasecmp(expect, "100-continue"))
+			call_gate(c, &rc);
 		return rc;
 	}
 	if (*upload_size)
