@@ -40,6 +40,7 @@ struct fwd {
 	struct model *m;
 	const struct model_hparams *hp;
 	const struct quant_kernels *k;
+	const void *lm_r16;          /* the LM head repacked for k (model_lm_head_r16), or NULL */
 	struct fwd_config cfg;
 	struct kv_cache *kv;
 	int64_t Dq, Dk, Dv, Datt;    /* H*Dh, HKV*Dh, HKV*Dv, H*Dv */
@@ -283,6 +284,7 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->k = quant_kernels_best();
 	if (quant_kernels_narrow(f->k) != f->k && model_weights_narrow(m))
 		f->k = quant_kernels_narrow(f->k);
+	f->lm_r16 = model_lm_head_r16(m, f->k);
 	f->cfg = *cfg;
 	const struct model_hparams *hp = f->hp;
 	f->Dq = hp->n_head * hp->head_dim;
@@ -680,7 +682,14 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 				     : LM_HEAD_TILE_MIN;
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
-		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
+		if (f->lm_r16) {
+			const struct act_buf *a = &f->act[SRC_OUT];
+			ops_matmul_rows_r16(f->k, f->m->output, f->lm_r16, a->q[FMT_Q8_0],
+					    a->row_bytes[FMT_Q8_0], a->packed[FMT_Q8_0], f->n_out,
+					    f->logits, V, r0, r1);
+		} else {
+			matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
+		}
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
 			if (cap > 0.0f)
@@ -749,7 +758,16 @@ bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, i
 	case OP_WO: return weight_rows(l->wo, u0, u1, base, bytes);
 	case OP_GATE_UP: return weight_rows(l->w_gate, u0, u1, base, bytes);
 	case OP_DOWN: return weight_rows(l->w_down, u0, u1, base, bytes);
-	case OP_LM_HEAD: return weight_rows(f->m->output, u0, u1, base, bytes);
+	case OP_LM_HEAD:
+		if (f->lm_r16) { /* whole tiles: the kernel's reads */
+			const size_t tile = quant_r16_tile_bytes((int64_t)f->m->output->ne[0]);
+			if (u1 <= u0)
+				return false;
+			*base = (const uint8_t *)f->lm_r16 + (size_t)(u0 / QUANT_R16_ROWS) * tile;
+			*bytes = (size_t)((u1 - 1) / QUANT_R16_ROWS - u0 / QUANT_R16_ROWS + 1) * tile;
+			return true;
+		}
+		return weight_rows(f->m->output, u0, u1, base, bytes);
 	default: return false;
 	}
 }

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "mem.h"
 #include "quant.h"
@@ -250,6 +252,7 @@ int model_open_gguf(struct gguf *g, struct model **out, ing_err *err)
 	}
 	m->gguf = g;
 	atomic_init(&m->narrow, 0);
+	pthread_mutex_init(&m->lm_r16_lock, NULL);
 	struct gguf_str arch;
 	int rc;
 	if (gguf_get_str(g, "general.architecture", &arch) != ING_OK) {
@@ -291,6 +294,9 @@ void model_close(struct model *m)
 {
 	if (!m)
 		return;
+	if (m->lm_r16)
+		munmap(m->lm_r16, m->lm_r16_bytes);
+	pthread_mutex_destroy(&m->lm_r16_lock);
 	gguf_close(m->gguf);
 	ing_free(m->layers);
 	ing_free(m);
@@ -354,4 +360,50 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head)
 			n += w[i]->nelems;
 	}
 	return n;
+}
+
+/* ---- the repacked LM head ---- */
+
+/* Gives back the whole pages of [p, p + n) of the file mapping: they were
+ * only read, so a later read faults them in again from the file. */
+static void mapping_release(const void *p, size_t n)
+{
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void lm_head_r16_build(struct model *m)
+{
+	const struct gguf_tensor *W = m->output;
+	const int64_t n = (int64_t)W->ne[0], rows = (int64_t)(W->nelems / W->ne[0]);
+	const size_t bytes = quant_r16_bytes(n, rows);
+	if (bytes == 0)
+		return;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+#ifdef MADV_HUGEPAGE
+	madvise(p, bytes, MADV_HUGEPAGE); /* one linear stream: fewer TLB misses */
+#endif
+	quant_r16_pack(W->data, n, rows, p);
+	if (m->gguf->mapped)
+		mapping_release(W->data, W->nbytes);
+	m->lm_r16 = p;
+	m->lm_r16_bytes = bytes;
+}
+
+const void *model_lm_head_r16(struct model *m, const struct quant_kernels *k)
+{
+	if (!k->gemm_q8_0_r16 || m->output->type != QTYPE_Q8_0)
+		return NULL;
+	pthread_mutex_lock(&m->lm_r16_lock);
+	if (!m->lm_r16_tried) {
+		m->lm_r16_tried = true;
+		lm_head_r16_build(m);
+	}
+	const void *p = m->lm_r16;
+	pthread_mutex_unlock(&m->lm_r16_lock);
+	return p;
 }

@@ -15,11 +15,14 @@
 #define INGOT_MODEL_H
 
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
 #include "gguf.h"
+
+struct quant_kernels;
 
 enum rope_kind { ROPE_NORM, ROPE_NEOX };  /* pairs (2i,2i+1) vs (i,i+Dh/2) */
 enum act_kind { ACT_SILU, ACT_GELU_TANH };
@@ -78,6 +81,13 @@ struct model {
 	struct model_layer *layers;            /* [L] */
 	char path[1024];
 	atomic_int narrow;                     /* model_weights_narrow: 0 not yet known, 1 yes, 2 no */
+	/* model_lm_head_r16: the repacked LM head (an anonymous mapping of
+	 * lm_r16_bytes), built once under lm_r16_lock; lm_r16_tried says a
+	 * build was attempted (NULL then means it cannot be had) */
+	pthread_mutex_t lm_r16_lock;
+	void *lm_r16;
+	size_t lm_r16_bytes;
+	bool lm_r16_tried;
 };
 
 /* Architecture descriptor by general.architecture name, or NULL. */
@@ -109,5 +119,15 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head);
  * the default model); the answer is kept in the model (thread-safe: racing
  * first calls both compute the same answer). */
 bool model_weights_narrow(struct model *m);
+
+/* The LM head repacked 16 rows to a tile for table k's gemm_q8_0_r16
+ * kernel (quant.h), or NULL where the plain rows serve: k has no such
+ * kernel, the LM head is not Q8_0, or the copy (178 MB for the default
+ * model, a quarter of a second) could not be made. The first call for a
+ * table with the kernel builds the copy, kept until model_close
+ * (thread-safe); the mapped original's pages are then given back (a tied
+ * embedding faults in the rows it looks up), so the weights stay in
+ * memory once. */
+const void *model_lm_head_r16(struct model *m, const struct quant_kernels *k);
 
 #endif

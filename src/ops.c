@@ -101,6 +101,18 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 	}
 }
 
+void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor *W,
+			 const void *w16, const void *xq, size_t xq_stride, const void *packed,
+			 int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1)
+{
+	const int64_t n = (int64_t)W->ne[0];
+	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
+	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
+	matmul_gemm_declare(QTYPE_Q8_0, n, packed, T, y, y_stride, r0, r1);
+	k->gemm_q8_0_r16(n, w16, row_bytes, r0, r1, xq, xq_stride,
+			 T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
+}
+
 void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out)
 {
 	const size_t row_bytes = E->nbytes / E->ne[1];

@@ -38,6 +38,13 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
 		     int64_t r0, int64_t r1);
 
+/* The same product over W's rows repacked 16 to a tile (w16, from
+ * model_lm_head_r16) by k's gemm_q8_0_r16 kernel: bit for bit what
+ * ops_matmul_rows gives on W. */
+void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor *W,
+			 const void *w16, const void *xq, size_t xq_stride, const void *packed,
+			 int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1);
+
 /* Row `row` of an embedding table [V, D] into out[D] (dequantized). */
 void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);
 

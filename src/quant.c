@@ -199,6 +199,8 @@ static void tables_build(void)
 			 : i == QUANT_ISA_AVXVNNI ? quant_gemm_k_avxvnni_register
 						  : quant_gemm_k_avx2_register)(k);
 		}
+		if (i == QUANT_ISA_AVX512)
+			quant_gemm_r16_avx512_register(k);
 		tables_narrow[i] = *k;
 		if (legacy) {
 			legacy(k, false);

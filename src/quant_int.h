@@ -198,6 +198,9 @@ void quant_gemm_avx2_register(struct quant_kernels *k, bool narrow);
 void quant_gemm_avx512_register(struct quant_kernels *k, bool narrow);  /* AVX512-VNNI + VL */
 void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-VNNI */
 
+/* The repacked Q8_0 kernel (quant_gemm_r16_avx512.c): gemm_q8_0_r16. */
+void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
+
 /* QUANT_GEMM_VNNI in quant_gemm_avx2.c: which vpdpbusd encoding. */
 #define QUANT_GEMM_VNNI_EVEX 1
 #define QUANT_GEMM_VNNI_VEX 2

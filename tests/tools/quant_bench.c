@@ -295,6 +295,10 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 		return -1;
 	}
 	weights_fill(c->type, w, row_bytes * (size_t)rows);
+	/* Q8_0: the rows repacked 16 to a tile too, for the tables' r16 kernel */
+	void *w16 = c->type == QTYPE_Q8_0 ? malloc(quant_r16_bytes(c->n, rows)) : NULL;
+	if (w16)
+		quant_r16_pack(w, c->n, rows, w16);
 	for (int64_t t = 0; t < GEMM_T_MAX; t++) {
 		for (int64_t i = 0; i < c->n; i++)
 			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
@@ -305,15 +309,21 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
 		const int64_t T = Ts[ti];
 		int have_y0 = 0;
-		for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
-			const struct quant_kernels *k = quant_kernels_get((enum quant_isa)isa);
-			if (!k || !k->gemm[c->type])
+		for (int kind = 0; kind < 2 * QUANT_ISA_COUNT; kind++) {
+			/* kind < QUANT_ISA_COUNT: table kind's gemm entry on the
+			 * rows; past it, table kind - QUANT_ISA_COUNT's r16 entry
+			 * on the repacked rows */
+			const int r16 = kind >= QUANT_ISA_COUNT;
+			const struct quant_kernels *k =
+				quant_kernels_get((enum quant_isa)(kind % QUANT_ISA_COUNT));
+			quant_gemm_fn fn = !k ? NULL : r16 ? (w16 ? k->gemm_q8_0_r16 : NULL) : k->gemm[c->type];
+			if (!fn)
 				continue;
+			const void *wk = r16 ? w16 : w;
 			double best = 1e30, spent = 0;
 			while (spent < min_s) {
 				double t0 = now_s();
-				k->gemm[c->type](c->n, w, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y,
-						 rows);
+				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y, rows);
 				double dt = now_s() - t0;
 				spent += dt;
 				best = dt < best ? dt : best;
@@ -324,17 +334,18 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			else
 				memcpy(y0, y, (size_t)(rows * T) * sizeof *y), have_y0 = 1;
 			bad |= !same;
-			char gbs[48] = "";
+			char gbs[48] = "", isa[24];
 			if (T <= 2)
 				snprintf(gbs, sizeof gbs, "  (%.1f GB/s of weights)",
 					 (double)row_bytes * (double)rows / best / 1e9);
-			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-7s %8.1f G multiply-adds/s%s%s\n", tr->name,
-			       c->name, (long long)c->n, (long long)rows, (long long)T,
-			       quant_isa_name(k->isa), (double)c->n * (double)rows * (double)T / best / 1e9,
-			       gbs, same ? "" : "  NOT IDENTICAL");
+			snprintf(isa, sizeof isa, "%s%s", quant_isa_name(k->isa), r16 ? "/r16" : "");
+			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-10s %8.1f G multiply-adds/s%s%s\n", tr->name,
+			       c->name, (long long)c->n, (long long)rows, (long long)T, isa,
+			       (double)c->n * (double)rows * (double)T / best / 1e9, gbs,
+			       same ? "" : "  NOT IDENTICAL");
 		}
 	}
-	free(w), free(a), free(packed), free(x), free(y), free(y0);
+	free(w), free(w16), free(a), free(packed), free(x), free(y), free(y0);
 	return bad ? -1 : 0;
 }
 
