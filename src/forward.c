@@ -40,7 +40,7 @@ struct fwd {
 	struct model *m;
 	const struct model_hparams *hp;
 	const struct quant_kernels *k;
-	const void *lm_r16;          /* the LM head repacked for k (model_lm_head_r16), or NULL */
+	const void *const *r16;      /* the matrices repacked for k (model_r16), or NULL */
 	struct fwd_config cfg;
 	struct kv_cache *kv;
 	int64_t Dq, Dk, Dv, Datt;    /* H*Dh, HKV*Dh, HKV*Dv, H*Dv */
@@ -132,12 +132,26 @@ static void act_store(const struct fwd *f, struct act_buf *a, int64_t row, int64
 	}
 }
 
+/* W's copy repacked for f's kernels (model_r16), or NULL. */
+static const void *r16_of(const struct fwd *f, const struct gguf_tensor *W)
+{
+	if (!f->r16 || !f->k->gemm_r16[W->type])
+		return NULL;
+	return f->r16[model_tensor_index(f->m, W)];
+}
+
 static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
 		   float *y, int64_t y_stride, int64_t r0, int64_t r1)
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y, y_stride, r0, r1);
+	const void *w16 = r16_of(f, W);
+	if (w16)
+		ops_matmul_rows_r16(f->k, W, w16, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y,
+				    y_stride, r0, r1);
+	else
+		ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y, y_stride,
+				r0, r1);
 }
 
 /* ---- create / destroy ---- */
@@ -284,7 +298,7 @@ int fwd_create(struct model *m, const struct fwd_config *cfg, struct fwd **out, 
 	f->k = quant_kernels_best();
 	if (quant_kernels_narrow(f->k) != f->k && model_weights_narrow(m))
 		f->k = quant_kernels_narrow(f->k);
-	f->lm_r16 = model_lm_head_r16(m, f->k);
+	f->r16 = model_r16(m, f->k);
 	f->cfg = *cfg;
 	const struct model_hparams *hp = f->hp;
 	f->Dq = hp->n_head * hp->head_dim;
@@ -487,9 +501,12 @@ static void exec_embed(struct fwd *f, int64_t u0, int64_t u1)
 {
 	const int64_t D = f->hp->d_model;
 	const float scale = sqrtf((float)D);
+	/* a tied embedding's rows from the LM head's copy: the mapped
+	 * original's pages were given back (model_r16) and stay so */
+	const void *e16 = f->r16 ? f->r16[model_tensor_index(f->m, f->m->tok_embd)] : NULL;
 	for (int64_t t = u0; t < u1; t++) {
 		float *x = f->x + t * D;
-		ops_embed_row(f->m->tok_embd, f->tokens[t], x);
+		ops_embed_row(f->m->tok_embd, e16, f->tokens[t], x);
 		if (f->m->arch->flags & ARCH_EMBD_SCALE)
 			for (int64_t i = 0; i < D; i++)
 				x[i] *= scale;
@@ -682,14 +699,7 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 				     : LM_HEAD_TILE_MIN;
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
-		if (f->lm_r16) {
-			const struct act_buf *a = &f->act[SRC_OUT];
-			ops_matmul_rows_r16(f->k, f->m->output, f->lm_r16, a->q[FMT_Q8_0],
-					    a->row_bytes[FMT_Q8_0], a->packed[FMT_Q8_0], f->n_out,
-					    f->logits, V, r0, r1);
-		} else {
-			matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
-		}
+		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
 			if (cap > 0.0f)
@@ -730,11 +740,20 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 	}
 }
 
-static bool weight_rows(const struct gguf_tensor *W, int64_t r0, int64_t r1, const void **base,
-			size_t *bytes)
+/* The bytes rows [r0, r1) of W take where the kernels read them: the
+ * whole tiles of a repacked copy, or the plain rows. */
+static bool weight_rows(const struct fwd *f, const struct gguf_tensor *W, int64_t r0, int64_t r1,
+			const void **base, size_t *bytes)
 {
 	if (r1 <= r0)
 		return false;
+	const void *w16 = r16_of(f, W);
+	if (w16) {
+		const size_t tile = quant_r16_tile_bytes((enum qtype)W->type, (int64_t)W->ne[0]);
+		*base = (const uint8_t *)w16 + (size_t)(r0 / QUANT_R16_ROWS) * tile;
+		*bytes = (size_t)((r1 - 1) / QUANT_R16_ROWS - r0 / QUANT_R16_ROWS + 1) * tile;
+		return true;
+	}
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	*base = (const uint8_t *)W->data + (size_t)r0 * row_bytes;
 	*bytes = (size_t)(r1 - r0) * row_bytes;
@@ -750,24 +769,15 @@ bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, i
 	switch (op->kind) {
 	case OP_QKV: /* first matrix this thread touches */
 		if (u0 < f->Dq)
-			return weight_rows(l->wq, u0, u1 < f->Dq ? u1 : f->Dq, base, bytes);
+			return weight_rows(f, l->wq, u0, u1 < f->Dq ? u1 : f->Dq, base, bytes);
 		if (u0 < f->Dq + f->Dk)
-			return weight_rows(l->wk, u0 - f->Dq, u1 - f->Dq < f->Dk ? u1 - f->Dq : f->Dk,
+			return weight_rows(f, l->wk, u0 - f->Dq, u1 - f->Dq < f->Dk ? u1 - f->Dq : f->Dk,
 					   base, bytes);
-		return weight_rows(l->wv, u0 - f->Dq - f->Dk, u1 - f->Dq - f->Dk, base, bytes);
-	case OP_WO: return weight_rows(l->wo, u0, u1, base, bytes);
-	case OP_GATE_UP: return weight_rows(l->w_gate, u0, u1, base, bytes);
-	case OP_DOWN: return weight_rows(l->w_down, u0, u1, base, bytes);
-	case OP_LM_HEAD:
-		if (f->lm_r16) { /* whole tiles: the kernel's reads */
-			const size_t tile = quant_r16_tile_bytes((int64_t)f->m->output->ne[0]);
-			if (u1 <= u0)
-				return false;
-			*base = (const uint8_t *)f->lm_r16 + (size_t)(u0 / QUANT_R16_ROWS) * tile;
-			*bytes = (size_t)((u1 - 1) / QUANT_R16_ROWS - u0 / QUANT_R16_ROWS + 1) * tile;
-			return true;
-		}
-		return weight_rows(f->m->output, u0, u1, base, bytes);
+		return weight_rows(f, l->wv, u0 - f->Dq - f->Dk, u1 - f->Dq - f->Dk, base, bytes);
+	case OP_WO: return weight_rows(f, l->wo, u0, u1, base, bytes);
+	case OP_GATE_UP: return weight_rows(f, l->w_gate, u0, u1, base, bytes);
+	case OP_DOWN: return weight_rows(f, l->w_down, u0, u1, base, bytes);
+	case OP_LM_HEAD: return weight_rows(f, f->m->output, u0, u1, base, bytes);
 	default: return false;
 	}
 }

@@ -252,7 +252,14 @@ int model_open_gguf(struct gguf *g, struct model **out, ing_err *err)
 	}
 	m->gguf = g;
 	atomic_init(&m->narrow, 0);
-	pthread_mutex_init(&m->lm_r16_lock, NULL);
+	pthread_mutex_init(&m->r16_lock, NULL);
+	/* allocated now, filled by model_r16: what a model holds is
+	 * allocated when it is opened */
+	m->r16 = ing_calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *m->r16);
+	if (!m->r16) {
+		model_close(m);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
 	struct gguf_str arch;
 	int rc;
 	if (gguf_get_str(g, "general.architecture", &arch) != ING_OK) {
@@ -294,9 +301,10 @@ void model_close(struct model *m)
 {
 	if (!m)
 		return;
-	if (m->lm_r16)
-		munmap(m->lm_r16, m->lm_r16_bytes);
-	pthread_mutex_destroy(&m->lm_r16_lock);
+	if (m->r16_map)
+		munmap(m->r16_map, m->r16_bytes);
+	ing_free(m->r16);
+	pthread_mutex_destroy(&m->r16_lock);
 	gguf_close(m->gguf);
 	ing_free(m->layers);
 	ing_free(m);
@@ -374,36 +382,86 @@ static void mapping_release(const void *p, size_t n)
 		madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-static void lm_head_r16_build(struct model *m)
+/* The matrices the forward pass multiplies by: the LM head and each
+ * layer's, fn(m, W, ctx) for each (no tensor is two of them). */
+static void matrices_each(struct model *m, void (*fn)(struct model *, const struct gguf_tensor *, void *),
+			  void *ctx)
 {
-	const struct gguf_tensor *W = m->output;
-	const int64_t n = (int64_t)W->ne[0], rows = (int64_t)(W->nelems / W->ne[0]);
-	const size_t bytes = quant_r16_bytes(n, rows);
-	if (bytes == 0)
+	fn(m, m->output, ctx);
+	for (int64_t il = 0; il < m->hp.n_layer; il++) {
+		const struct gguf_tensor *w[LAYER_MATRICES];
+		layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < LAYER_MATRICES; i++)
+			fn(m, w[i], ctx);
+	}
+}
+
+/* Bytes of W's repacked copy for table k (0: none). */
+static size_t r16_bytes_of(const struct quant_kernels *k, const struct gguf_tensor *W)
+{
+	if (!k->gemm_r16[W->type])
+		return 0;
+	return quant_r16_bytes((enum qtype)W->type, (int64_t)W->ne[0],
+			       (int64_t)(W->nelems / W->ne[0]));
+}
+
+struct r16_build {
+	const struct quant_kernels *k;
+	size_t bytes; /* sizing pass: the total; packing pass: the offset */
+	bool pack;
+};
+
+static void r16_visit(struct model *m, const struct gguf_tensor *W, void *ctx)
+{
+	struct r16_build *b = ctx;
+	const size_t i = model_tensor_index(m, W), bytes = r16_bytes_of(b->k, W);
+	if (bytes == 0 || m->r16[i])
+		return; /* no copy, or one made already */
+	if (!b->pack) {
+		b->bytes += bytes;
 		return;
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	uint8_t *dst = (uint8_t *)m->r16_map + b->bytes;
+	quant_r16_pack((enum qtype)W->type, W->data, (int64_t)W->ne[0],
+		       (int64_t)(W->nelems / W->ne[0]), dst);
+	if (m->gguf->mapped)
+		mapping_release(W->data, W->nbytes);
+	m->r16[i] = dst;
+	b->bytes += bytes;
+}
+
+static void r16_build(struct model *m, const struct quant_kernels *k)
+{
+	struct r16_build b = { .k = k };
+	matrices_each(m, r16_visit, &b);
+	void *p = b.bytes ? mmap(NULL, b.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+			  : MAP_FAILED;
 	if (p == MAP_FAILED)
 		return;
 #ifdef MADV_HUGEPAGE
-	madvise(p, bytes, MADV_HUGEPAGE); /* one linear stream: fewer TLB misses */
+	madvise(p, b.bytes, MADV_HUGEPAGE); /* linear streams: fewer TLB misses */
 #endif
-	quant_r16_pack(W->data, n, rows, p);
-	if (m->gguf->mapped)
-		mapping_release(W->data, W->nbytes);
-	m->lm_r16 = p;
-	m->lm_r16_bytes = bytes;
+	m->r16_map = p;
+	m->r16_bytes = b.bytes;
+	b = (struct r16_build){ .k = k, .pack = true };
+	matrices_each(m, r16_visit, &b);
+	/* read-only from here on: a stray write faults instead of changing weights */
+	mprotect(p, m->r16_bytes, PROT_READ);
 }
 
-const void *model_lm_head_r16(struct model *m, const struct quant_kernels *k)
+const void *const *model_r16(struct model *m, const struct quant_kernels *k)
 {
-	if (!k->gemm_q8_0_r16 || m->output->type != QTYPE_Q8_0)
+	bool any = false;
+	for (int t = 0; t < QTYPE_COUNT; t++)
+		any |= k->gemm_r16[t] != NULL;
+	if (!any)
 		return NULL;
-	pthread_mutex_lock(&m->lm_r16_lock);
-	if (!m->lm_r16_tried) {
-		m->lm_r16_tried = true;
-		lm_head_r16_build(m);
+	pthread_mutex_lock(&m->r16_lock);
+	if (!m->r16_tried) {
+		m->r16_tried = true;
+		r16_build(m, k);
 	}
-	const void *p = m->lm_r16;
-	pthread_mutex_unlock(&m->lm_r16_lock);
-	return p;
+	const void *const *r = m->r16_map ? m->r16 : NULL;
+	pthread_mutex_unlock(&m->r16_lock);
+	return r;
 }

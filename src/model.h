@@ -81,13 +81,14 @@ struct model {
 	struct model_layer *layers;            /* [L] */
 	char path[1024];
 	atomic_int narrow;                     /* model_weights_narrow: 0 not yet known, 1 yes, 2 no */
-	/* model_lm_head_r16: the repacked LM head (an anonymous mapping of
-	 * lm_r16_bytes), built once under lm_r16_lock; lm_r16_tried says a
-	 * build was attempted (NULL then means it cannot be had) */
-	pthread_mutex_t lm_r16_lock;
-	void *lm_r16;
-	size_t lm_r16_bytes;
-	bool lm_r16_tried;
+	/* model_r16: the repacked matrices, one anonymous mapping of
+	 * r16_bytes (r16_map), r16[i] tensor i's copy or NULL; built once
+	 * under r16_lock; r16_tried says a build was attempted */
+	pthread_mutex_t r16_lock;
+	void *r16_map;
+	size_t r16_bytes;
+	const void **r16;
+	bool r16_tried;
 };
 
 /* Architecture descriptor by general.architecture name, or NULL. */
@@ -120,14 +121,23 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head);
  * first calls both compute the same answer). */
 bool model_weights_narrow(struct model *m);
 
-/* The LM head repacked 16 rows to a tile for table k's gemm_q8_0_r16
- * kernel (quant.h), or NULL where the plain rows serve: k has no such
- * kernel, the LM head is not Q8_0, or the copy (178 MB for the default
- * model, a quarter of a second) could not be made. The first call for a
- * table with the kernel builds the copy, kept until model_close
- * (thread-safe); the mapped original's pages are then given back (a tied
- * embedding faults in the rows it looks up), so the weights stay in
- * memory once. */
-const void *model_lm_head_r16(struct model *m, const struct quant_kernels *k);
+/* The model's matrices (the LM head, the layers') repacked 16 rows to a
+ * tile for table k's gemm_r16 kernels (quant.h): an array indexed like
+ * the GGUF's tensors (model_tensor_index), entry i tensor i's copy or
+ * NULL where the plain rows serve (not a matrix, a type k has no such
+ * kernel for, rows too long); NULL for all when k has none or the copy
+ * (about 220 MB for the default model, a third of a second) could not be
+ * made. The first call for a table with the kernels builds the copies,
+ * kept until model_close (thread-safe); the mapped originals' pages are
+ * then given back (a tied embedding faults in the rows it looks up), so
+ * the weights stay in memory once. A later table may lack a kernel an
+ * entry was made for: check k->gemm_r16[type] before using one. */
+const void *const *model_r16(struct model *m, const struct quant_kernels *k);
+
+/* Index of tensor W (one of m's) in its GGUF's tensor array. */
+static inline size_t model_tensor_index(const struct model *m, const struct gguf_tensor *W)
+{
+	return (size_t)(W - m->gguf->tensors);
+}
 
 #endif

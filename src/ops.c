@@ -108,15 +108,19 @@ void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
-	matmul_gemm_declare(QTYPE_Q8_0, n, packed, T, y, y_stride, r0, r1);
-	k->gemm_q8_0_r16(n, w16, row_bytes, r0, r1, xq, xq_stride,
-			 T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
+	matmul_gemm_declare(qtype_traits(W->type)->act_type, n, packed, T, y, y_stride, r0, r1);
+	k->gemm_r16[W->type](n, w16, row_bytes, r0, r1, xq, xq_stride,
+			     T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
 }
 
-void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out)
+void ops_embed_row(const struct gguf_tensor *E, const void *e16, int64_t row, float *out)
 {
 	const size_t row_bytes = E->nbytes / E->ne[1];
 	SAN_WRITE(out, (size_t)E->ne[0] * sizeof(float)); /* the kernels are not instrumented */
+	if (e16) {
+		quant_r16_dequantize_row((enum qtype)E->type, e16, (int64_t)E->ne[0], row, out);
+		return;
+	}
 	quant_dequantize_ref(E->type, (const uint8_t *)E->data + (size_t)row * row_bytes, out,
 			     (int64_t)E->ne[0]);
 }

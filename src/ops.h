@@ -39,14 +39,16 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 		     int64_t r0, int64_t r1);
 
 /* The same product over W's rows repacked 16 to a tile (w16, from
- * model_lm_head_r16) by k's gemm_q8_0_r16 kernel: bit for bit what
- * ops_matmul_rows gives on W. */
+ * model_r16) by k's gemm_r16 kernel for W's type (which must be set):
+ * bit for bit what ops_matmul_rows gives on W. */
 void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor *W,
 			 const void *w16, const void *xq, size_t xq_stride, const void *packed,
 			 int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1);
 
-/* Row `row` of an embedding table [V, D] into out[D] (dequantized). */
-void ops_embed_row(const struct gguf_tensor *E, int64_t row, float *out);
+/* Row `row` of an embedding table [V, D] into out[D] (dequantized), from
+ * E's rows or, where it is not NULL, from e16, E repacked 16 rows to a
+ * tile (model_r16: a tied LM head's copy; the same floats). */
+void ops_embed_row(const struct gguf_tensor *E, const void *e16, int64_t row, float *out);
 
 /* Rotary embedding in place on n_heads heads of Dh floats each, at position
  * pos, rotating the first n_rot dimensions as llama.cpp does: theta_i =

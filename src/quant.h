@@ -163,52 +163,66 @@ size_t quant_gemm_pack_bytes(enum qtype act, int64_t n, int64_t rows);
  * writes only its own words. */
 void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, void *packed);
 
-/* ---- Q8_0 weights repacked 16 rows to a tile ----
+/* ---- Q8_0 and Q5_0 weights repacked 16 rows to a tile ----
  *
- * A matrix of Q8_0 rows copied at load into tiles of QUANT_R16_ROWS rows
- * (the last padded with rows of zeros), for kernels that put the 16 rows
- * in the lanes of one 512-bit vector: no horizontal sums, one linear
- * stream per thread, and each weight vector reused for every token. A
- * tile of n-element rows (nb = n / QK blocks) is a run of block pairs of
- * QUANT_R16_PAIR_BYTES: one cache line with the pair's scales (block 2p,
- * then 2p + 1: 16 fp16 each, row j's at 2 * j), then each block's 8 quads
- * of 64 bytes (quad k: row j's quants 4k .. 4k+3, offset by 128 to
- * unsigned bytes, at 64 * k + 4 * j); an odd last block is a pair of one
- * (its line of scales half used). Scales and quants in one stream: with
- * the scales in a run of their own after the quads, the hardware
- * prefetcher lost a quarter of the streaming rate. The offset makes the
- * quants the unsigned operand of vpdpbusd: sum (q + 128) * a = sum q * a
- * + 128 * sum a, exact.
+ * A matrix of Q8_0 or Q5_0 rows copied at load into tiles of
+ * QUANT_R16_ROWS rows (the last padded with rows of zeros), for kernels
+ * that put the 16 rows in the lanes of one 512-bit vector: no horizontal
+ * sums, one linear stream per thread, and each weight vector reused for
+ * every token. The quants are stored unsigned, u = q + o (Q8_0: o = 128;
+ * Q5_0: o = 16, its 5-bit value as stored), the unsigned operand of
+ * vpdpbusd: sum u * a = sum q * a + o * sum a, exact.
  *
- * Its gemm entry (struct quant_kernels gemm_q8_0_r16) takes the packed
- * matrix as w and the plain rows' stride (n / QK * 34 bytes) as w_stride,
- * any r0 .. r1 (rows of a tile outside it are computed and dropped), and
- * gives every output bit for bit what the table's Q8_0 dot entry gives for
- * the original row. */
+ * A tile of n-element rows (nb = n / QK blocks) is a run of block pairs:
+ * one cache line with the pair's scales (block 2p, then 2p + 1: 16 fp16
+ * each, row j's at 2 * j), then each block's quants; an odd last block
+ * is a pair of one (its line of scales half used). A block's quants, in
+ * quad vectors (quad vector k: row j's quants 4k .. 4k+3 at bytes 4j ..
+ * 4j+3):
+ *  - Q8_0: the 8 quad vectors of u, 64 bytes each (512 bytes);
+ *  - Q5_0: 4 vectors of 64 nibble bytes, vector v holding row j's qs
+ *    bytes 4v .. 4v+3 at 4j (low nibbles: quad vector v; high nibbles:
+ *    quad vector v + 4), then 8 masks of 64 bits, mask k's bit 4j + e
+ *    the fifth bit of row j's quant 4k + e (320 bytes).
+ * Scales and quants in one stream: with the scales in a run of their own
+ * after the quads, the hardware prefetcher lost a quarter of the
+ * streaming rate.
+ *
+ * A table's gemm_r16[t] entry takes the packed matrix as w and the plain
+ * rows' stride as w_stride, any r0 .. r1 (rows of a tile outside it are
+ * computed and dropped), and gives every output bit for bit what the
+ * table's dot entry for t gives on the original row. */
 #define QUANT_R16_ROWS 16
 #define QUANT_R16_MAX_BLOCKS 512 /* longest row: 16384 elements */
-#define QUANT_R16_PAIR_BYTES (64 + 2 * QUANT_R16_ROWS * QK) /* 1088 */
 
-/* Bytes of one tile of n-element rows, and of a packed matrix of `rows`
- * rows (0 on overflow, or when n is not a multiple of QK or longer than
- * QUANT_R16_MAX_BLOCKS blocks: such rows are not repacked). */
-size_t quant_r16_tile_bytes(int64_t n);
-size_t quant_r16_bytes(int64_t n, int64_t rows);
+/* Whether type t has a repacked layout (Q8_0, Q5_0). */
+bool quant_r16_type(enum qtype t);
 
-/* Packs rows [0, rows) of the Q8_0 matrix w (n-element rows, contiguous)
- * into dst (quant_r16_bytes(n, rows) bytes). */
-void quant_r16_pack(const void *w, int64_t n, int64_t rows, void *dst);
+/* Bytes of one tile of n-element rows of type t, and of a packed matrix
+ * of `rows` rows (0 for another type, on overflow, or when n is not a
+ * multiple of QK or longer than QUANT_R16_MAX_BLOCKS blocks: such rows
+ * are not repacked). */
+size_t quant_r16_tile_bytes(enum qtype t, int64_t n);
+size_t quant_r16_bytes(enum qtype t, int64_t n, int64_t rows);
 
-/* Row `row` of the packed matrix p back as a Q8_0 row into dst (n / QK
- * blocks): exactly the row packed. */
-void quant_r16_unpack_row(const void *p, int64_t n, int64_t row, void *dst);
+/* Packs rows [0, rows) of the type t matrix w (n-element rows,
+ * contiguous) into dst (quant_r16_bytes(t, n, rows) bytes). */
+void quant_r16_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst);
 
-/* The scalar reference of the gemm entry: per output, the SIMD tables'
- * order (acc = fma(dw * da, isum, acc) block by block), on the plain rows
- * only (packed is ignored). */
-void quant_gemm_q8_0_r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			     const void *a, size_t a_stride, const void *packed, int64_t T,
-			     float *y, int64_t y_stride);
+/* Row `row` of the packed matrix p back as a type t row into dst: exactly
+ * the row packed. */
+void quant_r16_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst);
+
+/* Row `row` of the packed matrix p as floats into dst[0..n): exactly
+ * quant_dequantize_ref of the row packed (a tied embedding's lookup). */
+void quant_r16_dequantize_row(enum qtype t, const void *p, int64_t n, int64_t row, float *dst);
+
+/* The scalar reference of the gemm_r16 entries: per output, the SIMD
+ * tables' order (acc = fma(dw * da, isum, acc) block by block), on the
+ * plain rows only (packed is ignored). */
+void quant_gemm_r16_ref(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
+			int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
+			float *y, int64_t y_stride);
 
 /* One kernel table per ISA. A NULL dot entry means "use the reference"; a
  * NULL dot_multi entry means "call dot once per row" (quant_dot_multi does
@@ -220,9 +234,9 @@ struct quant_kernels {
 	quant_dot_multi_fn dot_multi[QTYPE_COUNT];   /* indexed by weight type */
 	quant_gemm_fn gemm[QTYPE_COUNT];             /* indexed by weight type */
 	quant_quantize_fn quantize_act[QTYPE_COUNT]; /* indexed by act type */
-	/* Q8_0 weights repacked in tiles of 16 rows (quant_r16_pack below),
-	 * or NULL: the table has no such kernel, use the plain rows */
-	quant_gemm_fn gemm_q8_0_r16;
+	/* weights repacked 16 rows to a tile (quant_r16_pack above), indexed
+	 * by weight type; NULL: no such kernel, use the plain rows */
+	quant_gemm_fn gemm_r16[QTYPE_COUNT];
 };
 
 /* out[c] = dot of weight row w (type t, n elements) with activation row c,

@@ -1,32 +1,36 @@
-/* quant_gemm_r16_avx512.c — the matrix kernel over Q8_0 weights repacked
- * 16 rows to a tile (layout in quant.h, packing in quant_r16.c), for CPUs
- * with AVX512-VNNI: the default model's LM head.
+/* quant_gemm_r16_avx512.c — the matrix kernels over Q8_0 and Q5_0 weights
+ * repacked 16 rows to a tile (layout in quant.h, packing in quant_r16.c),
+ * for CPUs with AVX512-VNNI + BW: the default model's LM head and Q5_0
+ * projections.
  *
- * A tile's block is 8 vectors of 16 rows x 4 unsigned quants; a token's
+ * A tile's block is 8 vectors of 16 rows x 4 unsigned quants (Q8_0:
+ * loaded; Q5_0: unpacked from nibbles and a bit mask, r16_block); a token's
  * block is 8 quads of signed activation bytes, each broadcast from memory
  * (a load and no vector operation on Zen 4: vpdpbusd runs at one per
  * cycle after a vpbroadcastd as with its own {1to16} operand), so one
  * vpdpbusd is 64 products of 16 rows and nothing is summed across lanes.
- * Per token and block: 8 vpdpbusd on an accumulator that starts at -128 *
- * sum a (the offset's correction, exact), then the float step of the
+ * Per token and block: 8 vpdpbusd on an accumulator that starts at -o *
+ * sum a (the offset's correction, exact: o = 128 for Q8_0, 16 for Q5_0), then the float step of the
  * contract in quant_gemm_avx2.c, acc = fma(dw * da, (float)isum, acc), on
  * 16 rows at once; those three float operations cost about two vpdpbusd
  * (measured: 8 vpdpbusd + vmulps, vcvtdq2ps, vfmadd run at 0.8 of
  * vpdpbusd's rate), which bounds the kernel near 190 G multiply-adds/s a
  * core. The weight vectors stay in registers for every token of a pass:
  * two packed groups (16 tokens) per pass over a tile (whose 10.9 KB, for a
- * 640-wide row, stay in L1 for the next pass), two tokens' chains
+ * 640-wide Q8_0 row, stay in L1 for the next pass), two tokens' chains
  * interleaved; then the tokens past the groups one at a time from their
  * plain rows.
  *
- * Measured on the Zen 4 host, against the row-major VNNI kernel on the
- * same rows (`quant_bench --quick`, 640 x 1536, one thread, cache-
- * resident): T = 1 32 -> 87 G multiply-adds/s, T = 8 100 -> 180, T = 32
- * 140 -> 180; the whole LM head streaming from memory, one thread: T = 1
- * 31 -> 33 GB/s, T = 8 86 -> 148 G multiply-adds/s, T = 32 127 -> 137.
+ * Measured on the Zen 4 host, against the row-major VNNI kernels on the
+ * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
+ * 640 x 1536, T = 1 32 -> 87 G multiply-adds/s, T = 8 100 -> 180, T = 32
+ * 140 -> 180; Q5_0 640 x 2048, T = 1 26 -> 75, T = 8 68 -> 163, T = 32
+ * 129 -> 170, T = 128 139 -> 170. The whole Q8_0 LM head streaming from
+ * memory, one thread: T = 1 31 -> 33 GB/s, T = 8 86 -> 148 G
+ * multiply-adds/s, T = 32 127 -> 137.
  *
- * Bit for bit the Q8_0 dot entry of the AVX2 and VNNI tables on the
- * original rows: the same exact integer sums, the same float operations
+ * Bit for bit the Q8_0 / Q5_0 dot entries of the AVX2 and VNNI tables on
+ * the original rows: the same exact integer sums, the same float operations
  * in the same order. */
 #include <immintrin.h>
 #include <stdint.h>
@@ -36,7 +40,6 @@
 #include "quant_int.h"
 
 #define R16_QUADS (QK / 4)                 /* quad vectors per block */
-#define R16_BLOCK_QUANTS (QUANT_R16_ROWS * QK) /* bytes of a block's quads */
 
 /* No software prefetch: a tile is one linear stream (scales and quants
  * interleaved, quant.h), which the hardware prefetcher follows at the
@@ -47,18 +50,57 @@
  * run of their own after a tile's quads, 21-24 GB/s whatever the
  * prefetch. */
 
-/* Block b of a tile: its 8 quad vectors and the 16 rows' scales. */
-ALWAYS_INLINE void r16_block(const uint8_t *tile, int64_t b, __m512i q[R16_QUADS], __m512 *dw)
+/* Packed activations per pass over the tiles (prefill): 512 KB, half
+ * of L2, holds 80 groups of 640-wide rows, so the default model's 512-
+ * token prefill reads each tile once. */
+#define R16_CHUNK_BYTES (512u * 1024)
+
+/* Bytes of a block's quants for 16 rows, and of a pair of blocks with
+ * its line of scales (quant.h). */
+#define R16_Q8_0_BLOCK 512
+#define R16_Q5_0_BLOCK 320
+ALWAYS_INLINE size_t r16_block_bytes(enum qtype t)
 {
-	const uint8_t *pair = tile + (size_t)(b / 2) * QUANT_R16_PAIR_BYTES;
-	const uint8_t *p = pair + 64 + (size_t)(b % 2) * R16_BLOCK_QUANTS;
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-		q[k] = _mm512_loadu_si512(p + 64 * k);
+	return t == QTYPE_Q8_0 ? R16_Q8_0_BLOCK : R16_Q5_0_BLOCK;
+}
+
+/* log2 of the unsigned offset: 128 (Q8_0), 16 (Q5_0). */
+ALWAYS_INLINE int r16_offset_log2(enum qtype t)
+{
+	return t == QTYPE_Q8_0 ? 7 : 4;
+}
+
+/* Block b of a tile: its 8 quad vectors of unsigned quants and the 16
+ * rows' scales. Q5_0: the low nibbles of 4 vectors give quad vectors 0-3
+ * and the high ones 4-7, then 16 is added where a 64-bit mask (one
+ * kmovq from memory per quad vector) says the fifth bit is set: 20 vector
+ * operations per block of 16 rows, shared by every token of the pass. */
+ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
+			     __m512 *dw)
+{
+	const uint8_t *pair = tile + (size_t)(b / 2) * (64 + 2 * r16_block_bytes(t));
+	const uint8_t *p = pair + 64 + (size_t)(b % 2) * r16_block_bytes(t);
 	*dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b % 2) * 32)));
+	if (t == QTYPE_Q8_0) {
+		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
+			q[k] = _mm512_loadu_si512(p + 64 * k);
+		return;
+	}
+	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+		const __m512i nib = _mm512_loadu_si512(p + 64 * v);
+		q[v] = _mm512_and_si512(nib, low4);
+		q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
+	}
+	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
+		__mmask64 hi;
+		memcpy(&hi, p + 256 + 8 * k, sizeof hi);
+		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
+	}
 }
 
 /* One token's block against the 16 rows: x its quads (quad k at x + k *
- * x_step), corr = -128 * the sum of its quants, da its scale. */
+ * x_step), corr = -offset * the sum of its quants, da its scale. */
 ALWAYS_INLINE __m512 r16_token(const __m512i q[R16_QUADS], __m512 dw, const uint8_t *x,
 			       size_t x_step, const int32_t *corr, float da, __m512 acc)
 {
@@ -95,8 +137,8 @@ ALWAYS_INLINE void r16_token_pair(const __m512i q[R16_QUADS], __m512 dw, const u
 
 /* ng (1 or 2, a constant at each instance) packed groups at g (nb blocks
  * apart) against one tile: acc[8 * gi + l] gets token l of group gi. */
-ALWAYS_INLINE void r16_groups(const uint8_t *tile, int64_t nb, const struct quant_gemm_block *g,
-			      int ng, __m512 out[2 * QUANT_GEMM_GROUP])
+ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
+			      const struct quant_gemm_block *g, int ng, __m512 out[2 * QUANT_GEMM_GROUP])
 {
 	/* the accumulators local and every loop over them unrolled, so
 	 * that they live in registers (16 + 8 quad vectors + 3 of 32) */
@@ -106,7 +148,7 @@ ALWAYS_INLINE void r16_groups(const uint8_t *tile, int64_t nb, const struct quan
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		r16_block(tile, b, q, &dw);
+		r16_block(t, tile, b, q, &dw);
 		_Pragma("GCC unroll 2") for (int gi = 0; gi < ng; gi++) {
 			const struct quant_gemm_block *blk = g + (size_t)gi * (size_t)nb + b;
 			/* the 8 corrections through memory, so that each token's
@@ -114,7 +156,7 @@ ALWAYS_INLINE void r16_groups(const uint8_t *tile, int64_t nb, const struct quan
 			int32_t corr[QUANT_GEMM_GROUP] __attribute__((aligned(32)));
 			const __m256i sums = _mm256_loadu_si256((const __m256i *)blk->sums);
 			_mm256_store_si256((__m256i *)corr,
-					   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7)));
+					   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, r16_offset_log2(t))));
 			__asm__ volatile("" ::: "memory");
 			_Pragma("GCC unroll 4") for (int l = 0; l < QUANT_GEMM_GROUP; l += 2)
 				r16_token_pair(q, dw, (const uint8_t *)&blk->quads[0][l],
@@ -128,9 +170,10 @@ ALWAYS_INLINE void r16_groups(const uint8_t *tile, int64_t nb, const struct quan
 }
 
 /* A plain Q8_0 activation row's blocks as r16_token takes them, made
- * once per call rather than once per tile: corr[b] = -128 * the sum of
- * block b's quants, da[b] its scale. */
-static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int32_t *corr, float *da)
+ * once per call rather than once per tile: corr[b] = -(1 << off_log2) *
+ * the sum of block b's quants, da[b] its scale. */
+static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_log2, int32_t *corr,
+			      float *da)
 {
 	const __m256i ones = _mm256_set1_epi8(1);
 	for (int64_t b = 0; b < nb; b++) {
@@ -139,33 +182,33 @@ static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int32_t *c
 		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
 		s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
 		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-		corr[b] = -128 * _mm_cvtsi128_si32(s4);
+		corr[b] = -(_mm_cvtsi128_si32(s4) * (1 << off_log2));
 		da[b] = _cvtsh_ss(a[b].d);
 	}
 }
 
 /* One plain Q8_0 activation row a (its blocks prepared) against one tile. */
-static __m512 r16_plain(const uint8_t *tile, int64_t nb, const struct block_q8_0 *a,
-			const int32_t *corr, const float *da)
+ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
+				const struct block_q8_0 *a, const int32_t *corr, const float *da)
 {
 	__m512 acc = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		r16_block(tile, b, q, &dw);
+		r16_block(t, tile, b, q, &dw);
 		acc = r16_token(q, dw, (const uint8_t *)a[b].qs, 4, &corr[b], da[b], acc);
 	}
 	return acc;
 }
 
-static void gemm_q8_0_r16(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			  const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			  int64_t y_stride)
+ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
+			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
+			    float *y, int64_t y_stride)
 {
 	if (r1 <= r0 || T <= 0)
 		return;
 	const int64_t nb = n / QK;
-	const size_t tile_bytes = quant_r16_tile_bytes(n);
+	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const size_t group_bytes = (size_t)nb * sizeof(struct quant_gemm_block);
 	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a
 	 * group (quant.h); its other lanes are computed and dropped */
@@ -178,45 +221,65 @@ static void gemm_q8_0_r16(int64_t n, const void *w, size_t w_stride, int64_t r0,
 	 * unless packed was missing where quant.h requires it (then the
 	 * reference, rather than overrun the arrays below) */
 	if (T - t_grouped >= QUANT_GEMM_PACK_MIN || nb > QUANT_R16_MAX_BLOCKS) {
-		quant_gemm_q8_0_r16_ref(n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
+		quant_gemm_r16_ref(t, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 		return;
 	}
 	int32_t corr[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
 	float da[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
 	for (int64_t tk = t_grouped; tk < T; tk++)
 		r16_plain_prepare((const void *)((const uint8_t *)a + (size_t)tk * a_stride), nb,
-				  corr[tk - t_grouped], da[tk - t_grouped]);
-	for (int64_t ti = tile0; ti < tile1; ti++) {
-		const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-		const int64_t row0 = ti * QUANT_R16_ROWS;
-		const int j0 = r0 > row0 ? (int)(r0 - row0) : 0;
-		const int j1 = r1 < row0 + QUANT_R16_ROWS ? (int)(r1 - row0) : QUANT_R16_ROWS;
-		const __mmask16 rows = (__mmask16)(((1u << j1) - 1) & ~((1u << j0) - 1));
-		float *yt = y + row0;
-		for (int64_t g0 = 0; g0 < groups; g0 += 2) {
-			const struct quant_gemm_block *g =
-				(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
-			__m512 acc[2 * QUANT_GEMM_GROUP];
-			const int ng = groups - g0 >= 2 ? 2 : 1;
-			if (ng == 2)
-				r16_groups(tile, nb, g, 2, acc);
-			else
-				r16_groups(tile, nb, g, 1, acc);
-			for (int l = 0; l < ng * QUANT_GEMM_GROUP; l++) {
-				const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
-				if (tk < T)
-					_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[l]);
+				  r16_offset_log2(t), corr[tk - t_grouped], da[tk - t_grouped]);
+	/* groups in chunks of at most R16_CHUNK_BYTES of activations, which
+	 * stay in L2 while every tile streams past them once per chunk */
+	int64_t chunk = (int64_t)(R16_CHUNK_BYTES / group_bytes) / 2 * 2;
+	chunk = chunk < 2 ? 2 : chunk;
+	for (int64_t c0 = 0; c0 == 0 || c0 < groups; c0 += chunk) {
+		const int64_t c1 = groups - c0 < chunk ? groups : c0 + chunk;
+		const bool last = c1 == groups;
+		for (int64_t ti = tile0; ti < tile1; ti++) {
+			const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+			const int64_t row0 = ti * QUANT_R16_ROWS;
+			const int j0 = r0 > row0 ? (int)(r0 - row0) : 0;
+			const int j1 = r1 < row0 + QUANT_R16_ROWS ? (int)(r1 - row0) : QUANT_R16_ROWS;
+			const __mmask16 rows = (__mmask16)(((1u << j1) - 1) & ~((1u << j0) - 1));
+			float *yt = y + row0;
+			for (int64_t g0 = c0; g0 < c1; g0 += 2) {
+				const struct quant_gemm_block *g =
+					(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+				__m512 acc[2 * QUANT_GEMM_GROUP];
+				const int ng = c1 - g0 >= 2 ? 2 : 1;
+				if (ng == 2)
+					r16_groups(t, tile, nb, g, 2, acc);
+				else
+					r16_groups(t, tile, nb, g, 1, acc);
+				for (int l = 0; l < ng * QUANT_GEMM_GROUP; l++) {
+					const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
+					if (tk < T)
+						_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[l]);
+				}
 			}
-		}
-		for (int64_t tk = t_grouped; tk < T; tk++) {
-			const void *at = (const uint8_t *)a + (size_t)tk * a_stride;
-			__m512 acc = r16_plain(tile, nb, at, corr[tk - t_grouped], da[tk - t_grouped]);
-			_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc);
+			for (int64_t tk = t_grouped; last && tk < T; tk++) {
+				const void *at = (const uint8_t *)a + (size_t)tk * a_stride;
+				__m512 acc = r16_plain(t, tile, nb, at, corr[tk - t_grouped],
+						       da[tk - t_grouped]);
+				_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc);
+			}
 		}
 	}
 }
 
+#define R16_ENTRY(name, type)                                                                     \
+	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
+			 int64_t y_stride)                                                          \
+	{                                                                                          \
+		gemm_r16(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);         \
+	}
+R16_ENTRY(gemm_q8_0_r16, QTYPE_Q8_0)
+R16_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
+
 void quant_gemm_r16_avx512_register(struct quant_kernels *k)
 {
-	k->gemm_q8_0_r16 = gemm_q8_0_r16;
+	k->gemm_r16[QTYPE_Q8_0] = gemm_q8_0_r16;
+	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_r16;
 }

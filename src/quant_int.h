@@ -198,7 +198,7 @@ void quant_gemm_avx2_register(struct quant_kernels *k, bool narrow);
 void quant_gemm_avx512_register(struct quant_kernels *k, bool narrow);  /* AVX512-VNNI + VL */
 void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-VNNI */
 
-/* The repacked Q8_0 kernel (quant_gemm_r16_avx512.c): gemm_q8_0_r16. */
+/* The repacked Q8_0 and Q5_0 kernels (quant_gemm_r16_avx512.c): gemm_r16. */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
 
 /* QUANT_GEMM_VNNI in quant_gemm_avx2.c: which vpdpbusd encoding. */

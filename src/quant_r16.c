@@ -1,13 +1,15 @@
-/* quant_r16.c — Q8_0 matrices repacked 16 rows to a tile (layout in
- * quant.h): the packing done once at load, its inverse for tests, and the
- * scalar reference of the tile kernel (quant_gemm_r16_avx512.c).
+/* quant_r16.c — Q8_0 and Q5_0 matrices repacked 16 rows to a tile
+ * (layout in quant.h): the packing done once at load, its inverse for
+ * tests, and the scalar reference of the tile kernels
+ * (quant_gemm_r16_avx512.c).
  *
  * Why the copy: the LM head of the default model (262144 x 640 Q8_0, half
- * of a batched decode step) is compute-bound from 8 tokens on, and the
- * row-major kernels spend a third of their vector operations on the
- * unsigned offset (one vpxor per broadcast weight quad) and on the float
- * step of 4-row tiles; with the rows in the lanes the quants are offset
- * once here and each weight vector serves every token. */
+ * of a batched decode step) and its Q5_0 projections are compute-bound
+ * from 8 tokens on, and the row-major kernels spend a third or more of
+ * their vector operations on unsigned offsets, unpacking per 4 rows and
+ * the float step of 4-row tiles; with 16 rows in the lanes the quants are
+ * offset once here, unpacked once per 16 rows, and each weight vector
+ * serves every token. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,110 +17,207 @@
 #include "quant.h"
 #include "quant_int.h"
 
-size_t quant_r16_tile_bytes(int64_t n)
+#define SCALES_LINE 64 /* a pair's two blocks' 16 fp16 scales */
+
+bool quant_r16_type(enum qtype t)
 {
-	const size_t nb = (size_t)(n / QK);
-	return nb / 2 * QUANT_R16_PAIR_BYTES + nb % 2 * (64 + QUANT_R16_ROWS * QK);
+	return t == QTYPE_Q8_0 || t == QTYPE_Q5_0;
 }
 
-size_t quant_r16_bytes(int64_t n, int64_t rows)
+/* Bytes of one block's quants for 16 rows. */
+static size_t block_quant_bytes(enum qtype t)
 {
-	if (n <= 0 || rows < 0 || n % QK || n / QK > QUANT_R16_MAX_BLOCKS)
+	return t == QTYPE_Q8_0 ? QUANT_R16_ROWS * QK /* 512 */
+			       : QUANT_R16_ROWS * QK / 2 + QUANT_R16_ROWS * QK / 8; /* 256 + 64 */
+}
+
+size_t quant_r16_tile_bytes(enum qtype t, int64_t n)
+{
+	if (!quant_r16_type(t) || n <= 0 || n % QK || n / QK > QUANT_R16_MAX_BLOCKS)
+		return 0;
+	const size_t nb = (size_t)(n / QK), bq = block_quant_bytes(t);
+	return nb / 2 * (SCALES_LINE + 2 * bq) + nb % 2 * (SCALES_LINE + bq);
+}
+
+size_t quant_r16_bytes(enum qtype t, int64_t n, int64_t rows)
+{
+	const size_t tile = quant_r16_tile_bytes(t, n);
+	if (tile == 0 || rows < 0)
 		return 0;
 	const size_t tiles = (size_t)((rows + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS);
-	const size_t tile = quant_r16_tile_bytes(n);
 	if (tiles && tile > SIZE_MAX / tiles)
 		return 0;
 	return tiles * tile;
 }
 
-/* Where row j's quad k of block b, and its scale of block b, live in a
- * tile: block pairs of QUANT_R16_PAIR_BYTES, each the two blocks' scales
- * in one line, then their quads. */
-static size_t quad_offset(int64_t b, int k, int j)
+/* Where block b's quants and scales start in a tile. */
+static size_t block_offset(enum qtype t, int64_t b)
 {
-	return (size_t)(b / 2) * QUANT_R16_PAIR_BYTES + 64 + (size_t)(b % 2) * (QUANT_R16_ROWS * QK) +
-	       (size_t)k * 64 + (size_t)j * 4;
+	return (size_t)(b / 2) * (SCALES_LINE + 2 * block_quant_bytes(t)) + SCALES_LINE +
+	       (size_t)(b % 2) * block_quant_bytes(t);
 }
 
-static size_t scale_offset(int64_t b, int j)
+static size_t scale_offset(enum qtype t, int64_t b, int j)
 {
-	return (size_t)(b / 2) * QUANT_R16_PAIR_BYTES + (size_t)(b % 2) * (QUANT_R16_ROWS * 2) +
+	return (size_t)(b / 2) * (SCALES_LINE + 2 * block_quant_bytes(t)) + (size_t)(b % 2) * 32 +
 	       (size_t)j * 2;
 }
 
-void quant_r16_pack(const void *w, int64_t n, int64_t rows, void *dst)
+/* The unsigned quants u[0..32) and scale of one block of a plain row. */
+static void block_get(enum qtype t, const uint8_t *row, int64_t b, uint8_t u[QK], uint16_t *d)
+{
+	if (t == QTYPE_Q8_0) {
+		const struct block_q8_0 *blk = (const struct block_q8_0 *)row + b;
+		for (int e = 0; e < QK; e++)
+			u[e] = (uint8_t)(blk->qs[e] ^ 0x80);
+		*d = blk->d;
+		return;
+	}
+	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + b;
+	uint32_t qh;
+	memcpy(&qh, blk->qh, sizeof qh);
+	for (int e = 0; e < QK / 2; e++) {
+		u[e] = (uint8_t)((blk->qs[e] & 15) | ((qh >> e) & 1) << 4);
+		u[e + 16] = (uint8_t)((blk->qs[e] >> 4) | ((qh >> (e + 16)) & 1) << 4);
+	}
+	*d = blk->d;
+}
+
+/* Row j's unsigned quant e of the block whose quants start at q. */
+static uint8_t tile_quant(enum qtype t, const uint8_t *q, int j, int e)
+{
+	if (t == QTYPE_Q8_0)
+		return q[(e / 4) * 64 + 4 * j + e % 4];
+	const int k = e / 4, v = k % 4; /* quad vector k: nibbles of vector v */
+	const uint8_t nib = q[v * 64 + 4 * j + e % 4];
+	const uint8_t lo = k < 4 ? nib & 15 : nib >> 4;
+	const uint8_t *mask = q + 256 + 8 * k;
+	const int bit = 4 * j + e % 4;
+	return (uint8_t)(lo | ((mask[bit / 8] >> (bit % 8)) & 1) << 4);
+}
+
+/* Stores row j's unsigned quants u into the block whose quants start at q. */
+static void tile_quants_put(enum qtype t, uint8_t *q, int j, const uint8_t u[QK])
+{
+	for (int e = 0; e < QK; e++) {
+		const int k = e / 4, bit = 4 * j + e % 4;
+		if (t == QTYPE_Q8_0) {
+			q[k * 64 + bit] = u[e];
+			continue;
+		}
+		uint8_t *nib = &q[(k % 4) * 64 + bit];
+		*nib = (uint8_t)(k < 4 ? (*nib & 0xf0) | (u[e] & 15) : (*nib & 0x0f) | (u[e] & 15) << 4);
+		if (u[e] & 16)
+			q[256 + 8 * k + bit / 8] |= (uint8_t)(1u << (bit % 8));
+	}
+}
+
+void quant_r16_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst)
 {
 	const int64_t nb = n / QK;
-	const size_t tile_bytes = quant_r16_tile_bytes(n);
-	const struct block_q8_0 *src = w;
-	uint8_t *out = dst;
+	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
+	const size_t row_bytes = (size_t)nb * qtype_traits(t)->block_bytes;
 	const int64_t tiles = (rows + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
+	/* padding rows: q = 0, scale 0 */
+	const uint8_t zero_u = t == QTYPE_Q8_0 ? 0x80 : 16;
 	for (int64_t ti = 0; ti < tiles; ti++) {
-		uint8_t *tile = out + (size_t)ti * tile_bytes;
+		uint8_t *tile = (uint8_t *)dst + (size_t)ti * tile_bytes;
 		memset(tile, 0, tile_bytes);
 		for (int j = 0; j < QUANT_R16_ROWS; j++) {
 			const int64_t r = ti * QUANT_R16_ROWS + j;
 			for (int64_t b = 0; b < nb; b++) {
-				/* padding rows: quants 0 (128 offset), scale 0 */
-				const struct block_q8_0 *blk = r < rows ? &src[r * nb + b] : NULL;
-				for (int k = 0; k < QK / 4; k++)
-					for (int e = 0; e < 4; e++)
-						tile[quad_offset(b, k, j) + (size_t)e] =
-							(uint8_t)((blk ? blk->qs[4 * k + e] : 0) ^ 0x80);
-				uint16_t d = blk ? blk->d : 0;
-				memcpy(tile + scale_offset(b, j), &d, sizeof d);
+				uint8_t u[QK];
+				uint16_t d = 0;
+				if (r < rows)
+					block_get(t, (const uint8_t *)w + (size_t)r * row_bytes, b, u, &d);
+				else
+					memset(u, zero_u, sizeof u);
+				tile_quants_put(t, tile + block_offset(t, b), j, u);
+				memcpy(tile + scale_offset(t, b, j), &d, sizeof d);
 			}
 		}
 	}
 }
 
-void quant_r16_unpack_row(const void *p, int64_t n, int64_t row, void *dst)
+/* Block b of row `row` of the packed matrix p back in its plain format
+ * into dst (one block_q8_0 or block_q5_0). */
+static void block_unpack(enum qtype t, const void *p, int64_t n, int64_t row, int64_t b, void *dst)
+{
+	const uint8_t *tile =
+		(const uint8_t *)p + (size_t)(row / QUANT_R16_ROWS) * quant_r16_tile_bytes(t, n);
+	const int j = (int)(row % QUANT_R16_ROWS);
+	uint8_t u[QK];
+	for (int e = 0; e < QK; e++)
+		u[e] = tile_quant(t, tile + block_offset(t, b), j, e);
+	uint16_t d;
+	memcpy(&d, tile + scale_offset(t, b, j), sizeof d);
+	if (t == QTYPE_Q8_0) {
+		struct block_q8_0 *out = dst;
+		out->d = d;
+		for (int e = 0; e < QK; e++)
+			out->qs[e] = (int8_t)(u[e] ^ 0x80);
+		return;
+	}
+	struct block_q5_0 *out = dst;
+	uint32_t qh = 0;
+	out->d = d;
+	for (int e = 0; e < QK / 2; e++)
+		out->qs[e] = (uint8_t)((u[e] & 15) | (u[e + 16] & 15) << 4);
+	for (int e = 0; e < QK; e++)
+		qh |= (uint32_t)(u[e] >> 4 & 1) << e;
+	memcpy(out->qh, &qh, sizeof qh);
+}
+
+void quant_r16_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst)
 {
 	const int64_t nb = n / QK;
-	const uint8_t *tile = (const uint8_t *)p + (size_t)(row / QUANT_R16_ROWS) * quant_r16_tile_bytes(n);
-	const int j = (int)(row % QUANT_R16_ROWS);
-	struct block_q8_0 *out = dst;
-	for (int64_t b = 0; b < nb; b++) {
-		for (int k = 0; k < QK / 4; k++)
-			for (int e = 0; e < 4; e++)
-				out[b].qs[4 * k + e] = (int8_t)(tile[quad_offset(b, k, j) + (size_t)e] ^ 0x80);
-		memcpy(&out[b].d, tile + scale_offset(b, j), sizeof out[b].d);
+	for (int64_t b = 0; b < nb; b++)
+		block_unpack(t, p, n, row, b, (uint8_t *)dst + (size_t)b * qtype_traits(t)->block_bytes);
+}
+
+void quant_r16_dequantize_row(enum qtype t, const void *p, int64_t n, int64_t row, float *dst)
+{
+	uint8_t blk[sizeof(struct block_q8_0)]; /* the larger of the two blocks */
+	for (int64_t b = 0; b < n / QK; b++) {
+		block_unpack(t, p, n, row, b, blk);
+		quant_dequantize_ref(t, blk, dst + b * QK, QK);
 	}
 }
 
+
 /* One output: row j of tile `tile` against the Q8_0 activation row a. */
-static float r16_dot_ref(const uint8_t *tile, int64_t nb, int j, const struct block_q8_0 *a)
+static float r16_dot_ref(enum qtype t, const uint8_t *tile, int64_t nb, int j,
+			 const struct block_q8_0 *a)
 {
+	const int32_t off = t == QTYPE_Q8_0 ? 128 : 16;
 	float acc = 0.0f;
 	for (int64_t b = 0; b < nb; b++) {
 		int32_t usum = 0, asum = 0;
-		for (int k = 0; k < QK / 4; k++)
-			for (int e = 0; e < 4; e++) {
-				const int32_t x = a[b].qs[4 * k + e];
-				usum += (int32_t)tile[quad_offset(b, k, j) + (size_t)e] * x;
-				asum += x;
-			}
+		for (int e = 0; e < QK; e++) {
+			usum += (int32_t)tile_quant(t, tile + block_offset(t, b), j, e) * a[b].qs[e];
+			asum += a[b].qs[e];
+		}
 		uint16_t dw;
-		memcpy(&dw, tile + scale_offset(b, j), sizeof dw);
+		memcpy(&dw, tile + scale_offset(t, b, j), sizeof dw);
 		const float d = fp16_to_f32(dw) * fp16_to_f32(a[b].d);
-		acc = fmaf(d, (float)(usum - 128 * asum), acc);
+		acc = fmaf(d, (float)(usum - off * asum), acc);
 	}
 	return acc;
 }
 
-void quant_gemm_q8_0_r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			     const void *a, size_t a_stride, const void *packed, int64_t T,
-			     float *y, int64_t y_stride)
+void quant_gemm_r16_ref(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
+			int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
+			float *y, int64_t y_stride)
 {
 	(void)w_stride;
 	(void)packed;
 	const int64_t nb = n / QK;
-	const size_t tile_bytes = quant_r16_tile_bytes(n);
+	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *tile = (const uint8_t *)w + (size_t)(r / QUANT_R16_ROWS) * tile_bytes;
-		for (int64_t t = 0; t < T; t++)
-			y[t * y_stride + r] = r16_dot_ref(tile, nb, (int)(r % QUANT_R16_ROWS),
-							  (const void *)((const uint8_t *)a + (size_t)t * a_stride));
+		for (int64_t tk = 0; tk < T; tk++)
+			y[tk * y_stride + r] =
+				r16_dot_ref(t, tile, nb, (int)(r % QUANT_R16_ROWS),
+					    (const void *)((const uint8_t *)a + (size_t)tk * a_stride));
 	}
 }

@@ -821,13 +821,14 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 	free(x), free(w), free(a), free(packed);
 }
 
-/* Q8_0 rows repacked 16 to a tile (quant_r16_pack): the packing is
- * lossless; the scalar reference and table k's kernel (where it has one)
- * give, for every T and row range (tiles cut at both ends, the padded
- * last tile), bit for bit what dot_table's Q8_0 dot entry gives on the
- * original rows, and write nothing outside the range. dot_table: a SIMD
- * table (their Q8_0 dots share the order the repacked kernels keep). */
-static void r16_check(quant_gemm_fn gemm, const char *name, const struct quant_kernels *dot_table,
+/* Q8_0 and Q5_0 rows repacked 16 to a tile (quant_r16_pack): the
+ * packing is lossless; the scalar reference and table k's kernel (where
+ * it has one) give, for every T and row range (tiles cut at both ends,
+ * the padded last tile), bit for bit what dot_table's dot entry gives on
+ * the original rows, and write nothing outside the range. dot_table: a
+ * SIMD table (their legacy dots share the order the repacked kernels
+ * keep). gemm NULL: the reference. */
+static void r16_check(enum qtype t, quant_gemm_fn gemm, const struct quant_kernels *dot_table,
 		      int64_t n, const uint8_t *w, size_t w_stride, const void *p, const uint8_t *a,
 		      size_t a_stride, const void *packed, int64_t T, int64_t r0, int64_t r1)
 {
@@ -835,8 +836,11 @@ static void r16_check(quant_gemm_fn gemm, const char *name, const struct quant_k
 	const float canary = -12345.5f;
 	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
 		y[i] = canary;
-	gemm(n, p, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y,
-	     GEMM_ROWS);
+	const void *pk = T >= QUANT_GEMM_PACK_MIN ? packed : NULL;
+	if (gemm)
+		gemm(n, p, w_stride, r0, r1, a, a_stride, pk, T, y, GEMM_ROWS);
+	else
+		quant_gemm_r16_ref(t, n, p, w_stride, r0, r1, a, a_stride, pk, T, y, GEMM_ROWS);
 	int bad = 0, outside = 0;
 	float got = 0, want = 0;
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
@@ -846,79 +850,99 @@ static void r16_check(quant_gemm_fn gemm, const char *name, const struct quant_k
 				outside += v != canary;
 				continue;
 			}
-			dot_table->dot[QTYPE_Q8_0](n, &one, w + (size_t)r * w_stride,
-						   a + (size_t)tk * a_stride);
+			dot_table->dot[t](n, &one, w + (size_t)r * w_stride, a + (size_t)tk * a_stride);
 			if (memcmp(&v, &one, sizeof v) != 0 && bad++ == 0)
 				got = v, want = one;
 		}
-	CHECK(bad == 0, "%s r16 n=%lld T=%lld rows [%lld,%lld): %d results differ from the %s dot "
-	      "(first %.9g vs %.9g)", name, (long long)n, (long long)T, (long long)r0, (long long)r1,
-	      bad, quant_isa_name(dot_table->isa), got, want);
-	CHECK(outside == 0, "%s r16 T=%lld rows [%lld,%lld): %d writes outside the range", name,
-	      (long long)T, (long long)r0, (long long)r1, outside);
+	const char *name = gemm ? "avx512" : "reference";
+	CHECK(bad == 0, "%s %s r16 n=%lld T=%lld rows [%lld,%lld): %d results differ from the %s dot "
+	      "(first %.9g vs %.9g)", name, qtype_traits(t)->name, (long long)n, (long long)T,
+	      (long long)r0, (long long)r1, bad, quant_isa_name(dot_table->isa), got, want);
+	CHECK(outside == 0, "%s %s r16 T=%lld rows [%lld,%lld): %d writes outside the range", name,
+	      qtype_traits(t)->name, (long long)T, (long long)r0, (long long)r1, outside);
 }
 
 static void test_r16(void)
 {
 	const struct quant_kernels *simd = quant_kernels_get(QUANT_ISA_AVX2);
 	const struct quant_kernels *k = quant_kernels_get(QUANT_ISA_AVX512);
-	static const int64_t blocks[] = { 1, 3, 20 };
+	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0 };
+	/* the longest rows make the kernels split the groups into chunks
+	 * (their activations past L2's share): all T there, one row range */
+	static const int64_t blocks[] = { 1, 3, 20, QUANT_R16_MAX_BLOCKS };
 	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 16, 32 }, { 5, 9 },
 					     { 33, 41 }, { 2, 2 } };
-	const int64_t nmax = 20 * QK;
-	size_t w_stride = row_bytes(QTYPE_Q8_0, nmax), a_stride = row_bytes(QTYPE_Q8_0, nmax) + 4;
+	const int64_t nmax = QUANT_R16_MAX_BLOCKS * QK;
+	const size_t w_max = row_bytes(QTYPE_Q8_0, nmax), a_stride = row_bytes(QTYPE_Q8_0, nmax) + 4;
 	float *x = malloc(nmax * sizeof *x);
-	uint8_t *w = malloc(GEMM_ROWS * w_stride), *a = malloc(GEMM_TOKENS * a_stride);
-	struct block_q8_0 *row = malloc(w_stride);
-	void *p = malloc(quant_r16_bytes(nmax, GEMM_ROWS));
+	uint8_t *w = malloc(GEMM_ROWS * w_max), *a = malloc(GEMM_TOKENS * a_stride);
+	uint8_t *row = malloc(w_max);
+	float *f_plain = malloc(nmax * sizeof(float)), *f_r16 = malloc(nmax * sizeof(float));
+	void *p = malloc(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS));
 	void *packed = malloc(quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS));
-	CHECK(quant_r16_tile_bytes(640) == 10880 && quant_r16_bytes(640, 17) == 2 * 10880 &&
-	      quant_r16_tile_bytes(32) == 576 && quant_r16_bytes(33, 1) == 0,
-	      "r16 sizes: whole cache lines, padded tiles, n a multiple of 32");
+	CHECK(quant_r16_tile_bytes(QTYPE_Q8_0, 640) == 10880 &&
+	      quant_r16_bytes(QTYPE_Q8_0, 640, 17) == 2 * 10880 &&
+	      quant_r16_tile_bytes(QTYPE_Q8_0, 32) == 576 && quant_r16_bytes(QTYPE_Q8_0, 33, 1) == 0 &&
+	      quant_r16_tile_bytes(QTYPE_Q5_0, 640) == 7040 &&
+	      quant_r16_tile_bytes(QTYPE_Q5_0, 96) == 704 + 384 &&
+	      quant_r16_tile_bytes(QTYPE_Q4_K, 256) == 0 &&
+	      quant_r16_tile_bytes(QTYPE_Q8_0, (QUANT_R16_MAX_BLOCKS + 1) * QK) == 0,
+	      "r16 sizes: whole cache lines, padded tiles, n a multiple of 32, Q8_0 and Q5_0 only");
 	int checked = 0;
-	for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-		const int64_t n = blocks[bi] * QK;
-		const size_t stride = row_bytes(QTYPE_Q8_0, n);
-		for (int rb = 0; rb < 2; rb++) {
-			for (int r = 0; r < GEMM_ROWS; r++) {
-				fill_data(x, n);
-				weights_make(QTYPE_Q8_0, x, w + (size_t)r * stride, n, rb);
-			}
-			if (rb)
-				w[5 * stride + 2 + 7] = 0x80; /* a -128 for sure */
-			quant_r16_pack(w, n, GEMM_ROWS, p);
-			int lossy = 0;
-			for (int r = 0; r < GEMM_ROWS; r++) {
-				quant_r16_unpack_row(p, n, r, row);
-				lossy += memcmp(row, w + (size_t)r * stride, stride) != 0;
-			}
-			CHECK(lossy == 0, "r16 n=%lld: %d rows unpack to other bytes", (long long)n, lossy);
-			for (int tk = 0; tk < GEMM_TOKENS; tk++) {
-				fill_data(x, n);
-				if (tk == 9)
-					memset(x, 0, (size_t)n * sizeof *x);
-				quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
-			}
-			for (int64_t T = 0; T <= GEMM_TOKENS; T += T < 20 ? 1 : 3) {
-				memset(packed, 0xcd, quant_gemm_pack_bytes(QTYPE_Q8_0, n, GEMM_TOKENS));
-				for (int64_t tk = 0; tk < T; tk++)
-					quant_gemm_pack_row(QTYPE_Q8_0, a + (size_t)tk * a_stride, n, tk, packed);
-				for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
-					if (!simd)
-						continue;
-					r16_check(quant_gemm_q8_0_r16_ref, "reference", simd, n, w, stride, p, a,
-						  a_stride, packed, T, ranges[ri][0], ranges[ri][1]);
-					if (k && k->gemm_q8_0_r16)
-						r16_check(k->gemm_q8_0_r16, "avx512", k, n, w, stride, p, a,
-							  a_stride, packed, T, ranges[ri][0], ranges[ri][1]);
-					checked++;
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		const enum qtype t = types[ti];
+		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+			const int64_t n = blocks[bi] * QK;
+			const size_t stride = row_bytes(t, n);
+			for (int rb = 0; rb < 2; rb++) {
+				for (int r = 0; r < GEMM_ROWS; r++) {
+					fill_data(x, n);
+					weights_make(t, x, w + (size_t)r * stride, n, rb);
+				}
+				if (rb && t == QTYPE_Q8_0)
+					w[5 * stride + 2 + 7] = 0x80; /* a -128 for sure */
+				quant_r16_pack(t, w, n, GEMM_ROWS, p);
+				int lossy = 0;
+				for (int r = 0; r < GEMM_ROWS; r++) {
+					quant_r16_unpack_row(t, p, n, r, row);
+					lossy += memcmp(row, w + (size_t)r * stride, stride) != 0;
+					/* the embedding lookup: the plain row's floats */
+					quant_dequantize_ref(t, w + (size_t)r * stride, f_plain, n);
+					quant_r16_dequantize_row(t, p, n, r, f_r16);
+					lossy += memcmp(f_plain, f_r16, (size_t)n * sizeof(float)) != 0;
+				}
+				CHECK(lossy == 0, "%s r16 n=%lld: %d rows unpack to other bytes or floats",
+				      qtype_traits(t)->name, (long long)n, lossy);
+				for (int tk = 0; tk < GEMM_TOKENS; tk++) {
+					fill_data(x, n);
+					if (tk == 9)
+						memset(x, 0, (size_t)n * sizeof *x);
+					quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
+				}
+				const bool longest = blocks[bi] == QUANT_R16_MAX_BLOCKS;
+				for (int64_t T = longest ? GEMM_TOKENS : 0; T <= GEMM_TOKENS;
+				     T += T < 20 ? 1 : 3) {
+					memset(packed, 0xcd, quant_gemm_pack_bytes(QTYPE_Q8_0, n, GEMM_TOKENS));
+					for (int64_t tk = 0; tk < T; tk++)
+						quant_gemm_pack_row(QTYPE_Q8_0, a + (size_t)tk * a_stride, n, tk,
+								    packed);
+					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
+					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
+						r16_check(t, NULL, simd, n, w, stride, p, a, a_stride, packed, T,
+							  ranges[ri][0], ranges[ri][1]);
+						if (k && k->gemm_r16[t])
+							r16_check(t, k->gemm_r16[t], k, n, w, stride, p, a,
+								  a_stride, packed, T, ranges[ri][0], ranges[ri][1]);
+						checked++;
+					}
 				}
 			}
 		}
 	}
 	printf("  r16: %d checks%s%s\n", checked, simd ? "" : " (no SIMD table to compare with)",
-	       k && k->gemm_q8_0_r16 ? ", avx512 kernel" : ", no avx512 kernel here");
-	free(x), free(w), free(a), free(row), free(p), free(packed);
+	       k && k->gemm_r16[QTYPE_Q8_0] && k->gemm_r16[QTYPE_Q5_0] ? ", avx512 kernels"
+									 : ", no avx512 kernels here");
+	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(packed);
 }
 
 /* quant_weights_narrow finds a single -128 anywhere in the quants (and

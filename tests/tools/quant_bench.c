@@ -295,10 +295,10 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 		return -1;
 	}
 	weights_fill(c->type, w, row_bytes * (size_t)rows);
-	/* Q8_0: the rows repacked 16 to a tile too, for the tables' r16 kernel */
-	void *w16 = c->type == QTYPE_Q8_0 ? malloc(quant_r16_bytes(c->n, rows)) : NULL;
+	/* Q8_0, Q5_0: the rows repacked 16 to a tile too, for the tables' r16 kernels */
+	void *w16 = quant_r16_type(c->type) ? malloc(quant_r16_bytes(c->type, c->n, rows)) : NULL;
 	if (w16)
-		quant_r16_pack(w, c->n, rows, w16);
+		quant_r16_pack(c->type, w, c->n, rows, w16);
 	for (int64_t t = 0; t < GEMM_T_MAX; t++) {
 		for (int64_t i = 0; i < c->n; i++)
 			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
@@ -316,7 +316,7 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			const int r16 = kind >= QUANT_ISA_COUNT;
 			const struct quant_kernels *k =
 				quant_kernels_get((enum quant_isa)(kind % QUANT_ISA_COUNT));
-			quant_gemm_fn fn = !k ? NULL : r16 ? (w16 ? k->gemm_q8_0_r16 : NULL) : k->gemm[c->type];
+			quant_gemm_fn fn = !k ? NULL : r16 ? (w16 ? k->gemm_r16[c->type] : NULL) : k->gemm[c->type];
 			if (!fn)
 				continue;
 			const void *wk = r16 ? w16 : w;
