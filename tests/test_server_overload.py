@@ -122,13 +122,17 @@ def test_burst(port):
     lat = sorted(r[3] for r in rej)
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else None
     # 50 ms on a machine of our own; on a shared one (load average above
-    # the core count) the bound scales with the load per core
+    # the core count) the bound scales with the load per core, and a host
+    # slowed by its neighbours (steal time, not in the load average) is
+    # read off the served requests: a rejection must take under a quarter
+    # of the fastest of them, whose 8 tokens it would otherwise wait for
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    bound = 0.05 * max(1.0, load)
+    fastest = min((r[3] for r in ok), default=0.0)
+    bound = max(0.05 * max(1.0, load), 0.25 * fastest)
     check(f"burst of {n} (4x capacity): {len(ok)} served, {len(rej)} rejected, "
           f"rejection p50 {lat[len(lat) // 2] * 1000 if lat else 0:.1f} ms, "
           f"p99 {p99 * 1000 if p99 else 0:.1f} ms (bound {bound * 1000:.0f} ms at load "
-          f"{load:.1f}/core)",
+          f"{load:.1f}/core, fastest served {fastest * 1000:.0f} ms)",
           ok and rej and not other and p99 is not None and p99 < bound, (other, lat[-5:]))
     check("rejections carry Retry-After and OpenAI's error shape",
           all("Retry-After" in r[1] and isinstance(r[2], dict) and "error" in r[2] for r in rej),
