@@ -63,26 +63,6 @@ static size_t scale_offset(enum qtype t, int64_t b, int j)
 	       (size_t)j * 2;
 }
 
-/* The unsigned quants u[0..32) and scale of one block of a plain row. */
-static void block_get(enum qtype t, const uint8_t *row, int64_t b, uint8_t u[QK], uint16_t *d)
-{
-	if (t == QTYPE_Q8_0) {
-		const struct block_q8_0 *blk = (const struct block_q8_0 *)row + b;
-		for (int e = 0; e < QK; e++)
-			u[e] = (uint8_t)(blk->qs[e] ^ 0x80);
-		*d = blk->d;
-		return;
-	}
-	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + b;
-	uint32_t qh;
-	memcpy(&qh, blk->qh, sizeof qh);
-	for (int e = 0; e < QK / 2; e++) {
-		u[e] = (uint8_t)((blk->qs[e] & 15) | ((qh >> e) & 1) << 4);
-		u[e + 16] = (uint8_t)((blk->qs[e] >> 4) | ((qh >> (e + 16)) & 1) << 4);
-	}
-	*d = blk->d;
-}
-
 /* Row j's unsigned quant e of the block whose quants start at q. */
 static uint8_t tile_quant(enum qtype t, const uint8_t *q, int j, int e)
 {
@@ -96,43 +76,53 @@ static uint8_t tile_quant(enum qtype t, const uint8_t *q, int j, int e)
 	return (uint8_t)(lo | ((mask[bit / 8] >> (bit % 8)) & 1) << 4);
 }
 
-/* Stores row j's unsigned quants u into the block whose quants start at q. */
-static void tile_quants_put(enum qtype t, uint8_t *q, int j, const uint8_t u[QK])
+/* Stores row j's block blk (a block_q8_0 or block_q5_0; NULL: a padding
+ * row, all quants 0) into the block whose quants start at q (zeroed
+ * before the first row): 4 bytes at a time, the quad layout of quant.h. */
+static void block_put(enum qtype t, uint8_t *q, int j, const void *blk)
 {
-	for (int e = 0; e < QK; e++) {
-		const int k = e / 4, bit = 4 * j + e % 4;
-		if (t == QTYPE_Q8_0) {
-			q[k * 64 + bit] = u[e];
-			continue;
+	if (t == QTYPE_Q8_0) {
+		const struct block_q8_0 *b = blk;
+		for (int k = 0; k < QK / 4; k++) {
+			uint32_t v = 0;
+			if (b)
+				memcpy(&v, b->qs + 4 * k, sizeof v);
+			v ^= 0x80808080u; /* u = q + 128 */
+			memcpy(q + 64 * k + 4 * j, &v, sizeof v);
 		}
-		uint8_t *nib = &q[(k % 4) * 64 + bit];
-		*nib = (uint8_t)(k < 4 ? (*nib & 0xf0) | (u[e] & 15) : (*nib & 0x0f) | (u[e] & 15) << 4);
-		if (u[e] & 16)
-			q[256 + 8 * k + bit / 8] |= (uint8_t)(1u << (bit % 8));
+		return;
 	}
+	/* Q5_0: nibble vector v takes the row's qs bytes 4v .. 4v+3 as they
+	 * are; mask k's bits 4j .. 4j+3 are bits 4k .. 4k+3 of qh */
+	const struct block_q5_0 *b = blk;
+	uint32_t qh = 0xffffffffu; /* padding: u = 16, q = 0 */
+	if (b) {
+		for (int v = 0; v < 4; v++)
+			memcpy(q + 64 * v + 4 * j, b->qs + 4 * v, 4);
+		memcpy(&qh, b->qh, sizeof qh);
+	}
+	for (int k = 0; k < QK / 4; k++)
+		q[256 + 8 * k + j / 2] |= (uint8_t)(((qh >> (4 * k)) & 15) << (4 * (j % 2)));
 }
 
 void quant_r16_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst)
 {
 	const int64_t nb = n / QK;
-	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
-	const size_t row_bytes = (size_t)nb * qtype_traits(t)->block_bytes;
+	const size_t tile_bytes = quant_r16_tile_bytes(t, n), block_bytes = qtype_traits(t)->block_bytes;
 	const int64_t tiles = (rows + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
-	/* padding rows: q = 0, scale 0 */
-	const uint8_t zero_u = t == QTYPE_Q8_0 ? 0x80 : 16;
 	for (int64_t ti = 0; ti < tiles; ti++) {
 		uint8_t *tile = (uint8_t *)dst + (size_t)ti * tile_bytes;
 		memset(tile, 0, tile_bytes);
 		for (int j = 0; j < QUANT_R16_ROWS; j++) {
 			const int64_t r = ti * QUANT_R16_ROWS + j;
+			const uint8_t *row = r < rows ? (const uint8_t *)w + (size_t)r * (size_t)nb * block_bytes
+						      : NULL;
 			for (int64_t b = 0; b < nb; b++) {
-				uint8_t u[QK];
-				uint16_t d = 0;
-				if (r < rows)
-					block_get(t, (const uint8_t *)w + (size_t)r * row_bytes, b, u, &d);
-				else
-					memset(u, zero_u, sizeof u);
-				tile_quants_put(t, tile + block_offset(t, b), j, u);
+				const void *blk = row ? row + (size_t)b * block_bytes : NULL;
+				uint16_t d = 0; /* padding: scale 0 */
+				if (blk)
+					memcpy(&d, blk, sizeof d); /* both blocks start with d */
+				block_put(t, tile + block_offset(t, b), j, blk);
 				memcpy(tile + scale_offset(t, b, j), &d, sizeof d);
 			}
 		}
