@@ -370,7 +370,7 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head)
 	return n;
 }
 
-/* ---- the repacked LM head ---- */
+/* ---- the repacked matrices ---- */
 
 /* Gives back the whole pages of [p, p + n) of the file mapping: they were
  * only read, so a later read faults them in again from the file. */
