@@ -10,16 +10,16 @@
  * cycle after a vpbroadcastd as with its own {1to16} operand), so one
  * vpdpbusd is 64 products of 16 rows and nothing is summed across lanes.
  * Per token and block: 8 vpdpbusd on an accumulator that starts at -o *
- * sum a (the offset's correction, exact: o = 128 for Q8_0, 16 for Q5_0), then the float step of the
- * contract in quant_gemm_avx2.c, acc = fma(dw * da, (float)isum, acc), on
- * 16 rows at once; those three float operations cost about two vpdpbusd
+ * sum a (the offset's correction, exact: o = 128 for Q8_0, 16 for Q5_0),
+ * then the float step of the contract in quant_gemm_avx2.c, acc = fma(dw
+ * * da, (float)isum, acc), on 16 rows at once; those three float operations cost about two vpdpbusd
  * (measured: 8 vpdpbusd + vmulps, vcvtdq2ps, vfmadd run at 0.8 of
  * vpdpbusd's rate), which bounds the kernel near 190 G multiply-adds/s a
  * core. The weight vectors stay in registers for every token of a pass:
- * two packed groups (16 tokens) per pass over a tile (whose 10.9 KB, for a
- * 640-wide Q8_0 row, stay in L1 for the next pass), two tokens' chains
- * interleaved; then the tokens past the groups one at a time from their
- * plain rows.
+ * two packed groups (16 tokens) per pass over a tile, two tokens' chains
+ * interleaved, each group pair in turn over a run of R16_TILE_CHUNK tiles
+ * (which waits in L2 for the next pair); then the tokens past the groups
+ * one at a time from their plain rows.
  *
  * Measured on the Zen 4 host, against the row-major VNNI kernels on the
  * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
