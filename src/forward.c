@@ -145,13 +145,8 @@ static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_sr
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	const void *w16 = r16_of(f, W);
-	if (w16)
-		ops_matmul_rows_r16(f->k, W, w16, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y,
-				    y_stride, r0, r1);
-	else
-		ops_matmul_rows(f->k, W, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y, y_stride,
-				r0, r1);
+	ops_matmul_rows(f->k, W, r16_of(f, W), a->q[fm], a->row_bytes[fm], a->packed[fm], T, y,
+			y_stride, r0, r1);
 }
 
 /* ---- create / destroy ---- */

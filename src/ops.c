@@ -67,18 +67,19 @@ static void matmul_gemm_declare(enum qtype act, int64_t n, const void *packed, i
 		SAN_WRITE(y + t * y_stride + r0, (size_t)(r1 - r0) * sizeof(float));
 }
 
-void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
-		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
-		     int64_t r0, int64_t r1)
+void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *w16,
+		     const void *xq, size_t xq_stride, const void *packed, int64_t T, float *y,
+		     int64_t y_stride, int64_t r0, int64_t r1)
 {
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	const uint8_t *w = (const uint8_t *)W->data;
 	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
-	if (k->gemm[W->type]) {
+	quant_gemm_fn gemm = w16 ? k->gemm_r16[W->type] : k->gemm[W->type];
+	if (gemm) {
 		matmul_gemm_declare(qtype_traits(W->type)->act_type, n, packed, T, y, y_stride, r0, r1);
-		k->gemm[W->type](n, w, row_bytes, r0, r1, xq, xq_stride,
-				 T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
+		gemm(n, w16 ? w16 : w, row_bytes, r0, r1, xq, xq_stride,
+		     T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
 		return;
 	}
 	float s[QUANT_MULTI_MAX];
@@ -99,18 +100,6 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 			}
 		}
 	}
-}
-
-void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor *W,
-			 const void *w16, const void *xq, size_t xq_stride, const void *packed,
-			 int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1)
-{
-	const int64_t n = (int64_t)W->ne[0];
-	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
-	SAN_READ(xq, (size_t)T * xq_stride); /* the kernels are not instrumented */
-	matmul_gemm_declare(qtype_traits(W->type)->act_type, n, packed, T, y, y_stride, r0, r1);
-	k->gemm_r16[W->type](n, w16, row_bytes, r0, r1, xq, xq_stride,
-			     T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
 }
 
 void ops_embed_row(const struct gguf_tensor *E, const void *e16, int64_t row, float *out)

@@ -31,19 +31,15 @@ size_t ops_act_row_bytes(enum qtype act, int64_t n);
 /* Matrix product over weight rows [r0, r1):
  *   y[t * y_stride + r] = W[r,:] . x_t   for t in [0, T)
  * where x_t = xq + t * xq_stride is activation row t already in W's act
- * format. W is [rows, n] of any supported type. packed holds the same rows
- * regrouped by quant_gemm_pack_row (needed where k has a gemm kernel for
- * W's type and T >= QUANT_GEMM_PACK_MIN; NULL otherwise). */
-void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *xq,
-		     size_t xq_stride, const void *packed, int64_t T, float *y, int64_t y_stride,
-		     int64_t r0, int64_t r1);
-
-/* The same product over W's rows repacked 16 to a tile (w16, from
- * model_r16) by k's gemm_r16 kernel for W's type (which must be set):
- * bit for bit what ops_matmul_rows gives on W. */
-void ops_matmul_rows_r16(const struct quant_kernels *k, const struct gguf_tensor *W,
-			 const void *w16, const void *xq, size_t xq_stride, const void *packed,
-			 int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1);
+ * format. W is [rows, n] of any supported type; w16, where not NULL, is W
+ * repacked 16 rows to a tile (model_r16), which k's gemm_r16 kernel for
+ * W's type (then required) reads instead, bit for bit the same. packed
+ * holds the same rows regrouped by quant_gemm_pack_row (needed where k
+ * has a gemm kernel for W's type and T >= QUANT_GEMM_PACK_MIN; NULL
+ * otherwise). */
+void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *w16,
+		     const void *xq, size_t xq_stride, const void *packed, int64_t T, float *y,
+		     int64_t y_stride, int64_t r0, int64_t r1);
 
 /* Row `row` of an embedding table [V, D] into out[D] (dequantized), from
  * E's rows or, where it is not NULL, from e16, E repacked 16 rows to a

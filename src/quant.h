@@ -198,6 +198,18 @@ void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, 
 /* Whether type t has a repacked layout (Q8_0, Q5_0). */
 bool quant_r16_type(enum qtype t);
 
+/* Bytes of one block's quants for a tile's 16 rows (Q8_0 512, Q5_0 256 of
+ * nibbles + 64 of masks), and of a block pair with its line of scales. */
+#define QUANT_R16_SCALES_LINE 64
+static inline size_t quant_r16_block_quant_bytes(enum qtype t)
+{
+	return t == QTYPE_Q8_0 ? QUANT_R16_ROWS * QK : QUANT_R16_ROWS * QK / 2 + QUANT_R16_ROWS * QK / 8;
+}
+static inline size_t quant_r16_pair_bytes(enum qtype t)
+{
+	return QUANT_R16_SCALES_LINE + 2 * quant_r16_block_quant_bytes(t);
+}
+
 /* Bytes of one tile of n-element rows of type t, and of a packed matrix
  * of `rows` rows (0 for another type, on overflow, or when n is not a
  * multiple of QK or longer than QUANT_R16_MAX_BLOCKS blocks: such rows

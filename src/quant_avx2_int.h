@@ -312,10 +312,7 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 			      size_t group_bytes, int64_t T, float *y, int64_t y_stride,
 			      gemm_tok_fn tok, gemm_rows8_fn rows8, gemm_tail_fn tail)
 {
-	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a group */
-	const int64_t groups = !packed ? 0
-			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
-									     : T / QUANT_GEMM_GROUP;
+	const int64_t groups = quant_gemm_groups(T, packed != NULL);
 	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t r_end = r1 - (r1 - r0) % 8;
 	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {

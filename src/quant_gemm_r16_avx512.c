@@ -37,7 +37,7 @@
 #include <string.h>
 
 #include "quant.h"
-#include "quant_int.h"
+#include "quant_avx2_int.h"
 
 #define R16_QUADS (QK / 4)                 /* quad vectors per block */
 
@@ -65,15 +65,6 @@
  * read from memory once per pair). */
 #define R16_TILE_CHUNK 8
 
-/* Bytes of a block's quants for 16 rows, and of a pair of blocks with
- * its line of scales (quant.h). */
-#define R16_Q8_0_BLOCK 512
-#define R16_Q5_0_BLOCK 320
-ALWAYS_INLINE size_t r16_block_bytes(enum qtype t)
-{
-	return t == QTYPE_Q8_0 ? R16_Q8_0_BLOCK : R16_Q5_0_BLOCK;
-}
-
 /* log2 of the unsigned offset: 128 (Q8_0), 16 (Q5_0). */
 ALWAYS_INLINE int r16_offset_log2(enum qtype t)
 {
@@ -88,8 +79,8 @@ ALWAYS_INLINE int r16_offset_log2(enum qtype t)
 ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
 			     __m512 *dw)
 {
-	const uint8_t *pair = tile + (size_t)(b / 2) * (64 + 2 * r16_block_bytes(t));
-	const uint8_t *p = pair + 64 + (size_t)(b % 2) * r16_block_bytes(t);
+	const uint8_t *pair = tile + (size_t)(b / 2) * quant_r16_pair_bytes(t);
+	const uint8_t *p = pair + QUANT_R16_SCALES_LINE + (size_t)(b % 2) * quant_r16_block_quant_bytes(t);
 	*dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b % 2) * 32)));
 	if (t == QTYPE_Q8_0) {
 		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
@@ -109,40 +100,28 @@ ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m51
 	}
 }
 
-/* One token's block against the 16 rows: x its quads (quad k at x + k *
- * x_step), corr = -offset * the sum of its quants, da its scale. */
-ALWAYS_INLINE __m512 r16_token(const __m512i q[R16_QUADS], __m512 dw, const uint8_t *x,
-			       size_t x_step, const int32_t *corr, float da, __m512 acc)
+/* nt (1 or 2, a constant at each instance) tokens' blocks against the 16
+ * rows: token i's quads at x + 4 * i (quad k x_step further each), its
+ * correction corr[i] = -offset * the sum of its quants, its scale da[i],
+ * into acc[i]. Two tokens' vpdpbusd chains interleave: one token's 8
+ * dependent vpdpbusd take 8 latencies, and the scheduler holds only so
+ * many of them while it looks for the next token's. */
+ALWAYS_INLINE void r16_tokens(const __m512i q[R16_QUADS], __m512 dw, const uint8_t *x,
+			      size_t x_step, const int32_t *corr, const float *da, int nt,
+			      __m512 *acc)
 {
-	__m512i s = _mm512_set1_epi32(*corr);
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
-		int32_t v;
-		memcpy(&v, x + (size_t)k * x_step, sizeof v);
-		s = _mm512_dpbusd_epi32(s, q[k], _mm512_set1_epi32(v));
-	}
-	const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(da));
-	return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
-}
-
-/* Two tokens' blocks (quads at x and x + 4, x_step apart; corrections
- * and scales corr[0..1], da[0..1]) at once, their vpdpbusd chains
- * interleaved: one token's 8 dependent vpdpbusd take 8 latencies, and
- * the scheduler holds only so many of them while it looks for the next
- * token's. */
-ALWAYS_INLINE void r16_token_pair(const __m512i q[R16_QUADS], __m512 dw, const uint8_t *x,
-				  size_t x_step, const int32_t *corr, const float *da, __m512 *acc0,
-				  __m512 *acc1)
-{
-	__m512i s0 = _mm512_set1_epi32(corr[0]), s1 = _mm512_set1_epi32(corr[1]);
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
-		int32_t v0, v1;
-		memcpy(&v0, x + (size_t)k * x_step, sizeof v0);
-		memcpy(&v1, x + (size_t)k * x_step + 4, sizeof v1);
-		s0 = _mm512_dpbusd_epi32(s0, q[k], _mm512_set1_epi32(v0));
-		s1 = _mm512_dpbusd_epi32(s1, q[k], _mm512_set1_epi32(v1));
-	}
-	*acc0 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da[0])), _mm512_cvtepi32_ps(s0), *acc0);
-	*acc1 = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da[1])), _mm512_cvtepi32_ps(s1), *acc1);
+	__m512i s[2];
+	for (int i = 0; i < nt; i++)
+		s[i] = _mm512_set1_epi32(corr[i]);
+	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
+		for (int i = 0; i < nt; i++) {
+			int32_t v;
+			memcpy(&v, x + (size_t)k * x_step + 4 * (size_t)i, sizeof v);
+			s[i] = _mm512_dpbusd_epi32(s[i], q[k], _mm512_set1_epi32(v));
+		}
+	for (int i = 0; i < nt; i++)
+		acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da[i])),
+					 _mm512_cvtepi32_ps(s[i]), acc[i]);
 }
 
 /* ng (1 or 2, a constant at each instance) packed groups at g (nb blocks
@@ -169,17 +148,15 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 					   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, r16_offset_log2(t))));
 			__asm__ volatile("" ::: "memory");
 			_Pragma("GCC unroll 4") for (int l = 0; l < QUANT_GEMM_GROUP; l += 2)
-				r16_token_pair(q, dw, (const uint8_t *)&blk->quads[0][l],
-					       sizeof blk->quads[0], &corr[l], &blk->d[l],
-					       &acc[gi * QUANT_GEMM_GROUP + l],
-					       &acc[gi * QUANT_GEMM_GROUP + l + 1]);
+				r16_tokens(q, dw, (const uint8_t *)&blk->quads[0][l], sizeof blk->quads[0],
+					   &corr[l], &blk->d[l], 2, &acc[gi * QUANT_GEMM_GROUP + l]);
 		}
 	}
 	_Pragma("GCC unroll 16") for (int l = 0; l < 2 * QUANT_GEMM_GROUP; l++)
 		out[l] = acc[l];
 }
 
-/* A plain Q8_0 activation row's blocks as r16_token takes them, made
+/* A plain Q8_0 activation row's blocks as r16_tokens takes them, made
  * once per call rather than once per tile: corr[b] = -(1 << off_log2) *
  * the sum of block b's quants, da[b] its scale. */
 static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_log2, int32_t *corr,
@@ -187,13 +164,9 @@ static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_lo
 {
 	const __m256i ones = _mm256_set1_epi8(1);
 	for (int64_t b = 0; b < nb; b++) {
-		__m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones,
-						 _mm256_loadu_si256((const __m256i *)a[b].qs));
-		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-		s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-		corr[b] = -(_mm_cvtsi128_si32(s4) * (1 << off_log2));
-		da[b] = _cvtsh_ss(a[b].d);
+		const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, load256(a[b].qs));
+		corr[b] = -(hsum_epi32(s8) * (1 << off_log2));
+		da[b] = half_load(a[b].d);
 	}
 }
 
@@ -206,7 +179,7 @@ ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
 		__m512i q[R16_QUADS];
 		__m512 dw;
 		r16_block(t, tile, b, q, &dw);
-		acc = r16_token(q, dw, (const uint8_t *)a[b].qs, 4, &corr[b], da[b], acc);
+		r16_tokens(q, dw, (const uint8_t *)a[b].qs, 4, &corr[b], &da[b], 1, &acc);
 	}
 	return acc;
 }
@@ -265,11 +238,7 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 	const int64_t nb = n / QK;
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const size_t group_bytes = (size_t)nb * sizeof(struct quant_gemm_block);
-	/* a partial last group of QUANT_GEMM_PACK_MIN or more tokens is a
-	 * group (quant.h); its other lanes are computed and dropped */
-	const int64_t groups = !packed ? 0
-			       : T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN ? T / QUANT_GEMM_GROUP + 1
-									     : T / QUANT_GEMM_GROUP;
+	const int64_t groups = quant_gemm_groups(T, packed != NULL);
 	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t tile0 = r0 / QUANT_R16_ROWS, tile1 = (r1 - 1) / QUANT_R16_ROWS + 1;
 	/* the plain rows past the groups: fewer than QUANT_GEMM_PACK_MIN,

@@ -128,6 +128,16 @@ struct quant_gemm_block {
 };
 static_assert(sizeof(struct quant_gemm_block) == 320, "packed block layout");
 
+/* The groups a gemm kernel computes for T tokens (quant.h): the full
+ * groups, and a partial last one of QUANT_GEMM_PACK_MIN or more tokens
+ * (its other lanes computed and dropped); none without packed rows. */
+static inline int64_t quant_gemm_groups(int64_t T, bool packed)
+{
+	if (!packed)
+		return 0;
+	return T / QUANT_GEMM_GROUP + (T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN);
+}
+
 /* Group g of Q8_K rows: a quant_gemm_kblock per 256-element super-block,
  * in order: 64 x 8 quads of activations (elements 4k .. 4k+3 of token l as
  * the 4 bytes of quads[k][l]: a vpmaddubsw of 4 broadcast unsigned weight

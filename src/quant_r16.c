@@ -17,26 +17,17 @@
 #include "quant.h"
 #include "quant_int.h"
 
-#define SCALES_LINE 64 /* a pair's two blocks' 16 fp16 scales */
-
 bool quant_r16_type(enum qtype t)
 {
 	return t == QTYPE_Q8_0 || t == QTYPE_Q5_0;
-}
-
-/* Bytes of one block's quants for 16 rows. */
-static size_t block_quant_bytes(enum qtype t)
-{
-	return t == QTYPE_Q8_0 ? QUANT_R16_ROWS * QK /* 512 */
-			       : QUANT_R16_ROWS * QK / 2 + QUANT_R16_ROWS * QK / 8; /* 256 + 64 */
 }
 
 size_t quant_r16_tile_bytes(enum qtype t, int64_t n)
 {
 	if (!quant_r16_type(t) || n <= 0 || n % QK || n / QK > QUANT_R16_MAX_BLOCKS)
 		return 0;
-	const size_t nb = (size_t)(n / QK), bq = block_quant_bytes(t);
-	return nb / 2 * (SCALES_LINE + 2 * bq) + nb % 2 * (SCALES_LINE + bq);
+	const size_t nb = (size_t)(n / QK);
+	return nb / 2 * quant_r16_pair_bytes(t) + nb % 2 * (QUANT_R16_SCALES_LINE + quant_r16_block_quant_bytes(t));
 }
 
 size_t quant_r16_bytes(enum qtype t, int64_t n, int64_t rows)
@@ -53,14 +44,13 @@ size_t quant_r16_bytes(enum qtype t, int64_t n, int64_t rows)
 /* Where block b's quants and scales start in a tile. */
 static size_t block_offset(enum qtype t, int64_t b)
 {
-	return (size_t)(b / 2) * (SCALES_LINE + 2 * block_quant_bytes(t)) + SCALES_LINE +
-	       (size_t)(b % 2) * block_quant_bytes(t);
+	return (size_t)(b / 2) * quant_r16_pair_bytes(t) + QUANT_R16_SCALES_LINE +
+	       (size_t)(b % 2) * quant_r16_block_quant_bytes(t);
 }
 
 static size_t scale_offset(enum qtype t, int64_t b, int j)
 {
-	return (size_t)(b / 2) * (SCALES_LINE + 2 * block_quant_bytes(t)) + (size_t)(b % 2) * 32 +
-	       (size_t)j * 2;
+	return (size_t)(b / 2) * quant_r16_pair_bytes(t) + (size_t)(b % 2) * 32 + (size_t)j * 2;
 }
 
 /* Row j's unsigned quant e of the block whose quants start at q. */

@@ -710,16 +710,21 @@ static void test_dot_multi(const struct quant_kernels *k)
 
 /* One gemm call over rows [r0, r1) and T tokens: every result bit-identical
  * to the table's dot for that pair, nothing written outside the range. */
-static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
-		       size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
-		       int64_t T, int64_t r0, int64_t r1, const char *what)
+/* gemm run on the weights kw (rows of w, or w repacked), T tokens, rows
+ * [r0, r1): every result must be bit for bit table k's dot entry for t on
+ * the plain row of w, and nothing outside the range written. name: the
+ * kernel, for the messages. */
+static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name,
+			    const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
+			    size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
+			    int64_t T, int64_t r0, int64_t r1, const char *what)
 {
 	static float y[GEMM_TOKENS * GEMM_ROWS];
 	const float canary = -12345.5f;
 	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
 		y[i] = canary;
-	k->gemm[t](n, w, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y,
-		   GEMM_ROWS);
+	gemm(n, kw, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y,
+	     GEMM_ROWS);
 	int bad = 0, outside = 0;
 	float got = 0, want = 0;
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
@@ -734,12 +739,19 @@ static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, c
 			if (memcmp(&v, &one, sizeof v) != 0 && bad++ == 0)
 				got = v, want = one;
 		}
-	CHECK(bad == 0, "%s %s gemm n=%lld T=%lld rows [%lld,%lld) %s: %d results differ from dot "
-	      "(first %.9g vs %.9g)", quant_isa_name(k->isa), qtype_traits(t)->name, (long long)n,
-	      (long long)T, (long long)r0, (long long)r1, what, bad, got, want);
-	CHECK(outside == 0, "%s %s gemm T=%lld rows [%lld,%lld): %d writes outside the range",
-	      quant_isa_name(k->isa), qtype_traits(t)->name, (long long)T, (long long)r0,
-	      (long long)r1, outside);
+	CHECK(bad == 0, "%s %s gemm n=%lld T=%lld rows [%lld,%lld) %s: %d results differ from the %s "
+	      "dot (first %.9g vs %.9g)", name, qtype_traits(t)->name, (long long)n, (long long)T,
+	      (long long)r0, (long long)r1, what, bad, quant_isa_name(k->isa), got, want);
+	CHECK(outside == 0, "%s %s gemm T=%lld rows [%lld,%lld): %d writes outside the range", name,
+	      qtype_traits(t)->name, (long long)T, (long long)r0, (long long)r1, outside);
+}
+
+static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
+		       size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
+		       int64_t T, int64_t r0, int64_t r1, const char *what)
+{
+	gemm_check_with(k->gemm[t], w, quant_isa_name(k->isa), k, t, n, w, w_stride, a, a_stride,
+			packed, T, r0, r1, what);
 }
 
 /* Every type with a gemm kernel: quantized and random-bit weights, several
@@ -821,47 +833,29 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 	free(x), free(w), free(a), free(packed);
 }
 
-/* Q8_0 and Q5_0 rows repacked 16 to a tile (quant_r16_pack): the
- * packing is lossless; the scalar reference and table k's kernel (where
- * it has one) give, for every T and row range (tiles cut at both ends,
- * the padded last tile), bit for bit what dot_table's dot entry gives on
- * the original rows, and write nothing outside the range. dot_table: a
- * SIMD table (their legacy dots share the order the repacked kernels
- * keep). gemm NULL: the reference. */
-static void r16_check(enum qtype t, quant_gemm_fn gemm, const struct quant_kernels *dot_table,
-		      int64_t n, const uint8_t *w, size_t w_stride, const void *p, const uint8_t *a,
-		      size_t a_stride, const void *packed, int64_t T, int64_t r0, int64_t r1)
+/* The repacked kernels' scalar reference as gemm entries. */
+static void r16_ref_q8_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+			 int64_t y_stride)
 {
-	static float y[GEMM_TOKENS * GEMM_ROWS];
-	const float canary = -12345.5f;
-	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
-		y[i] = canary;
-	const void *pk = T >= QUANT_GEMM_PACK_MIN ? packed : NULL;
-	if (gemm)
-		gemm(n, p, w_stride, r0, r1, a, a_stride, pk, T, y, GEMM_ROWS);
-	else
-		quant_gemm_r16_ref(t, n, p, w_stride, r0, r1, a, a_stride, pk, T, y, GEMM_ROWS);
-	int bad = 0, outside = 0;
-	float got = 0, want = 0;
-	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
-		for (int64_t r = 0; r < GEMM_ROWS; r++) {
-			float v = y[tk * GEMM_ROWS + r], one;
-			if (tk >= T || r < r0 || r >= r1) {
-				outside += v != canary;
-				continue;
-			}
-			dot_table->dot[t](n, &one, w + (size_t)r * w_stride, a + (size_t)tk * a_stride);
-			if (memcmp(&v, &one, sizeof v) != 0 && bad++ == 0)
-				got = v, want = one;
-		}
-	const char *name = gemm ? "avx512" : "reference";
-	CHECK(bad == 0, "%s %s r16 n=%lld T=%lld rows [%lld,%lld): %d results differ from the %s dot "
-	      "(first %.9g vs %.9g)", name, qtype_traits(t)->name, (long long)n, (long long)T,
-	      (long long)r0, (long long)r1, bad, quant_isa_name(dot_table->isa), got, want);
-	CHECK(outside == 0, "%s %s r16 T=%lld rows [%lld,%lld): %d writes outside the range", name,
-	      qtype_traits(t)->name, (long long)T, (long long)r0, (long long)r1, outside);
+	quant_gemm_r16_ref(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 }
 
+static void r16_ref_q5_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+			 int64_t y_stride)
+{
+	quant_gemm_r16_ref(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
+}
+
+/* Q8_0 and Q5_0 rows repacked 16 to a tile (quant_r16_pack): the
+ * packing is lossless (bytes, and the floats of an embedding lookup);
+ * the scalar reference and the AVX-512 table's kernel (where it has one)
+ * give, for every T and row range (tiles cut at both ends, the padded
+ * last tile, groups in chunks at the longest rows), bit for bit what a
+ * SIMD table's dot entry gives on the original rows (their legacy dots
+ * share the order the repacked kernels keep), and write nothing outside
+ * the range. */
 static void test_r16(void)
 {
 	const struct quant_kernels *simd = quant_kernels_get(QUANT_ISA_AVX2);
@@ -928,11 +922,14 @@ static void test_r16(void)
 								    packed);
 					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
 					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
-						r16_check(t, NULL, simd, n, w, stride, p, a, a_stride, packed, T,
-							  ranges[ri][0], ranges[ri][1]);
+						gemm_check_with(t == QTYPE_Q8_0 ? r16_ref_q8_0 : r16_ref_q5_0, p,
+								"reference r16", simd, t, n, w, stride, a,
+								a_stride, packed, T, ranges[ri][0],
+								ranges[ri][1], "repacked");
 						if (k && k->gemm_r16[t])
-							r16_check(t, k->gemm_r16[t], k, n, w, stride, p, a,
-								  a_stride, packed, T, ranges[ri][0], ranges[ri][1]);
+							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", k, t,
+									n, w, stride, a, a_stride, packed, T,
+									ranges[ri][0], ranges[ri][1], "repacked");
 						checked++;
 					}
 				}
