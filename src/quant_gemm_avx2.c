@@ -380,11 +380,35 @@ ALWAYS_INLINE void tok_unsigned_step(enum qtype t, const __m256 dw[4],
 	tok_step(dw, _mm256_loadu_ps(b->d), us, acc);
 }
 
+/* The exact int32 sums of a whole block of 4 rows of unsigned quants (wq)
+ * against nt (1 or 2, a constant at each instance) group blocks ba, bb:
+ * the two halves of quads4_unsigned added, or with VNNI and two groups
+ * all 8 quads at once (quads8_unsigned_pair: the same sums). */
+ALWAYS_INLINE void block_unsigned(const int32_t wq[4][QK / 4], const struct quant_gemm_block *ba,
+				  const struct quant_gemm_block *bb, int nt, __m256i ia[4],
+				  __m256i ib[4])
+{
+#ifdef QUANT_GEMM_VNNI
+	if (nt == 2) {
+		quads8_unsigned_pair(wq, ba, bb, ia, ib);
+		return;
+	}
+#endif
+	__m256i ha[4], hb[4];
+	quads4_unsigned(wq, ba, bb, nt, 0, ia, ib);
+	quads4_unsigned(wq, ba, bb, nt, 4, ha, hb);
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+		ia[j] = _mm256_add_epi32(ia[j], ha[j]);
+		if (nt == 2)
+			ib[j] = _mm256_add_epi32(ib[j], hb[j]);
+	}
+}
+
 /* Q4_0 / Q5_0: 4 rows x ng groups (at g, nb blocks apart). Each block of
  * the 4 rows is unpacked once, as unsigned quants u = q + o, for all the
  * groups; a broadcast quad of u against a row of packed quads
  * (vpmaddubsw) gives 32 products in 16 int16, 4 quads' worth at a time
- * (quads4_unsigned); then isum = sum u * a - o * sum a, exact. */
+ * (block_unsigned); then isum = sum u * a - o * sum a, exact. */
 ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size_t w_stride,
 				const struct quant_gemm_block *g, int64_t nb, int ng,
 				__m256 acc[][4], const struct prefetch_plan *pf)
@@ -400,45 +424,25 @@ ALWAYS_INLINE void tok_unsigned(enum qtype t, int64_t n, const uint8_t *w0, size
 		/* the broadcasts below must read wq from memory (one load each),
 		 * not be rebuilt from the registers by shuffles */
 		__asm__ volatile("" ::: "memory");
+		/* two groups per broadcast weight quad, then the odd one; wq is
+		 * broadcast anew for each (hoisted out of the loop, the 32
+		 * broadcasts spill to the stack) */
 		int gi = 0;
-#ifdef QUANT_GEMM_VNNI
 		for (; gi + 2 <= ng; gi += 2) {
 			const struct quant_gemm_block *ba = g + gi * nb + i, *bb = ba + nb;
 			const int32_t(*wqg)[QK / 4] = wq;
 			__asm__("" : "+r"(wqg));
 			__m256i ia[4], ib[4];
-			quads8_unsigned_pair(wqg, ba, bb, ia, ib);
+			block_unsigned(wqg, ba, bb, 2, ia, ib);
 			tok_unsigned_step(t, dw, ba, ia, acc[gi]);
 			tok_unsigned_step(t, dw, bb, ib, acc[gi + 1]);
 		}
-#endif
-#ifndef QUANT_GEMM_VNNI
-		for (; gi + 2 <= ng; gi += 2) {
-			const struct quant_gemm_block *ba = g + gi * nb + i, *bb = ba + nb;
-			const int32_t(*wqg)[QK / 4] = wq;
-			__asm__("" : "+r"(wqg));
-			__m256i ia[4], ib[4], ha[4], hb[4];
-			quads4_unsigned(wqg, ba, bb, 2, 0, ia, ib);
-			quads4_unsigned(wqg, ba, bb, 2, 4, ha, hb);
-			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-				ia[j] = _mm256_add_epi32(ia[j], ha[j]);
-				ib[j] = _mm256_add_epi32(ib[j], hb[j]);
-			}
-			tok_unsigned_step(t, dw, ba, ia, acc[gi]);
-			tok_unsigned_step(t, dw, bb, ib, acc[gi + 1]);
-		}
-#endif
 		for (; gi < ng; gi++) {
 			const struct quant_gemm_block *b = g + gi * nb + i;
-			/* broadcast wq anew for each group: hoisted out of this
-			 * loop, the 32 broadcasts spill to the stack */
 			const int32_t(*wqg)[QK / 4] = wq;
 			__asm__("" : "+r"(wqg));
-			__m256i is[4], hi[4];
-			quads4_unsigned(wqg, b, NULL, 1, 0, is, NULL);
-			quads4_unsigned(wqg, b, NULL, 1, 4, hi, NULL);
-			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-				is[j] = _mm256_add_epi32(is[j], hi[j]);
+			__m256i is[4];
+			block_unsigned(wqg, b, NULL, 1, is, NULL);
 			tok_unsigned_step(t, dw, b, is, acc[gi]);
 		}
 	}
