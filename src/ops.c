@@ -627,13 +627,22 @@ int64_t ops_argmax(const float *x, int64_t n)
 
 void ops_best_init(struct ops_best *b) { *b = (struct ops_best){ 0.0f, -1 }; }
 
-void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
+void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 {
 	for (int64_t i = i0; i < i1; i++)
 		if (x[i] > b->val || (b->idx < 0 && x[i] == x[i])) { /* x == x: not NaN */
 			b->val = x[i];
 			b->idx = i;
 		}
+}
+
+void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
+{
+	pthread_once(&isa_once, isa_init);
+	if (use_avx2)
+		ops_best_scan_avx2(b, x, i0, i1);
+	else
+		ops_best_scan_scalar(b, x, i0, i1);
 }
 
 /* ops_argmax is the first index of the maximum over the non-NaN elements

@@ -465,3 +465,27 @@ void ops_glu_silu_avx2(float *g, const float *u, int64_t n)
 {
 	glu_rows(g, u, n, NULL);
 }
+
+/* ops_best_scan, 32 elements a block: a block with no element above the
+ * best so far (ordered compares: a NaN is never above) cannot change it
+ * once a non-NaN was seen, so only blocks that can go through the scalar
+ * rule, which stays the one definition of the result. In a row of logits
+ * that is a few blocks in the whole row (each new maximum); the scalar
+ * loop's compare-and-branch per element was 5% of a 16-stream server. */
+void ops_best_scan_avx2(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
+{
+	int64_t i = i0;
+	for (; i + 32 <= i1; i += 32) {
+		if (b->idx >= 0) {
+			const __m256 v = _mm256_set1_ps(b->val);
+			const __m256 a = _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), v, _CMP_GT_OQ),
+						      _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), v, _CMP_GT_OQ));
+			const __m256 c = _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 16), v, _CMP_GT_OQ),
+						      _mm256_cmp_ps(_mm256_loadu_ps(x + i + 24), v, _CMP_GT_OQ));
+			if (!_mm256_movemask_ps(_mm256_or_ps(a, c)))
+				continue;
+		}
+		ops_best_scan_scalar(b, x, i, i + 32);
+	}
+	ops_best_scan_scalar(b, x, i, i1);
+}

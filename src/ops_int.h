@@ -53,6 +53,11 @@ void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
+/* ops_best_scan: the scalar rule (ops.c), and the AVX2 scan that skips
+ * the blocks that rule would leave unchanged (the same result). */
+void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
+void ops_best_scan_avx2(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
+
 /* g[i] = ops_gelu(g[i]) * u[i] for i < n, bit for bit: the input rounded
  * to fp16 (F16C, to nearest even, as f32_to_fp16) indexes table (1 << 16
  * fp16 GELU values and one entry of padding), |x| >= 10 as ops_gelu. */
