@@ -177,6 +177,7 @@ static void gelu_table_init(void)
 }
 
 static int use_avx2;
+static int attn_level; /* attn_sets' row: 0 scalar, 1 AVX2, 2 AVX-512 */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
 static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers */
@@ -185,7 +186,9 @@ static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers
  * hypervisor on a VM; per stored row it was a fifth of a long prefill. */
 static void isa_init(void)
 {
-	use_avx2 = quant_isa_detect() >= QUANT_ISA_AVX2;
+	const enum quant_isa isa = quant_isa_detect();
+	use_avx2 = isa >= QUANT_ISA_AVX2;
+	attn_level = isa >= QUANT_ISA_AVX512 ? 2 : use_avx2;
 	kv_quant = quant_kernels_best();
 }
 
@@ -332,8 +335,9 @@ struct attn_kernels {
 	void (*widen)(float *, const void *, int64_t);
 };
 
-/* [simd][enum ops_kv_type] */
-static const struct attn_kernels attn_sets[2][3] = {
+/* [attn_level][enum ops_kv_type]; the AVX-512 row has AVX2's single-query
+ * loops and softmax, and its own block loops with the same results. */
+static const struct attn_kernels attn_sets[3][3] = {
 	{ { dotf, axpyf, qkf, pvf, expsf, widenf },
 	  { doth, axpyh, qkh, pvh, expsf, widenh },
 	  { dotq, axpyq, qkq, pvq, expsf, widenq } },
@@ -341,6 +345,11 @@ static const struct attn_kernels attn_sets[2][3] = {
 	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx2, ops_pv_f16_avx2, ops_exp_avx2,
 	    ops_widen_f16_avx2 },
 	  { ops_dot_q8_avx2, ops_axpy_q8_avx2, ops_qk_q8_avx2, ops_pv_q8_avx2, ops_exp_avx2,
+	    ops_widen_q8_avx2 } },
+	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx512, ops_pv_avx512, ops_exp_avx2, widenf },
+	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx512, ops_pv_f16_avx512,
+	    ops_exp_avx2, ops_widen_f16_avx2 },
+	  { ops_dot_q8_avx2, ops_axpy_q8_avx2, ops_qk_q8_avx512, ops_pv_q8_avx512, ops_exp_avx2,
 	    ops_widen_q8_avx2 } },
 };
 
@@ -357,6 +366,31 @@ static void softmax_weights(float *scratch, int64_t n, float mx, const struct at
 	const float inv = (float)(1.0 / sum);
 	for (int64_t j = 0; j < n; j++)
 		scratch[j] *= inv;
+}
+
+/* softmax_weights of four rows of n scores (maxima mx) at once: per row
+ * the same operations in the same order, so the same bits, with the four
+ * double sums side by side. One row's sum is a chain of dependent adds,
+ * one per score; at a decode step's few hundred keys the chains, one row
+ * after another, cost a tenth of grouped attention. */
+static void softmax_weights4(float *const *s, int64_t n, const float *mx,
+			     const struct attn_kernels *k)
+{
+	for (int r = 0; r < 4; r++)
+		k->exps(s[r], n, mx[r]);
+	double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+	for (int64_t j = 0; j < n; j++) {
+		s0 += s[0][j];
+		s1 += s[1][j];
+		s2 += s[2][j];
+		s3 += s[3][j];
+	}
+	const double sum[4] = { s0, s1, s2, s3 };
+	for (int r = 0; r < 4; r++) {
+		const float inv = (float)(1.0 / sum[r]);
+		for (int64_t j = 0; j < n; j++)
+			s[r][j] *= inv;
+	}
 }
 
 static float score(float dot, float scale, float softcap)
@@ -507,6 +541,8 @@ static void block_pv(const struct ops_attn_query *qs, int b, int nb, struct attn
 	}
 }
 
+static int64_t n_of(const struct ops_attn_query *q) { return q->hi - q->lo; }
+
 /* attend() for a group of queries: all dots (tile by tile, each K tile
  * read by every block of queries while in L1), then per query the same
  * scores, max and softmax as attend(), then P.V tile by tile. Per query
@@ -527,17 +563,31 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const void *co
 	const struct attn_ctx c = { k, kf, k == kf ? NULL : scratch + (size_t)nq * (size_t)g.span,
 				    ptrs };
 	group_dots(qs, nq, K, Dh, g, scratch, &c);
+	float *rows[4], mxs[4]; /* a run of queries with the same number of keys */
+	int run = 0;
 	for (int i = 0; i < nq; i++) {
 		float *s = scratch + i * g.span + (qs[i].lo - g.lo), mx = -INFINITY;
-		const int64_t n = qs[i].hi - qs[i].lo;
+		const int64_t n = n_of(&qs[i]);
 		for (int64_t j = 0; j < n; j++) {
 			s[j] = score(s[j], scale, softcap);
 			if (s[j] > mx)
 				mx = s[j];
 		}
-		softmax_weights(s, n, mx, k);
 		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
+		if (run > 0 && n_of(&qs[i - run]) != n) {
+			for (int r = 0; r < run; r++) /* a shorter run: one row at a time */
+				softmax_weights(rows[r], n_of(&qs[i - run + r]), mxs[r], k);
+			run = 0;
+		}
+		rows[run] = s;
+		mxs[run++] = mx;
+		if (run == 4) {
+			softmax_weights4(rows, n, mxs, k);
+			run = 0;
+		}
 	}
+	for (int r = 0; r < run; r++)
+		softmax_weights(rows[r], n_of(&qs[nq - run + r]), mxs[r], k);
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
 		const struct attn_rows t = tile_rows(&c, V, t0, t1, Dv, nq);
@@ -557,7 +607,7 @@ void ops_attend_ref(float *out, const float *q, const void *const *K, const void
 static const struct attn_kernels *attn_best(enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	return &attn_sets[use_avx2 != 0][kt];
+	return &attn_sets[attn_level][kt];
 }
 
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,

@@ -43,6 +43,21 @@ void ops_pv_f16_avx2(float *const *out, const float *const *p, int nq, const voi
 void ops_pv_q8_avx2(float *const *out, const float *const *p, int nq, const void *const *V,
 		    int64_t nk, int64_t Dv);
 
+/* The same two block loops, 16 lanes a register (ops_avx512.c), bit for
+ * bit the AVX2 ones. */
+void ops_qk_avx512(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
+		   float *s, int64_t ld);
+void ops_qk_f16_avx512(const float *const *q, int nq, const void *const *K, int64_t nk,
+		       int64_t n, float *s, int64_t ld);
+void ops_qk_q8_avx512(const float *const *q, int nq, const void *const *K, int64_t nk,
+		      int64_t n, float *s, int64_t ld);
+void ops_pv_avx512(float *const *out, const float *const *p, int nq, const void *const *V,
+		   int64_t nk, int64_t Dv);
+void ops_pv_f16_avx512(float *const *out, const float *const *p, int nq, const void *const *V,
+		       int64_t nk, int64_t Dv);
+void ops_pv_q8_avx512(float *const *out, const float *const *p, int nq, const void *const *V,
+		      int64_t nk, int64_t Dv);
+
 /* dst[i] = value i of an F16 / Q8_0 row as a float, i < n (exactly). */
 void ops_widen_f16_avx2(float *dst, const void *row, int64_t n);
 void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
