@@ -2,11 +2,12 @@
  * (ops_attend_group) on the default model's shapes, in thread CPU time so
  * other processes on the machine change the figures little.
  *
- *   attn_bench [--quick] [--f16 | --q8]
+ *   attn_bench [--quick] [--f16 | --q8] [--rows R]
  *
  * Shape: Gemma 3 270M, head_dim 256 (Dh = Dv), 4 query heads per KV head,
  * a unit of R = 8 adjacent rows x 4 heads = 32 queries (what exec_attn in
- * forward.c hands ops_attend_group), causal: row r of the tile at position
+ * forward.c hands ops_attend_group; --rows 1 is a decode step's row, R
+ * up to 8), causal: row r of the tile at position
  * p + r attends over keys [0, p + r + 1). K/V rows are scattered 256-float
  * rows, as in the paged KV cache. For each n (keys of the last row) the
  * median over repeats of the time per call is printed, with ns per
@@ -21,7 +22,9 @@
 
 #include "ops.h"
 
-enum { DH = 256, HEADS = 4, ROWS = 8, NQ = ROWS * HEADS, NMAX = 1024 };
+enum { DH = 256, HEADS = 4, ROWS_MAX = 8, NQ_MAX = ROWS_MAX * HEADS, NMAX = 1024 };
+
+static int rows = ROWS_MAX, nq = NQ_MAX; /* --rows R: R rows, R x HEADS queries */
 
 static double thread_s(void)
 {
@@ -48,27 +51,27 @@ struct bench {
 	const void *K[NMAX], *V[NMAX];
 	enum ops_kv_type kt;
 	float *q, *out, *alone, *scratch;
-	struct ops_attn_query qs[NQ];
+	struct ops_attn_query qs[NQ_MAX];
 };
 
-/* The tile whose last row sees n keys: row r sees n - ROWS + 1 + r. */
+/* The tile whose last row sees n keys: row r sees n - rows + 1 + r. */
 static void tile_set(struct bench *b, int64_t n)
 {
-	for (int i = 0; i < NQ; i++) {
+	for (int i = 0; i < nq; i++) {
 		const int64_t r = i / HEADS;
 		b->qs[i] = (struct ops_attn_query){ b->out + i * DH, b->q + i * DH, 0,
-						    n - ROWS + 1 + r };
+						    n - rows + 1 + r };
 	}
 }
 
 static void run_group(struct bench *b)
 {
-	ops_attend_group(b->qs, NQ, b->K, b->V, b->kt, DH, DH, 0.0625f, 0.0f, b->scratch);
+	ops_attend_group(b->qs, nq, b->K, b->V, b->kt, DH, DH, 0.0625f, 0.0f, b->scratch);
 }
 
 static void run_alone(struct bench *b)
 {
-	for (int i = 0; i < NQ; i++)
+	for (int i = 0; i < nq; i++)
 		ops_attend(b->alone + i * DH, b->qs[i].q, b->K, b->V, b->kt, b->qs[i].hi, DH, DH,
 			   0.0625f, 0.0f, b->scratch);
 }
@@ -95,16 +98,22 @@ int main(int argc, char **argv)
 		quick |= strcmp(argv[i], "--quick") == 0;
 		f16 |= strcmp(argv[i], "--f16") == 0;
 		q8 |= strcmp(argv[i], "--q8") == 0;
+		if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+			rows = atoi(argv[++i]);
+			if (rows < 1 || rows > ROWS_MAX)
+				return fprintf(stderr, "attn_bench: --rows 1..%d\n", ROWS_MAX), 2;
+			nq = rows * HEADS;
+		}
 	}
 	struct bench *b = calloc(1, sizeof *b);
 	const enum ops_kv_type kt = q8 ? OPS_KV_Q8_0 : f16 ? OPS_KV_F16 : OPS_KV_F32;
 	const size_t row = ops_kv_row_bytes(kt, DH);
 	float *src = malloc(sizeof(float) * DH);
 	unsigned char *kv = malloc(2 * NMAX * row);
-	b->q = malloc(sizeof(float) * NQ * DH);
-	b->out = malloc(sizeof(float) * NQ * DH);
-	b->alone = malloc(sizeof(float) * NQ * DH);
-	b->scratch = malloc(sizeof(float) * ops_attend_group_scratch(NQ, NMAX, DH, DH, kt));
+	b->q = malloc(sizeof(float) * NQ_MAX * DH);
+	b->out = malloc(sizeof(float) * NQ_MAX * DH);
+	b->alone = malloc(sizeof(float) * NQ_MAX * DH);
+	b->scratch = malloc(sizeof(float) * ops_attend_group_scratch(NQ_MAX, NMAX, DH, DH, kt));
 	if (!b || !src || !kv || !b->q || !b->out || !b->alone || !b->scratch)
 		return 1;
 	b->kt = kt;
@@ -113,26 +122,26 @@ int main(int argc, char **argv)
 			src[i] = frand();
 		ops_kv_store(kv + r * row, src, DH, kt);
 	}
-	for (int i = 0; i < NQ * DH; i++)
+	for (int i = 0; i < nq * DH; i++)
 		b->q[i] = 3 * frand();
 	for (int j = 0; j < NMAX; j++) { /* scattered rows, like KV blocks */
 		b->K[(j * 7) % NMAX] = kv + (size_t)j * 2 * row;
 		b->V[(j * 7) % NMAX] = kv + (size_t)j * 2 * row + row;
 	}
 	printf("attn_bench: %d queries (%d rows x %d heads), Dh = Dv = %d, %s K/V, thread CPU "
-	       "time\n", NQ, ROWS, HEADS, DH, q8 ? "Q8_0" : f16 ? "F16" : "F32");
+	       "time\n", nq, rows, HEADS, DH, q8 ? "Q8_0" : f16 ? "F16" : "F32");
 	printf("%6s %12s %10s %12s %8s\n", "keys", "group us", "ns/pair", "alone us", "gain");
 	static const int64_t ns[] = { 64, 128, 256, 512, 1024 };
 	for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
 		const int64_t n = ns[c];
 		tile_set(b, n);
 		double pairs = 0;
-		for (int i = 0; i < NQ; i++)
+		for (int i = 0; i < nq; i++)
 			pairs += (double)b->qs[i].hi;
 		const int reps = (int)(4e6 / pairs / (quick ? 4 : 1)) + 1;
 		const double tg = time_median(run_group, b, reps);
 		const double ta = time_median(run_alone, b, reps);
-		const int same = memcmp(b->out, b->alone, sizeof(float) * NQ * DH) == 0;
+		const int same = memcmp(b->out, b->alone, sizeof(float) * NQ_MAX * DH) == 0;
 		printf("%6lld %12.1f %10.3f %12.1f %7.2fx%s\n", (long long)n, tg * 1e6,
 		       tg * 1e9 / pairs, ta * 1e6, ta / tg, same ? "" : "  NOT IDENTICAL");
 	}
