@@ -3,6 +3,11 @@
  *
  * Decode: B sequences, each prefilled with an 8-token prompt, then `gen`
  * steps of B rows (one token per sequence, greedy); tok/s = B*gen / time,
+ * With --depth N each prompt is N + 8 tokens, prefilled once per runner
+ * (not timed; later runs drop their decoded rows and decode again from
+ * there), so the steps attend over N + 8 .. N + 8 + gen keys a sequence:
+ * a server's contexts, where reading the KV cache costs as much as a
+ * large part of the weights (llama-bench's -d).
  * median (min, max) over `runs`, the runners' runs alternating (see
  * bench_decode). Weights are read once per step, so the
  * achieved bandwidth is weight_bytes * steps/s. Prefill: one sequence of
@@ -39,7 +44,7 @@ struct bench_opts {
 	const char *model;
 	int runners[MAX_LIST], n_runners;
 	int batches[MAX_LIST], n_batches;
-	int prompt, gen, runs, threads, json, prefetch, profile;
+	int prompt, gen, runs, threads, json, prefetch, profile, depth;
 	enum qtype kv_type;
 };
 
@@ -64,7 +69,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
 		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n"
-		"                   [--profile] [--kv-cache-dtype f16|f32|q8_0|auto]\n");
+		"                   [--profile] [--kv-cache-dtype f16|f32|q8_0|auto] [--depth 0]\n");
 	return 2;
 }
 
@@ -100,12 +105,13 @@ static int parse_runners(const char *s, int *out)
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
 	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE,
-	       O_KV_DTYPE };
+	       O_KV_DTYPE, O_DEPTH };
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
 		{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
 		{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
-		{ "profile", 0, 0, O_PROFILE }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
+		{ "profile", 0, 0, O_PROFILE }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE },
+		{ "depth", 1, 0, O_DEPTH }, { 0 }
 	};
 	*o = (struct bench_opts){ .runners = { RUNNER_MEGA, RUNNER_GRAPH }, .n_runners = 2,
 				  .batches = { 1 }, .n_batches = 1, .prompt = 512, .gen = 32,
@@ -120,6 +126,8 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		case O_PROMPT: bad |= (o->prompt = atoi(optarg)) < 1 || o->prompt > 8192; break;
 		case O_GEN: bad |= (o->gen = atoi(optarg)) < 1 || o->gen > 4096; break;
 		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
+		case O_DEPTH: bad |= (o->depth = atoi(optarg)) < 0 || o->depth > 32768 ||
+				     strspn(optarg, "0123456789") != strlen(optarg); break;
 		case O_JSON: o->json = 1; break;
 		case O_PROFILE: o->profile = 1; break;
 		case O_KV_DTYPE: bad |= fwd_kv_type_parse(optarg, &o->kv_type) != 0; break;
@@ -158,32 +166,71 @@ static int open_runner(struct bench_ctx *c, int kind, const struct fwd_config *c
 	return 0;
 }
 
-/* One decode run: prefill B sequences, time `gen` steps. Seconds or -1. */
-static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, int B, int gen)
+/* Prompt token i of the bench's sequences: the 8-token prompt, repeated. */
+static int32_t prompt_token(int64_t i)
 {
 	static const int32_t prompt[8] = { 2, 818, 5279, 529, 7001, 563, 506, 5279 };
+	return prompt[i % 8];
+}
+
+/* Prefills B sequences with P prompt tokens each, 8 of each sequence a
+ * step (the runner's batch is 8 B rows), logits for the last. */
+static int prefill_seqs(struct bench_ctx *c, struct fwd *f, struct runner *r, int B, int P)
+{
 	int32_t tok[256 * 8], pos[256 * 8], seq[256 * 8];
+	bool want[256 * 8];
 	struct kv_cache *kv = fwd_kv(f);
-	for (int s = 0; s < B; s++) {
+	for (int s = 0; s < B; s++)
 		kv_seq_truncate(kv, s, 0);
-		for (int i = 0; i < 8; i++) {
-			tok[s * 8 + i] = prompt[i];
-			pos[s * 8 + i] = i;
-			seq[s * 8 + i] = s;
+	for (int p0 = 0; p0 < P; p0 += 8) {
+		const int len = P - p0 < 8 ? P - p0 : 8;
+		int n = 0;
+		for (int s = 0; s < B; s++)
+			for (int i = 0; i < len; i++, n++) {
+				tok[n] = prompt_token(p0 + i);
+				pos[n] = p0 + i;
+				seq[n] = s;
+				want[n] = p0 + i == P - 1;
+			}
+		struct fwd_batch b = { .n = n, .tokens = tok, .pos = pos, .seq = seq,
+				       .want_logits = want, .argmax = true };
+		if (runner_step(r, &b, &c->err))
+			return -1;
+	}
+	return 0;
+}
+
+/* One decode run: B sequences prefilled with P = depth + 8 tokens (every
+ * run at depth 0; at depth > 0 only when `fill`, else each sequence cut
+ * back to its prompt and its first token a prompt token), then `gen`
+ * steps timed. Seconds or -1. */
+static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, int B, int gen,
+			  int depth, bool fill)
+{
+	const int P = depth + 8;
+	int32_t tok[256], pos[256], seq[256];
+	struct kv_cache *kv = fwd_kv(f);
+	if (depth == 0 || fill) {
+		if (depth > 0) /* --profile: per decode step, without the fill */
+			runner_graph_set_profile(r, NULL);
+		const int rc = prefill_seqs(c, f, r, B, P);
+		runner_graph_set_profile(r, c->profile);
+		if (rc)
+			return -1;
+		for (int s = 0; s < B; s++)
+			tok[s] = (int32_t)fwd_argmax(f, s);
+	} else {
+		for (int s = 0; s < B; s++) {
+			kv_seq_truncate(kv, s, P);
+			tok[s] = prompt_token(P);
 		}
 	}
-	bool want[256 * 8] = { 0 };
-	for (int s = 0; s < B; s++)
-		want[s * 8 + 7] = true;
-	struct fwd_batch b = { .n = 8 * B, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want,
-			       .argmax = true };
-	if (runner_step(r, &b, &c->err))
-		return -1;
 	double t0 = gen_now();
 	for (int g = 0; g < gen; g++) {
 		for (int s = 0; s < B; s++) {
-			tok[s] = (int32_t)fwd_argmax(f, s);
-			pos[s] = 8 + g;
+			if (g > 0)
+				tok[s] = (int32_t)fwd_argmax(f, s);
+			pos[s] = P + g;
 			seq[s] = s;
 		}
 		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq, .argmax = true };
@@ -223,7 +270,8 @@ static double probe_bw(struct bench_ctx *c, int runs)
 static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
 			int B, struct bench_row *rows)
 {
-	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = B, .n_ctx = 8 + o->gen + 1,
+	struct fwd_config cfg = { .max_batch = 8 * B, .max_logits = B,
+				  .n_ctx = o->depth + 8 + o->gen + 1,
 				  .n_seq = B, .n_threads = pool_threads(c->pool),
 				  .kv_type = o->kv_type };
 	struct fwd *f[MAX_LIST];
@@ -235,11 +283,11 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 		if (!(rc = open_runner(c, kinds[opened], &cfg, &f[opened], &r[opened])))
 			opened++;
 	for (int k = 0; k < opened && !rc; k++)
-		rc = decode_once(c, f[k], r[k], B, warmup_steps(o)) < 0;
+		rc = decode_once(c, f[k], r[k], B, warmup_steps(o), o->depth, true) < 0;
 	for (int i = 0; i < o->runs && !rc; i++)
 		for (int k = 0; k < n && !rc; k++) {
 			const double bw = probe_bw(c, 1);
-			const double sec = decode_once(c, f[k], r[k], B, o->gen);
+			const double sec = decode_once(c, f[k], r[k], B, o->gen, o->depth, false);
 			rc = sec < 0;
 			tps[k][i] = (double)B * o->gen / sec;
 			share[k][i] = bw > 0 ? 100.0 * wbytes * tps[k][i] / B / 1e9 / bw : 0;
@@ -336,10 +384,10 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 		       rows[i].tok_s, rows[i].tok_min, rows[i].tok_max, rows[i].ms_step,
 		       rows[i].bw_gbs, rows[i].bw_pct, mac, rows[i].prefill_tok_s, pmac);
 	}
-	printf("(prefill: %d-token prompt; decode: %d steps x %d runs, median, the runners' runs "
-	       "alternating; %% bw: the median of each run against the probe before it; "
-	       "prefetch %s)\n",
-	       o->prompt, o->gen, o->runs, o->prefetch ? "on" : "off");
+	printf("(prefill: %d-token prompt; decode: %d steps x %d runs after %d prompt tokens, "
+	       "median, the runners' runs alternating; %% bw: the median of each run against the "
+	       "probe before it; prefetch %s)\n",
+	       o->prompt, o->gen, o->runs, o->depth + 8, o->prefetch ? "on" : "off");
 }
 
 static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
@@ -349,11 +397,13 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 	       "\"stream_bw_gbs\": %.3f, \"stream_bw_min_gbs\": %.3f, \"stream_bw_max_gbs\": %.3f, "
 	       "\"weight_bytes_per_token\": %llu, "
 	       "\"int8_peak_gmacs\": %.3f, \"weight_macs_per_token\": %llu, "
-	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"results\": [",
+	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"depth\": %d, "
+	       "\"results\": [",
 	       c->m->path, pool_threads(c->pool), quant_isa_name(quant_kernels_best()->isa),
 	       o->prefetch ? "true" : "false", mc->bw, mc->bw_min, mc->bw_max,
 	       (unsigned long long)mc->wbytes, mc->peak,
-	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt);
+	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt,
+	       o->depth);
 	for (int i = 0; i < n; i++)
 		printf("%s{\"runner\": \"%s\", \"batch\": %d, \"decode_tok_s\": %.3f, "
 		       "\"decode_tok_s_min\": %.3f, \"decode_tok_s_max\": %.3f, \"ms_per_step\": %.4f, "

@@ -141,9 +141,21 @@ def main():
           rows.get("total", [""] * 3)[-1] == "100%" and
           95 <= sum(float(v[-1].rstrip("%")) for k, v in rows.items()
                     if k not in ("op", "total")) <= 105, r.stdout + r.stderr)
-    r = ingot("bench", "--batch", "0")
-    check("bench: a bad batch size is a usage error", r.returncode == 2 and
-          "usage" in r.stderr, r.stderr)
+    # --depth: decode after a longer prompt, filled once per runner
+    r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
+              "--prompt", "16", "-t", "2", "--depth", "40", "--json")
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        j = {}
+    check("bench --depth 40 --json: the depth reported, a positive figure per runner",
+          r.returncode == 0 and j.get("depth") == 40 and
+          sorted(x["runner"] for x in j.get("results", [])) == ["graph", "mega"] and
+          all(x["decode_tok_s"] > 0 for x in j.get("results", [])), r.stdout + r.stderr)
+    for bad in (["--batch", "0"], ["--depth", "-1"], ["--depth", "4x"]):
+        r = ingot("bench", *bad)
+        check("bench %s: a usage error" % " ".join(bad), r.returncode == 2 and
+              "usage" in r.stderr, r.stderr)
 
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
