@@ -508,27 +508,31 @@ static void exec_embed(struct fwd *f, int64_t u0, int64_t u1)
 	}
 }
 
-/* x_t += post_norm(tmp_t): closes the FFN block of layer il. */
-static void finish_ffn(struct fwd *f, int32_t il, int64_t t)
+/* x_t += post_norm(tmp_t) for rows t in [t0, t1): closes the FFN block of
+ * layer il. */
+static void finish_ffn(struct fwd *f, int32_t il, int64_t t0, int64_t t1)
 {
 	const int64_t D = f->hp->d_model;
-	float *tmp = f->tmp + t * D;
 	const struct gguf_tensor *pn = f->m->layers[il].post_ffn_norm;
 	if (pn)
-		ops_rmsnorm(tmp, tmp, vec(pn), D, (float)f->hp->eps);
-	ops_add(f->x + t * D, tmp, D);
+		ops_rmsnorm_rows(f->tmp + t0 * D, f->tmp + t0 * D, vec(pn), D, (float)f->hp->eps,
+				 t1 - t0, D);
+	for (int64_t t = t0; t < t1; t++)
+		ops_add(f->x + t * D, f->tmp + t * D, D);
 }
 
+/* The rows' norms go through ops_rmsnorm_rows (several rows at once), so
+ * each loop below does one step for all its rows before the next. */
 static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 {
 	const int64_t D = f->hp->d_model;
-	for (int64_t t = u0; t < u1; t++) {
-		if (il > 0)
-			finish_ffn(f, il - 1, t);
-		float *xb = f->xb + t * D;
-		ops_rmsnorm(xb, f->x + t * D, vec(f->m->layers[il].attn_norm), D, (float)f->hp->eps);
-		act_store(f, &f->act[SRC_ATTN_IN], t, f->n, xb);
-	}
+	const float eps = (float)f->hp->eps;
+	if (il > 0)
+		finish_ffn(f, il - 1, u0, u1);
+	ops_rmsnorm_rows(f->xb + u0 * D, f->x + u0 * D, vec(f->m->layers[il].attn_norm), D, eps,
+			 u1 - u0, D);
+	for (int64_t t = u0; t < u1; t++)
+		act_store(f, &f->act[SRC_ATTN_IN], t, f->n, f->xb + t * D);
 }
 
 static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
@@ -557,8 +561,7 @@ static void head_norm(float *x, const struct gguf_tensor *w, int64_t n_heads, in
 {
 	if (!w)
 		return;
-	for (int64_t h = 0; h < n_heads; h++)
-		ops_rmsnorm(x + h * Dh, x + h * Dh, vec(w), Dh, eps);
+	ops_rmsnorm_rows(x, x, vec(w), Dh, eps, n_heads, Dh);
 }
 
 static void exec_rope_store(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
@@ -644,14 +647,14 @@ static void exec_ffn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 	const int64_t D = f->hp->d_model;
 	const struct model_layer *l = &f->m->layers[il];
 	const float eps = (float)f->hp->eps;
-	for (int64_t t = u0; t < u1; t++) {
-		float *tmp = f->tmp + t * D, *x = f->x + t * D, *xb = f->xb + t * D;
-		if (l->post_attn_norm)
-			ops_rmsnorm(tmp, tmp, vec(l->post_attn_norm), D, eps);
-		ops_add(x, tmp, D);
-		ops_rmsnorm(xb, x, vec(l->ffn_norm), D, eps);
-		act_store(f, &f->act[SRC_FFN_IN], t, f->n, xb);
-	}
+	if (l->post_attn_norm)
+		ops_rmsnorm_rows(f->tmp + u0 * D, f->tmp + u0 * D, vec(l->post_attn_norm), D, eps,
+				 u1 - u0, D);
+	for (int64_t t = u0; t < u1; t++)
+		ops_add(f->x + t * D, f->tmp + t * D, D);
+	ops_rmsnorm_rows(f->xb + u0 * D, f->x + u0 * D, vec(l->ffn_norm), D, eps, u1 - u0, D);
+	for (int64_t t = u0; t < u1; t++)
+		act_store(f, &f->act[SRC_FFN_IN], t, f->n, f->xb + t * D);
 }
 
 static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
@@ -669,7 +672,7 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 	const int64_t D = f->hp->d_model;
 	for (int64_t o = u0; o < u1; o++) {
 		const int64_t t = f->out_rows[o];
-		finish_ffn(f, (int32_t)f->hp->n_layer - 1, t);
+		finish_ffn(f, (int32_t)f->hp->n_layer - 1, t, t + 1);
 		float *xb = f->xb + t * D;
 		ops_rmsnorm(xb, f->x + t * D, vec(f->m->output_norm), D, (float)f->hp->eps);
 		act_store(f, &f->act[SRC_OUT], o, f->n_out, xb);

@@ -19,6 +19,10 @@
 /* y[n] = x / sqrt(mean(x^2) + eps) * w   (w may be NULL: no weight). y may
  * alias x. Sum of squares accumulated in double, like ggml. */
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+/* ops_rmsnorm of each of `rows` rows, row r from x + r * stride to
+ * y + r * stride (y == x allowed), bit for bit; faster for rows >= 4. */
+void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float eps,
+		      int64_t rows, int64_t stride);
 
 /* Quantizes x[n] into the activation format act (Q8_0, Q8_1, Q8_K) or copies
  * it (F32). */

@@ -294,6 +294,25 @@ static void test_rmsnorm(void)
 	for (int i = 0; i < 640; i++)
 		err = fmaxf(err, fabsf(y[i] - x[i] * scale * w[i]) / (fabsf(y[i]) + 1e-6f));
 	CHECK(err < 1e-5f, "rmsnorm relative error %g", err);
+
+	/* several rows at once: each row's bits as ops_rmsnorm gives them, in
+	 * place or not, with and without a weight, in groups of 4 and alone */
+	enum { ROWS = 9, N = 100, STRIDE = 104 };
+	static float xs[ROWS * STRIDE], ys[ROWS * STRIDE], want[ROWS * STRIDE];
+	int bad = 0;
+	for (int rows = 1; rows <= ROWS; rows++)
+		for (int mode = 0; mode < 4; mode++) {
+			for (int i = 0; i < ROWS * STRIDE; i++)
+				xs[i] = 30 * frand(&seed) * (i % 7 == 0 ? 1000.0f : 1.0f);
+			const float *wv = mode & 1 ? w : NULL;
+			for (int r = 0; r < rows; r++)
+				ops_rmsnorm(want + r * STRIDE, xs + r * STRIDE, wv, N, 1e-6f);
+			float *out = mode & 2 ? xs : ys; /* in place */
+			ops_rmsnorm_rows(out, xs, wv, N, 1e-6f, rows, STRIDE);
+			for (int r = 0; r < rows; r++)
+				bad += memcmp(out + r * STRIDE, want + r * STRIDE, N * sizeof(float)) != 0;
+		}
+	CHECK(bad == 0, "ops_rmsnorm_rows equals ops_rmsnorm row by row: %d rows differ", bad);
 }
 
 static void test_rope(void)
