@@ -96,7 +96,9 @@ $(BUILD)/obj/%_avx512.o: src/%_avx512.c $(wildcard src/*.h) | $(BUILD)/obj
 $(BUILD)/obj/quant_gemm_avxvnni.o $(BUILD)/obj/quant_gemm_avx512.o $(BUILD)/tests/test_quant: \
 	src/quant_gemm_avx2.c
 $(BUILD)/obj/quant_gemm_k_avxvnni.o $(BUILD)/obj/quant_gemm_k_avx512.o: src/quant_gemm_k_avx2.c
-$(BUILD)/tests/test_quant: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
+$(BUILD)/tests/test_quant $(BUILD)/tests/test_ops_simde: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
+# (test_ops_simde compiles src/ops_avx512.c itself, under SIMDe)
+$(BUILD)/tests/test_ops_simde: src/ops_avx512.c
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
