@@ -7,6 +7,7 @@
  * loads cannot be optimized away. */
 #include "bench.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,15 +105,28 @@ void bench_stream_destroy(struct bench_stream *s)
 #define PEAK_ITERS (1L << 21) /* per thread and pass: 0.8 G multiply-adds, ~10 ms */
 
 struct peak_job {
+	bool zmm; /* the AVX-512 probe */
 	uint64_t macs[64];
 	int32_t sink[64][16]; /* one cache line per thread */
 };
+
+static bool peak_zmm(void)
+{
+	return quant_isa_detect() >= QUANT_ISA_AVX512;
+}
+
+const char *bench_int8_peak_instr(void)
+{
+	return peak_zmm() ? "vpdpbusd zmm" : "vpmaddubsw ymm";
+}
 
 static void peak_thread(void *ctx, int ith, int nth)
 {
 	(void)nth;
 	struct peak_job *j = ctx;
-	j->macs[ith % 64] = bench_int8_macs_avx2(PEAK_ITERS, &j->sink[ith % 64][0]);
+	int32_t *sink = &j->sink[ith % 64][0];
+	j->macs[ith % 64] = j->zmm ? bench_int8_macs_avx512(PEAK_ITERS, sink)
+				   : bench_int8_macs_avx2(PEAK_ITERS, sink);
 }
 
 double bench_int8_peak(struct pool *pool, int runs)
@@ -122,6 +136,7 @@ double bench_int8_peak(struct pool *pool, int runs)
 	struct peak_job *j = ing_calloc(1, sizeof *j);
 	if (!j)
 		return 0;
+	j->zmm = peak_zmm();
 	double gmacs[64];
 	pool_run(pool, peak_thread, j); /* warm-up (clocks up, code in cache) */
 	for (int r = 0; r < runs; r++) {

@@ -21,15 +21,21 @@ double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs)
 void bench_stream_destroy(struct bench_stream *s);
 
 /* The machine's int8 multiply-add peak in G/s: n_threads threads issuing
- * the int8 product instruction of the matrix kernels (vpmaddubsw) back to
- * back on registers; the median of `runs` passes. The ceiling a
- * compute-bound step (batched decode, prefill) cannot pass, however good
- * its kernels. 0 when the CPU has no such kernels (below AVX2). */
+ * the int8 product instruction of the matrix kernels the CPU runs
+ * (bench_int8_peak_instr) back to back on registers; the median of `runs`
+ * passes. The ceiling a compute-bound step (batched decode, prefill)
+ * cannot pass, however good its kernels. 0 when the CPU has no such
+ * kernels (below AVX2). */
 double bench_int8_peak(struct pool *pool, int runs);
 
-/* The AVX2 probe's loop (bench_avx2.c): iters rounds, returns the
- * multiply-adds done; sink keeps the result observable. */
+/* That instruction: "vpdpbusd zmm" (AVX512-VNNI kernels) or "vpmaddubsw
+ * ymm" (AVX2 and AVX-VNNI: the same count per instruction). */
+const char *bench_int8_peak_instr(void);
+
+/* The probes' loops (bench_avx2.c, bench_avx512.c): iters rounds, return
+ * the multiply-adds done; sink keeps the result observable. */
 uint64_t bench_int8_macs_avx2(long iters, int32_t *sink);
+uint64_t bench_int8_macs_avx512(long iters, int32_t *sink);
 
 /* Median of n doubles (sorts v in place). */
 double bench_median(double *v, int n);

@@ -368,9 +368,10 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 	       "one before each decode run: %.1f .. %.1f)\n",
 	       bw, pool_threads(c->pool), wbytes / 1e6, c->n_probes, mc->bw_min, mc->bw_max);
 	if (mc->peak > 0)
-		printf("int8 multiply-add peak: %.1f G/s (%d threads, vpmaddubsw on registers); "
+		printf("int8 multiply-add peak: %.1f G/s (%d threads, %s on registers); "
 		       "%.1f M weight multiply-adds per decode token, %.1f M per prompt token\n",
-		       mc->peak, pool_threads(c->pool), mc->macs_token / 1e6, mc->macs_prompt / 1e6);
+		       mc->peak, pool_threads(c->pool), bench_int8_peak_instr(), mc->macs_token / 1e6,
+		       mc->macs_prompt / 1e6);
 	printf("%-6s %5s %14s %17s %8s %7s %6s %6s %14s %6s\n", "runner", "batch", "decode tok/s",
 	       "(min .. max)", "ms/step", "GB/s", "% bw", "% mac", "prefill tok/s", "% mac");
 	for (int i = 0; i < n; i++) {
@@ -396,12 +397,13 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"prefetch\": %s, "
 	       "\"stream_bw_gbs\": %.3f, \"stream_bw_min_gbs\": %.3f, \"stream_bw_max_gbs\": %.3f, "
 	       "\"weight_bytes_per_token\": %llu, "
-	       "\"int8_peak_gmacs\": %.3f, \"weight_macs_per_token\": %llu, "
+	       "\"int8_peak_gmacs\": %.3f, \"int8_peak_instr\": \"%s\", "
+	       "\"weight_macs_per_token\": %llu, "
 	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"depth\": %d, "
 	       "\"results\": [",
 	       c->m->path, pool_threads(c->pool), quant_isa_name(quant_kernels_best()->isa),
 	       o->prefetch ? "true" : "false", mc->bw, mc->bw_min, mc->bw_max,
-	       (unsigned long long)mc->wbytes, mc->peak,
+	       (unsigned long long)mc->wbytes, mc->peak, bench_int8_peak_instr(),
 	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt,
 	       o->depth);
 	for (int i = 0; i < n; i++)
