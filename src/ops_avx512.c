@@ -21,23 +21,11 @@
 #include <string.h>
 
 #include "ops_int.h"
+#include "ops_simd_int.h"
 
-#define UNROLL _Pragma("GCC unroll 8")
-
-/* ops_avx2.c's reduction, the same operations. */
-static inline float hsum8(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
-
-/* Sixteen / eight / one values of a K or V row from lane i on (i a
- * multiple of 16 / 8), stored as kind (an enum ops_kv_type): each
- * widened exactly, as ops_avx2.c's row8 / row1 (a Q8_0 value is its int8
- * times its block's scale, a product float holds exactly; 16 lanes never
- * straddle a block of 32). */
+/* Sixteen values of a K or V row from lane i on (i a multiple of 16),
+ * stored as kind, widened exactly as row8 (ops_simd_int.h) does; 16 lanes
+ * never straddle a Q8_0 block of 32. */
 static inline __attribute__((always_inline)) __m512 row16(const void *row, int64_t i, int kind)
 {
 	if (kind == OPS_KV_F16)
@@ -51,34 +39,6 @@ static inline __attribute__((always_inline)) __m512 row16(const void *row, int64
 				     _mm512_set1_ps(_cvtsh_ss(d)));
 	}
 	return _mm512_loadu_ps((const float *)row + i);
-}
-
-static inline __attribute__((always_inline)) __m256 row8(const void *row, int64_t i, int kind)
-{
-	if (kind == OPS_KV_F16)
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i)));
-	if (kind == OPS_KV_Q8_0) {
-		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
-		uint16_t d;
-		memcpy(&d, b, sizeof d);
-		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % QK));
-		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
-				     _mm256_set1_ps(_cvtsh_ss(d)));
-	}
-	return _mm256_loadu_ps((const float *)row + i);
-}
-
-static inline __attribute__((always_inline)) float row1(const void *row, int64_t i, int kind)
-{
-	if (kind == OPS_KV_F16)
-		return _cvtsh_ss(((const uint16_t *)row)[i]);
-	if (kind == OPS_KV_Q8_0) {
-		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
-		uint16_t d;
-		memcpy(&d, b, sizeof d);
-		return (float)(int8_t)b[2 + i % QK] * _cvtsh_ss(d);
-	}
-	return ((const float *)row)[i];
 }
 
 /* Half h of the dot accumulators (h 0: s0 | s1, h 1: s2 | s3) for each of
@@ -126,16 +86,16 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 				s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q[a] + i), row8(k[r], i, kind), s0);
 			const __m256 s1 = _mm256_loadu_ps(lo + 8);
 			const __m256 s2 = _mm256_loadu_ps(hi), s3 = _mm256_loadu_ps(hi + 8);
-			float x = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+			float x = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 			for (int64_t i = tail; i < n; i++)
 				x += q[a][i] * row1(k[r], i, kind);
 			s[a * ld + r] = x;
 		}
 }
 
-/* hsum8 of each of v[0..8), in one vector: lane i is hsum8(v[2 i]) and
- * lane 4 + i is hsum8(v[2 i + 1]), i < 4.
- * The additions are hsum8's, pair for pair, for eight vectors at once:
+/* hsum of each of v[0..8), in one vector: lane i is hsum(v[2 i]) and
+ * lane 4 + i is hsum(v[2 i + 1]), i < 4.
+ * The additions are hsum's, pair for pair, for eight vectors at once:
  * lanes l and l + 4 first, then lanes 0 + 2 and 1 + 3 of that, then the
  * two sums (the shuffles only move values). */
 static inline __attribute__((always_inline)) __m256 hsum8_x8(const __m256 v[8])
@@ -204,7 +164,7 @@ static inline __attribute__((always_inline)) void qk_quad32(const float *const *
 		UNROLL for (int p = 0; p < 8; p++) {
 			const int a = 2 * g + p / 4, r = p % 4;
 			if (a < Q && r < R)
-				s[a * ld + r] = x[p / 2 + 4 * (p % 2)]; /* hsum8(v[p])'s lane */
+				s[a * ld + r] = x[p / 2 + 4 * (p % 2)]; /* hsum(v[p])'s lane */
 		}
 	}
 }
@@ -313,13 +273,7 @@ static inline __attribute__((always_inline)) void pv_block(float *const *out,
 		}
 		c += 8;
 	}
-	for (; c < Dv; c++)
-		for (int a = 0; a < Q; a++) {
-			float y = out[a][c];
-			for (int64_t j = 0; j < nk; j++)
-				y += p[a][j] * row1(V[j], c, kind);
-			out[a][c] = y;
-		}
+	pv_tail(out, p, Q, V, nk, c, Dv, kind);
 }
 
 static inline __attribute__((always_inline)) void pv_rows(float *const *out,

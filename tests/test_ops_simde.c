@@ -10,7 +10,7 @@
  * SIMDe 0.7's AVX-512 lacks a few of the intrinsics the file uses; they are
  * written below over arrays (exact: conversions of integers and of F16
  * values to float are). Its FMA fallback rounds twice, so the fused
- * operation is given as fmaf per lane, as test_quant does. */
+ * operation comes from simde_fused.h, as in test_quant. */
 #include <immintrin.h> /* before SIMDe, whose aliases would clash */
 #include <math.h>
 #include <stdio.h>
@@ -31,29 +31,9 @@
 #include <simde/x86/f16c.h>
 #include <simde/x86/fma.h>
 
+#include "simde_fused.h"
+
 #define EMU static inline __attribute__((always_inline))
-
-EMU simde__m512 emu_fmadd512(simde__m512 a, simde__m512 b, simde__m512 c)
-{
-	float fa[16], fb[16], fc[16];
-	simde_mm512_storeu_ps(fa, a);
-	simde_mm512_storeu_ps(fb, b);
-	simde_mm512_storeu_ps(fc, c);
-	for (int i = 0; i < 16; i++)
-		fa[i] = fmaf(fa[i], fb[i], fc[i]);
-	return simde_mm512_loadu_ps(fa);
-}
-
-EMU simde__m256 emu_fmadd256(simde__m256 a, simde__m256 b, simde__m256 c)
-{
-	float fa[8], fb[8], fc[8];
-	simde_mm256_storeu_ps(fa, a);
-	simde_mm256_storeu_ps(fb, b);
-	simde_mm256_storeu_ps(fc, c);
-	for (int i = 0; i < 8; i++)
-		fa[i] = fmaf(fa[i], fb[i], fc[i]);
-	return simde_mm256_loadu_ps(fa);
-}
 
 EMU simde__m512 emu_cvtph512(simde__m256i h)
 {
@@ -93,9 +73,9 @@ EMU simde__m256 emu_extractf32x8(simde__m512 v, int hi)
 }
 
 #undef _mm512_fmadd_ps
-#define _mm512_fmadd_ps emu_fmadd512
+#define _mm512_fmadd_ps fmadd512_fused
 #undef _mm256_fmadd_ps
-#define _mm256_fmadd_ps emu_fmadd256
+#define _mm256_fmadd_ps fmadd256_fused
 #define _mm512_cvtph_ps emu_cvtph512
 #define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps

@@ -1110,20 +1110,9 @@ static void test_legacy_contract(const struct quant_kernels *k)
 #include <simde/x86/avx512.h>
 #include <simde/x86/f16c.h>
 #include <simde/x86/fma.h>
-/* SIMDe's fallback FMA rounds twice (a * b, then + c); the kernels'
- * contract is the fused operation. */
-ALWAYS_INLINE simde__m256 fmadd_fused(simde__m256 a, simde__m256 b, simde__m256 c)
-{
-	float fa[8], fb[8], fc[8];
-	simde_mm256_storeu_ps(fa, a);
-	simde_mm256_storeu_ps(fb, b);
-	simde_mm256_storeu_ps(fc, c);
-	for (int i = 0; i < 8; i++)
-		fa[i] = fmaf(fa[i], fb[i], fc[i]);
-	return simde_mm256_loadu_ps(fa);
-}
+#include "simde_fused.h"
 #undef _mm256_fmadd_ps
-#define _mm256_fmadd_ps fmadd_fused
+#define _mm256_fmadd_ps fmadd256_fused
 #define QUANT_GEMM_VNNI QUANT_GEMM_VNNI_EVEX
 #define QUANT_GEMM_REGISTER quant_gemm_simde_register
 #include "quant_gemm_avx2.c"
