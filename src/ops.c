@@ -548,7 +548,7 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const void *cons
 {
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
-		if (!c->buf || nq <= ATTN_BLOCK)
+		if (!c->buf || nq <= ATTN_BLOCK) /* read as stored (widening reads them itself) */
 			rows_touch(K, t0, t1, c->kbytes);
 		const struct attn_rows t = tile_rows(c, K, t0, t1, Dh, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK) {
