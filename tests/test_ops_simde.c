@@ -4,8 +4,9 @@
  * checked on CPUs without AVX-512 too: the kind of machine a checkout is
  * tested on changes (test_ops checks them natively where the CPU has
  * them). Every KV type, 1 to 4 queries, key counts around the kernels'
- * blocks of 4 and head dims with and without the 32-lane fast path and its
- * tails.
+ * blocks of 4, and head dims the AVX-512 loops take (multiples of 32 for
+ * Q.K, of 16 for P.V) as well as others, which they hand to the AVX2
+ * loops.
  *
  * SIMDe 0.7's AVX-512 lacks a few of the intrinsics the file uses; they are
  * written below over arrays (exact: conversions of integers and of F16
@@ -74,8 +75,6 @@ EMU simde__m256 emu_extractf32x8(simde__m512 v, int hi)
 
 #undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps fmadd512_fused
-#undef _mm256_fmadd_ps
-#define _mm256_fmadd_ps fmadd256_fused
 #define _mm512_cvtph_ps emu_cvtph512
 #define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps
@@ -132,8 +131,9 @@ static void check_kind(enum ops_kv_type kt, qk_fn qk_ref, qk_fn qk_emu, pv_fn pv
 		q[i] = 3 * frand(&seed);
 	for (int i = 0; i < 4 * NK; i++)
 		p[i] = frand(&seed);
-	/* head dims: the 32-lane path (multiples of 32), chunks of 16 and 8
-	 * after it, scalar tails; Q8_0 rows hold whole blocks of 32 */
+	/* head dims: multiples of 32, which both loops take here (96: P.V's
+	 * 64 columns, then 16 at a time), and others, which go to the AVX2
+	 * loops; Q8_0 rows hold whole blocks of 32 */
 	static const int dims[] = { 256, 64, 32, 96, 100, 8, 44, 72, 24 };
 	static const int nks[] = { 1, 2, 3, 4, 5, 7, 13, 64, NK };
 	int bad_qk = 0, bad_pv = 0, cases = 0;
