@@ -389,15 +389,21 @@ static const struct attn_kernels attn_sets[3][3] = {
  * sum in double in j order) and turn them into the weights of the V rows.
  * The AVX2 set's exp is glibc's expf bit for bit, 8 at a time (a libm call
  * per score was a fifth of grouped attention). */
+/* s[j] /= the sum (in double, j order), as one float multiply each. */
+static void weights_scale(float *s, int64_t n, double sum)
+{
+	const float inv = (float)(1.0 / sum);
+	for (int64_t j = 0; j < n; j++)
+		s[j] *= inv;
+}
+
 static void softmax_weights(float *scratch, int64_t n, float mx, const struct attn_kernels *k)
 {
 	k->exps(scratch, n, mx);
 	double sum = 0.0;
 	for (int64_t j = 0; j < n; j++)
 		sum += scratch[j];
-	const float inv = (float)(1.0 / sum);
-	for (int64_t j = 0; j < n; j++)
-		scratch[j] *= inv;
+	weights_scale(scratch, n, sum);
 }
 
 /* softmax_weights of four rows of n scores (maxima mx) at once: per row
@@ -417,12 +423,10 @@ static void softmax_weights4(float *const *s, int64_t n, const float *mx,
 		s2 += s[2][j];
 		s3 += s[3][j];
 	}
-	const double sum[4] = { s0, s1, s2, s3 };
-	for (int r = 0; r < 4; r++) {
-		const float inv = (float)(1.0 / sum[r]);
-		for (int64_t j = 0; j < n; j++)
-			s[r][j] *= inv;
-	}
+	weights_scale(s[0], n, s0);
+	weights_scale(s[1], n, s1);
+	weights_scale(s[2], n, s2);
+	weights_scale(s[3], n, s3);
 }
 
 static float score(float dot, float scale, float softcap)
@@ -523,15 +527,18 @@ static void rows_touch(const void *const *R, int64_t t0, int64_t t1, size_t byte
 	__asm__ volatile("" : : "r"(x0 | x1)); /* the loads are the point: keep them */
 }
 
-/* Rows [t0, t1) of R (D values each): as stored when one block of queries
- * reads them, else widened once into c->buf and read as F32 by every
- * block (the same values, so the same bits; F16 and Q8_0 rows cost a
- * conversion per load, which several blocks would each pay). */
+/* Rows [t0, t1) of R (D values, bytes bytes each): as stored when one
+ * block of queries reads them (touched first, see rows_touch), else
+ * widened once into c->buf and read as F32 by every block (the same
+ * values, so the same bits; F16 and Q8_0 rows cost a conversion per load,
+ * which several blocks would each pay). */
 static struct attn_rows tile_rows(const struct attn_ctx *c, const void *const *R, int64_t t0,
-				  int64_t t1, int64_t D, int nq)
+				  int64_t t1, int64_t D, size_t bytes, int nq)
 {
-	if (!c->buf || nq <= ATTN_BLOCK)
+	if (!c->buf || nq <= ATTN_BLOCK) {
+		rows_touch(R, t0, t1, bytes);
 		return (struct attn_rows){ R, 0, c->k };
+	}
 	for (int64_t j = t0; j < t1; j++) {
 		float *w = c->buf + (j - t0) * D;
 		c->k->widen(w, R[j], D);
@@ -548,9 +555,7 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const void *cons
 {
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
-		if (!c->buf || nq <= ATTN_BLOCK) /* read as stored (widening reads them itself) */
-			rows_touch(K, t0, t1, c->kbytes);
-		const struct attn_rows t = tile_rows(c, K, t0, t1, Dh, nq);
+		const struct attn_rows t = tile_rows(c, K, t0, t1, Dh, c->kbytes, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK) {
 			const int nb = nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK;
 			const float *q[ATTN_BLOCK];
@@ -610,6 +615,36 @@ static void block_pv(const struct ops_attn_query *qs, int b, int nb, struct attn
 
 static int64_t n_of(const struct ops_attn_query *q) { return q->hi - q->lo; }
 
+/* Each query's scores, their max and softmax, as attend() does them (the
+ * outputs zeroed for P.V); four queries of one length at a time go
+ * through softmax_weights4. */
+static void group_softmax(const struct ops_attn_query *qs, int nq, struct attn_span g, float scale,
+			  float softcap, int64_t Dv, float *scratch, const struct attn_kernels *k)
+{
+	float *s[OPS_ATTEND_GROUP_MAX], mx[OPS_ATTEND_GROUP_MAX];
+	for (int i = 0; i < nq; i++) {
+		s[i] = scratch + i * g.span + (qs[i].lo - g.lo);
+		mx[i] = -INFINITY;
+		for (int64_t j = 0; j < n_of(&qs[i]); j++) {
+			s[i][j] = score(s[i][j], scale, softcap);
+			if (s[i][j] > mx[i])
+				mx[i] = s[i][j];
+		}
+		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
+	}
+	for (int i = 0; i < nq;) {
+		const int64_t n = n_of(&qs[i]);
+		if (i + 4 <= nq && n_of(&qs[i + 1]) == n && n_of(&qs[i + 2]) == n &&
+		    n_of(&qs[i + 3]) == n) {
+			softmax_weights4(s + i, n, mx + i, k);
+			i += 4;
+		} else {
+			softmax_weights(s[i], n, mx[i], k);
+			i++;
+		}
+	}
+}
+
 /* attend() for a group of queries: all dots (tile by tile, each K tile
  * read by every block of queries while in L1), then per query the same
  * scores, max and softmax as attend(), then P.V tile by tile. Per query
@@ -630,36 +665,10 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const void *co
 	const struct attn_ctx c = { k, kf, k == kf ? NULL : scratch + (size_t)nq * (size_t)g.span,
 				    ptrs, ops_kv_row_bytes(kt, Dh), ops_kv_row_bytes(kt, Dv) };
 	group_dots(qs, nq, K, Dh, g, scratch, &c);
-	float *rows[4], mxs[4]; /* a run of queries with the same number of keys */
-	int run = 0;
-	for (int i = 0; i < nq; i++) {
-		float *s = scratch + i * g.span + (qs[i].lo - g.lo), mx = -INFINITY;
-		const int64_t n = n_of(&qs[i]);
-		for (int64_t j = 0; j < n; j++) {
-			s[j] = score(s[j], scale, softcap);
-			if (s[j] > mx)
-				mx = s[j];
-		}
-		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
-		if (run > 0 && n_of(&qs[i - run]) != n) {
-			for (int r = 0; r < run; r++) /* a shorter run: one row at a time */
-				softmax_weights(rows[r], n_of(&qs[i - run + r]), mxs[r], k);
-			run = 0;
-		}
-		rows[run] = s;
-		mxs[run++] = mx;
-		if (run == 4) {
-			softmax_weights4(rows, n, mxs, k);
-			run = 0;
-		}
-	}
-	for (int r = 0; r < run; r++)
-		softmax_weights(rows[r], n_of(&qs[nq - run + r]), mxs[r], k);
+	group_softmax(qs, nq, g, scale, softcap, Dv, scratch, k);
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
 		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
-		if (!c.buf || nq <= ATTN_BLOCK)
-			rows_touch(V, t0, t1, c.vbytes);
-		const struct attn_rows t = tile_rows(&c, V, t0, t1, Dv, nq);
+		const struct attn_rows t = tile_rows(&c, V, t0, t1, Dv, c.vbytes, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK)
 			block_pv(qs, b, nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK, t, Dv, g, scratch,
 				 t0, t1);
