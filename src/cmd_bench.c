@@ -3,14 +3,14 @@
  *
  * Decode: B sequences, each prefilled with an 8-token prompt, then `gen`
  * steps of B rows (one token per sequence, greedy); tok/s = B*gen / time,
- * With --depth N each prompt is N + 8 tokens, prefilled once per runner
- * (not timed; later runs drop their decoded rows and decode again from
- * there), so the steps attend over N + 8 .. N + 8 + gen keys a sequence:
- * a server's contexts, where reading the KV cache costs as much as a
- * large part of the weights (llama-bench's -d).
  * median (min, max) over `runs`, the runners' runs alternating (see
  * bench_decode). Weights are read once per step, so the
- * achieved bandwidth is weight_bytes * steps/s. Prefill: one sequence of
+ * achieved bandwidth is weight_bytes * steps/s. With --depth N each
+ * prompt is N + 8 tokens, prefilled once per runner (not timed; later
+ * runs drop their decoded rows and decode again from there), so the steps
+ * attend over N + 8 .. N + 8 + gen keys a sequence: a server's contexts,
+ * where reading the KV cache costs as much as a large part of the weights
+ * (llama-bench's -d). Prefill: one sequence of
  * `prompt` tokens in chunks of up to 512 rows, median of 3. The streaming
  * bandwidth is measured in the same run with the same threads.
  *
