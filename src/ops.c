@@ -502,8 +502,9 @@ struct attn_ctx {
  * tokens: ~80 MB a step, scattered in 8 KB blocks). The kernels' loads
  * then sit among their FMAs, so few are in flight at once; this loop is a
  * load and an OR a line, and keeps many more going. Measured on Zen 5 at
- * 256 keys from DRAM: touch first, then compute, 21 us a call against 35
- * for the kernels alone (software prefetches of the same lines: 31). */
+ * 256 keys from DRAM (attn_bench --cold): touch first, then compute, 18 us
+ * a call against 35 for the kernels alone (software prefetches of the
+ * same lines: 31). */
 static inline uint64_t line_word(const char *p)
 {
 	uint64_t v;
