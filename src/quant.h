@@ -163,9 +163,10 @@ size_t quant_gemm_pack_bytes(enum qtype act, int64_t n, int64_t rows);
  * writes only its own words. */
 void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, void *packed);
 
-/* ---- Q8_0 and Q5_0 weights repacked 16 rows to a tile ----
+/* ---- weights repacked 16 rows to a tile ----
  *
- * A matrix of Q8_0 or Q5_0 rows copied at load into tiles of
+ * Q8_0, Q5_0 (below) and Q4_K, Q6_K (quant_int.h: super-blocks of 16
+ * rows, their own layout) matrices are copied at load into tiles of
  * QUANT_R16_ROWS rows (the last padded with rows of zeros), for kernels
  * that put the 16 rows in the lanes of one 512-bit vector: no horizontal
  * sums, one linear stream per thread, and each weight vector reused for
@@ -173,7 +174,8 @@ void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, 
  * Q5_0: o = 16, its 5-bit value as stored), the unsigned operand of
  * vpdpbusd: sum u * a = sum q * a + o * sum a, exact.
  *
- * A tile of n-element rows (nb = n / QK blocks) is a run of block pairs:
+ * Q8_0 and Q5_0: a tile of n-element rows (nb = n / QK blocks) is a run
+ * of block pairs:
  * one cache line with the pair's scales (block 2p, then 2p + 1: 16 fp16
  * each, row j's at 2 * j), then each block's quants; an odd last block
  * is a pair of one (its line of scales half used). A block's quants, in
@@ -195,8 +197,11 @@ void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, 
 #define QUANT_R16_ROWS 16
 #define QUANT_R16_MAX_BLOCKS 512 /* longest row: 16384 elements */
 
-/* Whether type t has a repacked layout (Q8_0, Q5_0). */
+/* Whether type t has a repacked layout (Q8_0, Q5_0, Q4_K, Q6_K), and
+ * whether it is one of the K types (layout in quant_int.h: super-blocks,
+ * Q8_K activations, the contract of quant_gemm_k_avx2.c). */
 bool quant_r16_type(enum qtype t);
+bool quant_r16_k_type(enum qtype t);
 
 /* Bytes of one block's quants for a tile's 16 rows (Q8_0 512, Q5_0 256 of
  * nibbles + 64 of masks), and of a block pair with its line of scales. */

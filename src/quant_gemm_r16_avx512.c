@@ -1,7 +1,9 @@
-/* quant_gemm_r16_avx512.c — the matrix kernels over Q8_0 and Q5_0 weights
- * repacked 16 rows to a tile (layout in quant.h, packing in quant_r16.c),
- * for CPUs with AVX512-VNNI + BW: the default model's LM head and Q5_0
- * projections.
+/* quant_gemm_r16_avx512.c — the matrix kernels over Q8_0, Q5_0, Q4_K and
+ * Q6_K weights repacked 16 rows to a tile (layouts in quant.h and
+ * quant_int.h, packing in quant_r16.c and quant_r16k.c), for CPUs with
+ * AVX512-VNNI + BW: every matrix of the default model. The K types'
+ * super-block code is its own section below; the passes over tiles and
+ * groups are shared.
  *
  * A tile's block is 8 vectors of 16 rows x 4 unsigned quants (Q8_0:
  * loaded; Q5_0: unpacked from nibbles and a bit mask, r16_block); a token's
@@ -184,6 +186,192 @@ ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
 	return acc;
 }
 
+
+/* ---- Q4_K and Q6_K (layout in quant_int.h) ----
+ *
+ * Measured on the Zen 4 host against the row-major VNNI kernels on the
+ * same rows (quant_bench, one thread, 640 rows of 2048, cache-resident, G
+ * multiply-adds/s): Q4_K T = 1 29 -> 109, T = 8 69 -> 133, T = 32 130 ->
+ * 155, T = 128 136 -> 155; Q6_K T = 1 31 -> 48, T = 8 88 -> 121, T = 32
+ * 124 -> 130, T = 128 128 -> 127 (its 6-bit unpacking, 5 operations a
+ * quad vector, is what the repacked Q6_K spends beyond Q4_K).
+ *
+ *
+ * Per super-block and token: the products of each scale's run of quads
+ * (Q4_K: 8 quads of 32 elements; Q6_K: 4 of 16) summed by vpdpbusd from
+ * zero, weighed with the run's 16 scales by vpmulld into S (exact, as in
+ * tok8_sums_vnni of quant_gemm_k_avx2.c); Q4_K's M and Q6_K's offset sum
+ * from the token's 8 bsum pairs by vpdpwssd against int16 pairs of mins
+ * (m, m) or scales (sc_2p, sc_2p+1); then the contract's float step on 16
+ * rows at once. The 16 tokens' S stay in registers over the super-block
+ * (16 + 8 quad vectors + scales), their float accumulators in memory. */
+
+/* Where nt tokens' data of one super-block lie: token i's quad k at x[i /
+ * 8] + k * step + 4 * (i % 8), its bsum pair j (bsums 2j, 2j + 1 as int16)
+ * at p[i / 8] + j * step + 4 * (i % 8), its scale at d[i / 8][i % 8]:
+ * step 32 in a packed group (quant_gemm_kblock), 4 in a plain Q8_K row. */
+struct r16k_toks {
+	const uint8_t *x[2], *p[2];
+	const float *d[2];
+	size_t step;
+};
+
+ALWAYS_INLINE __m512i r16k_bcast(const uint8_t *base, const struct r16k_toks *tk, int i, int k)
+{
+	int32_t v;
+	memcpy(&v, base + (size_t)k * tk->step + 4 * (size_t)(i % QUANT_GEMM_GROUP), sizeof v);
+	return _mm512_set1_epi32(v);
+}
+
+/* S[i] += sc * (token i's products with the nq quads q, its quads k0 ..
+ * k0 + nq - 1), for the nt tokens, two chains interleaved. */
+ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r16k_toks *tk,
+			    int k0, int nt, __m512i *S)
+{
+	_Pragma("GCC unroll 8") for (int i = 0; i < nt; i += 2) {
+		const int two = i + 1 < nt;
+		__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+		_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++) {
+			s0 = _mm512_dpbusd_epi32(s0, q[k], r16k_bcast(tk->x[i / 8], tk, i, k0 + k));
+			if (two)
+				s1 = _mm512_dpbusd_epi32(s1, q[k],
+							 r16k_bcast(tk->x[(i + 1) / 8], tk, i + 1, k0 + k));
+		}
+		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(s0, sc));
+		if (two)
+			S[i + 1] = _mm512_add_epi32(S[i + 1], _mm512_mullo_epi32(s1, sc));
+	}
+}
+
+/* sum_j w[j] * token i's bsum pair j, by vpdpwssd (Q4_K: M; Q6_K: the
+ * offset sum sum_s sc_s * bsum_s). */
+ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16k_toks *tk, int i)
+{
+	__m512i m = _mm512_setzero_si512();
+	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+		m = _mm512_dpwssd_epi32(m, w[j], r16k_bcast(tk->p[i / 8], tk, i, j));
+	return m;
+}
+
+/* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
+ALWAYS_INLINE __m512 r16k_step(__m512 dw, const struct r16k_toks *tk, int i, __m512i S, __m512 acc)
+{
+	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
+	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
+}
+
+/* One Q4_K super-block at sb against nt tokens into acc, accm. */
+ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16k_toks *tk, int nt, __m512 *acc,
+			    __m512 *accm)
+{
+	const __m512i low4 = _mm512_set1_epi8(0x0f);
+	__m512i S[2 * QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		S[i] = _mm512_setzero_si512();
+	_Pragma("GCC unroll 1") for (int c = 0; c < 4; c++) {
+		const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)c;
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			const int s = 2 * c + h; /* the sub-block */
+			__m512i q[8];
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+				const __m512i nib = _mm512_loadu_si512(v + 64 * k);
+				q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(nib, 4) : nib, low4);
+			}
+			const __m512i sc = _mm512_cvtepu8_epi32(
+				_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
+			r16k_run(q, 8, sc, tk, 8 * s, nt, S);
+		}
+	}
+	__m512i mw[8]; /* (m, m) */
+	_Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+		const __m512i m = _mm512_cvtepu8_epi32(
+			_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_MINS + 16 * s)));
+		mw[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+	}
+	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
+	const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
+		acc[i] = r16k_step(dw, tk, i, S[i], acc[i]);
+		accm[i] = r16k_step(dmin, tk, i, r16k_pairs(mw, tk, i), accm[i]);
+	}
+}
+
+/* One Q6_K super-block at sb against nt tokens into acc: S = sum sc * u *
+ * a - 32 * sum sc * bsum, u = q + 32 put together from its nibble and its
+ * 2-bit part (quad vector K: nibble vector K % 32, low or high; 2-bit
+ * vector K % 16, bits 2 (K / 16)). */
+ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16k_toks *tk, int nt, __m512 *acc)
+{
+	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
+	__m512i S[2 * QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		S[i] = _mm512_setzero_si512();
+	_Pragma("GCC unroll 1") for (int r = 0; r < 8; r++) { /* quads 8r .. 8r + 7 */
+		const __m128i nib_shift = _mm_cvtsi32_si128(r < 4 ? 0 : 4);
+		const __m128i bits_shift = _mm_cvtsi32_si128(2 * (r / 2));
+		const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (r % 4));
+		const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (r % 2));
+		__m512i q[8];
+		_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+			const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
+			const __m512i hi = _mm512_and_si512(
+				_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift), 4),
+				top2);
+			q[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xec); /* (lo & low4) | hi */
+		}
+		/* scale pair r: sub-blocks 2r (quads 8r .. 8r + 3), 2r + 1 */
+		const __m512i pr = _mm512_cvtepi8_epi16(
+			_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * r)));
+		r16k_run(q, 4, _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16), tk, 8 * r, nt, S);
+		r16k_run(q + 4, 4, _mm512_srai_epi32(pr, 16), tk, 8 * r + 4, nt, S);
+	}
+	__m512i pw[8];
+	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+		pw[j] = _mm512_cvtepi8_epi16(
+			_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * j)));
+	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
+		const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, tk, i), 5));
+		acc[i] = r16k_step(dw, tk, i, s, acc[i]);
+	}
+}
+
+/* nt tokens (a constant: 1, 8 or 16) against a K-type tile of nsb super-
+ * blocks: tokens' data of super-block b from toks(b). out[i] gets token
+ * i's 16 results. */
+ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
+			     const struct quant_gemm_kblock *g, const struct block_q8_K *a, int nt,
+			     __m512 *out)
+{
+	const size_t sb_bytes = t == QTYPE_Q4_K ? QUANT_R16K_Q4_K_SB : QUANT_R16K_Q6_K_SB;
+	__m512 acc[2 * QUANT_GEMM_GROUP], accm[2 * QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		acc[i] = accm[i] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		struct r16k_toks tk;
+		if (g) { /* packed groups, the second nsb blocks further */
+			const struct quant_gemm_kblock *g1 = nt > QUANT_GEMM_GROUP ? g + nsb + b : g + b;
+			tk = (struct r16k_toks){ { (const uint8_t *)g[b].quads, (const uint8_t *)g1->quads },
+						 { (const uint8_t *)g[b].bsum_pairs,
+						   (const uint8_t *)g1->bsum_pairs },
+						 { g[b].d, g1->d },
+						 sizeof g->quads[0] };
+		} else {
+			tk = (struct r16k_toks){ { (const uint8_t *)a[b].qs, NULL },
+						 { (const uint8_t *)a[b].bsums, NULL },
+						 { &a[b].d, NULL },
+						 4 };
+		}
+		const uint8_t *sb = tile + (size_t)b * sb_bytes;
+		if (t == QTYPE_Q4_K)
+			r16k_q4k(sb, &tk, nt, acc, accm);
+		else
+			r16k_q6k(sb, &tk, nt, acc);
+	}
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
+}
+
 /* The rows of tile ti inside [r0, r1), as a store mask. */
 static inline __mmask16 r16_rows_mask(int64_t ti, int64_t r0, int64_t r1)
 {
@@ -205,10 +393,18 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
 	__m512 acc[2 * QUANT_GEMM_GROUP];
 	const int ng = c1 - g0 >= 2 ? 2 : 1;
-	if (ng == 2)
+	if (quant_r16_k_type(t)) {
+		const struct quant_gemm_kblock *gk =
+			(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+		if (ng == 2)
+			r16k_tile(t, tile, nb, gk, NULL, 2 * QUANT_GEMM_GROUP, acc);
+		else
+			r16k_tile(t, tile, nb, gk, NULL, QUANT_GEMM_GROUP, acc);
+	} else if (ng == 2) {
 		r16_groups(t, tile, nb, g, 2, acc);
-	else
+	} else {
 		r16_groups(t, tile, nb, g, 1, acc);
+	}
 	const __mmask16 rows = r16_rows_mask(ti, r0, r1);
 	float *yt = y + ti * QUANT_R16_ROWS;
 	for (int l = 0; l < ng * QUANT_GEMM_GROUP; l++) {
@@ -225,7 +421,11 @@ ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes
 				  const int32_t *corr, const float *da, float *yr)
 {
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	__m512 acc = r16_plain(t, tile, nb, at, corr, da);
+	__m512 acc;
+	if (quant_r16_k_type(t))
+		r16k_tile(t, tile, nb, NULL, at, 1, &acc);
+	else
+		acc = r16_plain(t, tile, nb, at, corr, da);
 	_mm512_mask_storeu_ps(yr + ti * QUANT_R16_ROWS, r16_rows_mask(ti, r0, r1), acc);
 }
 
@@ -235,22 +435,24 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 {
 	if (r1 <= r0 || T <= 0)
 		return;
-	const int64_t nb = n / QK;
+	const bool kt = quant_r16_k_type(t);
+	const int64_t nb = n / (kt ? QK_K : QK); /* blocks or super-blocks */
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
-	const size_t group_bytes = (size_t)nb * sizeof(struct quant_gemm_block);
+	const size_t group_bytes =
+		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
 	const int64_t groups = quant_gemm_groups(T, packed != NULL);
 	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t tile0 = r0 / QUANT_R16_ROWS, tile1 = (r1 - 1) / QUANT_R16_ROWS + 1;
 	/* the plain rows past the groups: fewer than QUANT_GEMM_PACK_MIN,
 	 * unless packed was missing where quant.h requires it (then the
 	 * reference, rather than overrun the arrays below) */
-	if (T - t_grouped >= QUANT_GEMM_PACK_MIN || nb > QUANT_R16_MAX_BLOCKS) {
+	if (T - t_grouped >= QUANT_GEMM_PACK_MIN || n / QK > QUANT_R16_MAX_BLOCKS) {
 		quant_gemm_r16_ref(t, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 		return;
 	}
 	int32_t corr[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
 	float da[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
-	for (int64_t tk = t_grouped; tk < T; tk++)
+	for (int64_t tk = t_grouped; !kt && tk < T; tk++)
 		r16_plain_prepare((const void *)((const uint8_t *)a + (size_t)tk * a_stride), nb,
 				  r16_offset_log2(t), corr[tk - t_grouped], da[tk - t_grouped]);
 	/* groups in chunks of at most R16_CHUNK_BYTES of activations, which
@@ -285,9 +487,13 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 	}
 R16_ENTRY(gemm_q8_0_r16, QTYPE_Q8_0)
 R16_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
+R16_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)
+R16_ENTRY(gemm_q6_K_r16, QTYPE_Q6_K)
 
 void quant_gemm_r16_avx512_register(struct quant_kernels *k)
 {
 	k->gemm_r16[QTYPE_Q8_0] = gemm_q8_0_r16;
 	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_r16;
+	k->gemm_r16[QTYPE_Q4_K] = gemm_q4_K_r16;
+	k->gemm_r16[QTYPE_Q6_K] = gemm_q6_K_r16;
 }

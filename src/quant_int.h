@@ -208,8 +208,45 @@ void quant_gemm_avx2_register(struct quant_kernels *k, bool narrow);
 void quant_gemm_avx512_register(struct quant_kernels *k, bool narrow);  /* AVX512-VNNI + VL */
 void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-VNNI */
 
-/* The repacked Q8_0 and Q5_0 kernels (quant_gemm_r16_avx512.c): gemm_r16. */
+/* The repacked kernels (quant_gemm_r16_avx512.c): gemm_r16 of Q8_0, Q5_0,
+ * Q4_K and Q6_K. */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
+
+/* ---- Q4_K and Q6_K repacked 16 rows to a tile (quant_r16k.c) ----
+ *
+ * A tile is its rows' super-blocks in order, each a whole number of cache
+ * lines; byte offsets within one (row j's entries at j, 2j or 4j):
+ *  Q4_K: d (16 fp16) at 0, dmin (16 fp16) at 32; scales at 64 and mins at
+ *    192, bytes, sub-block s's 16 rows at 16s; then 4 chunks of 8 nibble
+ *    vectors at 320: vector k of chunk c holds row j's qs bytes 32c + 4k
+ *    .. +3 at 4j (low nibbles: quad vector k of sub-block 2c; high: of
+ *    sub-block 2c + 1). 2368 bytes (the plain rows: 2304).
+ *  Q6_K: d (16 fp16) at 0; the int8 scales at 32 in pairs, pair p (sub-
+ *    blocks 2p, 2p + 1) of row j at 32p + 2j; 32 nibble vectors at 320,
+ *    vector v's byte 4j + e the low 4 bits of u = q + 32 of row j's
+ *    element 4v + e (low nibble) and 128 + 4v + e (high); 16 vectors of
+ *    2-bit parts at 2368, vector h's byte 4j + e holding in bits 2p, 2p + 1
+ *    the top 2 bits of u of element 4(h + 16p) + e. 3392 bytes (3360). */
+#define QUANT_R16K_Q4_K_SCALES 64
+#define QUANT_R16K_Q4_K_MINS 192
+#define QUANT_R16K_Q4_K_QUANTS 320
+#define QUANT_R16K_Q4_K_SB 2368
+#define QUANT_R16K_Q6_K_SCALES 32
+#define QUANT_R16K_Q6_K_NIBBLES 320
+#define QUANT_R16K_Q6_K_BITS 2368
+#define QUANT_R16K_Q6_K_SB 3392
+
+/* Bytes of one super-block of a tile; the K types' quant_r16_pack,
+ * quant_r16_unpack_row and gemm reference (quant_r16.c checks the
+ * arguments and calls these; w is the packed matrix). */
+size_t quant_r16k_sb_bytes(enum qtype t);
+void quant_r16k_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst);
+void quant_r16k_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst);
+/* Row j's super-block of the tile's super-block at sb, as one plain
+ * block_q4_K or block_q6_K into blk. */
+void quant_r16k_unpack_sb(enum qtype t, const uint8_t *sb, int j, void *blk);
+void quant_gemm_r16k_ref(enum qtype t, int64_t n, const void *w, int64_t r0, int64_t r1,
+			 const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
 
 /* QUANT_GEMM_VNNI in quant_gemm_avx2.c: which vpdpbusd encoding. */
 #define QUANT_GEMM_VNNI_EVEX 1

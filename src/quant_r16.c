@@ -1,7 +1,8 @@
 /* quant_r16.c — Q8_0 and Q5_0 matrices repacked 16 rows to a tile
  * (layout in quant.h): the packing done once at load, its inverse for
  * tests, and the scalar reference of the tile kernels
- * (quant_gemm_r16_avx512.c).
+ * (quant_gemm_r16_avx512.c); the entries for Q4_K and Q6_K too, whose
+ * layout and code are quant_r16k.c's.
  *
  * Why the copy: the LM head of the default model (262144 x 640 Q8_0, half
  * of a batched decode step) and its Q5_0 projections are compute-bound
@@ -19,13 +20,21 @@
 
 bool quant_r16_type(enum qtype t)
 {
-	return t == QTYPE_Q8_0 || t == QTYPE_Q5_0;
+	return t == QTYPE_Q8_0 || t == QTYPE_Q5_0 || quant_r16_k_type(t);
+}
+
+bool quant_r16_k_type(enum qtype t)
+{
+	return t == QTYPE_Q4_K || t == QTYPE_Q6_K;
 }
 
 size_t quant_r16_tile_bytes(enum qtype t, int64_t n)
 {
-	if (!quant_r16_type(t) || n <= 0 || n % QK || n / QK > QUANT_R16_MAX_BLOCKS)
+	if (!quant_r16_type(t) || n <= 0 || n % qtype_traits(t)->block_elems ||
+	    n / QK > QUANT_R16_MAX_BLOCKS)
 		return 0;
+	if (quant_r16_k_type(t))
+		return (size_t)(n / QK_K) * quant_r16k_sb_bytes(t);
 	const size_t nb = (size_t)(n / QK);
 	return nb / 2 * quant_r16_pair_bytes(t) + nb % 2 * (QUANT_R16_SCALES_LINE + quant_r16_block_quant_bytes(t));
 }
@@ -97,6 +106,10 @@ static void block_put(enum qtype t, uint8_t *q, int j, const void *blk)
 
 void quant_r16_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst)
 {
+	if (quant_r16_k_type(t)) {
+		quant_r16k_pack(t, w, n, rows, dst);
+		return;
+	}
 	const int64_t nb = n / QK;
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n), block_bytes = qtype_traits(t)->block_bytes;
 	const int64_t tiles = (rows + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
@@ -150,6 +163,10 @@ static void block_unpack(enum qtype t, const void *p, int64_t n, int64_t row, in
 
 void quant_r16_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst)
 {
+	if (quant_r16_k_type(t)) {
+		quant_r16k_unpack_row(t, p, n, row, dst);
+		return;
+	}
 	const int64_t nb = n / QK;
 	for (int64_t b = 0; b < nb; b++)
 		block_unpack(t, p, n, row, b, (uint8_t *)dst + (size_t)b * qtype_traits(t)->block_bytes);
@@ -157,6 +174,17 @@ void quant_r16_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, v
 
 void quant_r16_dequantize_row(enum qtype t, const void *p, int64_t n, int64_t row, float *dst)
 {
+	if (quant_r16_k_type(t)) { /* a super-block at a time */
+		uint8_t sb[sizeof(struct block_q6_K)]; /* the larger of the two */
+		const size_t sb_bytes = quant_r16k_sb_bytes(t);
+		const uint8_t *tile = (const uint8_t *)p + (size_t)(row / QUANT_R16_ROWS) *
+								   quant_r16_tile_bytes(t, n);
+		for (int64_t b = 0; b < n / QK_K; b++) {
+			quant_r16k_unpack_sb(t, tile + (size_t)b * sb_bytes, (int)(row % QUANT_R16_ROWS), sb);
+			quant_dequantize_ref(t, sb, dst + b * QK_K, QK_K);
+		}
+		return;
+	}
 	uint8_t blk[sizeof(struct block_q8_0)]; /* the larger of the two blocks */
 	for (int64_t b = 0; b < n / QK; b++) {
 		block_unpack(t, p, n, row, b, blk);
@@ -191,6 +219,10 @@ void quant_gemm_r16_ref(enum qtype t, int64_t n, const void *w, size_t w_stride,
 {
 	(void)w_stride;
 	(void)packed;
+	if (quant_r16_k_type(t)) {
+		quant_gemm_r16k_ref(t, n, w, r0, r1, a, a_stride, T, y, y_stride);
+		return;
+	}
 	const int64_t nb = n / QK;
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	for (int64_t r = r0; r < r1; r++) {

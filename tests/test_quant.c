@@ -833,60 +833,66 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 	free(x), free(w), free(a), free(packed);
 }
 
-/* The repacked kernels' scalar reference as gemm entries. */
-static void r16_ref_q8_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			 int64_t y_stride)
+/* The repacked kernels' scalar reference as a gemm entry, for the type in
+ * r16_ref_type. */
+static enum qtype r16_ref_type;
+
+static void r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+		    const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+		    int64_t y_stride)
 {
-	quant_gemm_r16_ref(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
+	quant_gemm_r16_ref(r16_ref_type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 }
 
-static void r16_ref_q5_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			 int64_t y_stride)
-{
-	quant_gemm_r16_ref(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
-}
-
-/* Q8_0 and Q5_0 rows repacked 16 to a tile (quant_r16_pack): the
- * packing is lossless (bytes, and the floats of an embedding lookup);
+/* Q8_0, Q5_0, Q4_K and Q6_K rows repacked 16 to a tile (quant_r16_pack):
+ * the packing is lossless (bytes, and the floats of an embedding lookup);
  * the scalar reference and the AVX-512 table's kernel (where it has one)
  * give, for every T and row range (tiles cut at both ends, the padded
  * last tile, groups in chunks at the longest rows), bit for bit what a
  * SIMD table's dot entry gives on the original rows (their legacy dots
- * share the order the repacked kernels keep), and write nothing outside
- * the range. */
+ * and their K-quant contract share the order the repacked kernels keep),
+ * and write nothing outside the range. */
 static void test_r16(void)
 {
 	const struct quant_kernels *simd = quant_kernels_get(QUANT_ISA_AVX2);
 	const struct quant_kernels *k = quant_kernels_get(QUANT_ISA_AVX512);
-	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0 };
+	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q6_K };
 	/* the longest rows make the kernels split the groups into chunks
 	 * (their activations past L2's share): all T there, one row range */
 	static const int64_t blocks[] = { 1, 3, 20, QUANT_R16_MAX_BLOCKS };
+	static const int64_t kblocks[] = { 1, 2, 5, QUANT_R16_MAX_BLOCKS * QK / QK_K };
 	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 16, 32 }, { 5, 9 },
 					     { 33, 41 }, { 2, 2 } };
 	const int64_t nmax = QUANT_R16_MAX_BLOCKS * QK;
-	const size_t w_max = row_bytes(QTYPE_Q8_0, nmax), a_stride = row_bytes(QTYPE_Q8_0, nmax) + 4;
+	const size_t w_max = row_bytes(QTYPE_Q8_0, nmax), a_stride = row_bytes(QTYPE_Q8_K, nmax) + 4;
 	float *x = malloc(nmax * sizeof *x);
 	uint8_t *w = malloc(GEMM_ROWS * w_max), *a = malloc(GEMM_TOKENS * a_stride);
 	uint8_t *row = malloc(w_max);
 	float *f_plain = malloc(nmax * sizeof(float)), *f_r16 = malloc(nmax * sizeof(float));
 	void *p = malloc(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS));
-	void *packed = malloc(quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS));
+	const size_t pb0 = quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS);
+	const size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
+	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
+	CHECK(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS) >= quant_r16_bytes(QTYPE_Q6_K, nmax, GEMM_ROWS) &&
+		      quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS) >=
+			      quant_r16_bytes(QTYPE_Q4_K, nmax, GEMM_ROWS),
+	      "r16 test buffers: Q8_0's tiles the largest");
 	CHECK(quant_r16_tile_bytes(QTYPE_Q8_0, 640) == 10880 &&
 	      quant_r16_bytes(QTYPE_Q8_0, 640, 17) == 2 * 10880 &&
 	      quant_r16_tile_bytes(QTYPE_Q8_0, 32) == 576 && quant_r16_bytes(QTYPE_Q8_0, 33, 1) == 0 &&
 	      quant_r16_tile_bytes(QTYPE_Q5_0, 640) == 7040 &&
 	      quant_r16_tile_bytes(QTYPE_Q5_0, 96) == 704 + 384 &&
-	      quant_r16_tile_bytes(QTYPE_Q4_K, 256) == 0 &&
+	      quant_r16_tile_bytes(QTYPE_Q4_K, 256) == 2368 &&
+	      quant_r16_tile_bytes(QTYPE_Q6_K, 2048) == 8 * 3392 &&
+	      quant_r16_tile_bytes(QTYPE_Q4_K, 640) == 0 && quant_r16_tile_bytes(QTYPE_Q4_0, 32) == 0 &&
+	      quant_r16_tile_bytes(QTYPE_Q6_K, (QUANT_R16_MAX_BLOCKS * QK / QK_K + 1) * QK_K) == 0 &&
 	      quant_r16_tile_bytes(QTYPE_Q8_0, (QUANT_R16_MAX_BLOCKS + 1) * QK) == 0,
-	      "r16 sizes: whole cache lines, padded tiles, n a multiple of 32, Q8_0 and Q5_0 only");
+	      "r16 sizes: whole cache lines, padded tiles, n a multiple of the block, four types");
 	int checked = 0;
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-		const enum qtype t = types[ti];
+		const enum qtype t = types[ti], at = qtype_traits(t)->act_type;
 		for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
-			const int64_t n = blocks[bi] * QK;
+			const int64_t n = at == QTYPE_Q8_K ? kblocks[bi] * QK_K : blocks[bi] * QK;
 			const size_t stride = row_bytes(t, n);
 			for (int rb = 0; rb < 2; rb++) {
 				for (int r = 0; r < GEMM_ROWS; r++) {
@@ -911,20 +917,19 @@ static void test_r16(void)
 					fill_data(x, n);
 					if (tk == 9)
 						memset(x, 0, (size_t)n * sizeof *x);
-					quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
+					quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 				}
 				const bool longest = blocks[bi] == QUANT_R16_MAX_BLOCKS;
 				for (int64_t T = longest ? GEMM_TOKENS : 0; T <= GEMM_TOKENS;
 				     T += T < 20 ? 1 : 3) {
-					memset(packed, 0xcd, quant_gemm_pack_bytes(QTYPE_Q8_0, n, GEMM_TOKENS));
+					memset(packed, 0xcd, quant_gemm_pack_bytes(at, n, GEMM_TOKENS));
 					for (int64_t tk = 0; tk < T; tk++)
-						quant_gemm_pack_row(QTYPE_Q8_0, a + (size_t)tk * a_stride, n, tk,
-								    packed);
+						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
+					r16_ref_type = t;
 					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
-						gemm_check_with(t == QTYPE_Q8_0 ? r16_ref_q8_0 : r16_ref_q5_0, p,
-								"reference r16", simd, t, n, w, stride, a,
-								a_stride, packed, T, ranges[ri][0],
+						gemm_check_with(r16_ref, p, "reference r16", simd, t, n, w,
+								stride, a, a_stride, packed, T, ranges[ri][0],
 								ranges[ri][1], "repacked");
 						if (k && k->gemm_r16[t])
 							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", k, t,
@@ -936,9 +941,11 @@ static void test_r16(void)
 			}
 		}
 	}
-	printf("  r16: %d checks%s%s\n", checked, simd ? "" : " (no SIMD table to compare with)",
-	       k && k->gemm_r16[QTYPE_Q8_0] && k->gemm_r16[QTYPE_Q5_0] ? ", avx512 kernels"
-									 : ", no avx512 kernels here");
+	int kernels = 0;
+	for (size_t ti = 0; k && ti < sizeof types / sizeof types[0]; ti++)
+		kernels += k->gemm_r16[types[ti]] != NULL;
+	printf("  r16: %d checks%s, %d avx512 kernels\n", checked,
+	       simd ? "" : " (no SIMD table to compare with)", kernels);
 	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(packed);
 }
 

@@ -295,7 +295,8 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 		return -1;
 	}
 	weights_fill(c->type, w, row_bytes * (size_t)rows);
-	/* Q8_0, Q5_0: the rows repacked 16 to a tile too, for the tables' r16 kernels */
+	/* Q8_0, Q5_0, Q4_K, Q6_K: the rows repacked 16 to a tile too, for the
+	 * tables' r16 kernels */
 	void *w16 = quant_r16_type(c->type) ? malloc(quant_r16_bytes(c->type, c->n, rows)) : NULL;
 	if (w16)
 		quant_r16_pack(c->type, w, c->n, rows, w16);
