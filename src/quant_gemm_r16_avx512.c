@@ -52,6 +52,28 @@
  * run of their own after a tile's quads, 21-24 GB/s whatever the
  * prefetch. */
 
+/* ... except in the passes of groups, which stream from memory at a
+ * third or less of its rate (16 tokens: 10.9 KB of Q8_0 tile a
+ * microsecond a core) and there lose the hardware prefetcher at each 4 KB
+ * page: every page then starts at the memory's latency. Each block (or
+ * super-block) of the first pass over a run of tiles prefetches the lines
+ * R16_PREFETCH_AHEAD bytes further, into the next page before the stream
+ * gets there. Measured on the Zen 4 host, the whole Q8_0 LM head against
+ * T tokens, 2 threads in 2048-row pieces as exec_lm_head cuts it, best of
+ * 5 in three alternating rounds: T = 16 14.5-22.8 -> 9.6-12.1 ms (the
+ * memory alone takes 5.9, the multiplies 7.5), T = 32 21.6-22.4 ->
+ * 18.2-20.0, T = 8 (bound by the memory) within noise; 1 KB ahead was
+ * slower, 3-4 KB about the same, 8 KB slower at T = 16. */
+#define R16_PREFETCH_AHEAD 2048
+
+/* (__builtin_prefetch, not _mm_prefetch: GCC 12 dropped this loop's
+ * _mm_prefetch calls from every instance, leaving no prefetch at all) */
+static inline void r16_prefetch(const uint8_t *p, size_t bytes)
+{
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch(p + R16_PREFETCH_AHEAD + o, 0, 3); /* prefetcht0 */
+}
+
 /* Packed activations per pass over the tiles (prefill): 512 KB, half
  * of L2, holds 80 groups of 640-wide rows, so the default model's 512-
  * token prefill reads each tile once. */
@@ -127,9 +149,11 @@ ALWAYS_INLINE void r16_tokens(const __m512i q[R16_QUADS], __m512 dw, const uint8
 }
 
 /* ng (1 or 2, a constant at each instance) packed groups at g (nb blocks
- * apart) against one tile: acc[8 * gi + l] gets token l of group gi. */
+ * apart) against one tile: acc[8 * gi + l] gets token l of group gi; pf:
+ * prefetch ahead (the first pass over the tile). */
 ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
-			      const struct quant_gemm_block *g, int ng, __m512 out[2 * QUANT_GEMM_GROUP])
+			      const struct quant_gemm_block *g, int ng, bool pf,
+			      __m512 out[2 * QUANT_GEMM_GROUP])
 {
 	/* the accumulators local and every loop over them unrolled, so
 	 * that they live in registers (16 + 8 quad vectors + 3 of 32) */
@@ -139,6 +163,8 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
+		if (pf) /* a block's share of its pair */
+			r16_prefetch(tile + (size_t)b * (quant_r16_pair_bytes(t) / 2), quant_r16_pair_bytes(t) / 2);
 		r16_block(t, tile, b, q, &dw);
 		_Pragma("GCC unroll 2") for (int gi = 0; gi < ng; gi++) {
 			const struct quant_gemm_block *blk = g + (size_t)gi * (size_t)nb + b;
@@ -337,11 +363,12 @@ ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16k_toks *tk, int n
 }
 
 /* nt tokens (a constant: 1, 8 or 16) against a K-type tile of nsb super-
- * blocks: tokens' data of super-block b from toks(b). out[i] gets token
- * i's 16 results. */
+ * blocks, the packed groups at g (the second nsb blocks further) or the
+ * plain row a (nt = 1); pf: prefetch ahead. out[i] gets token i's 16
+ * results. */
 ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 			     const struct quant_gemm_kblock *g, const struct block_q8_K *a, int nt,
-			     __m512 *out)
+			     bool pf, __m512 *out)
 {
 	const size_t sb_bytes = t == QTYPE_Q4_K ? QUANT_R16K_Q4_K_SB : QUANT_R16K_Q6_K_SB;
 	__m512 acc[2 * QUANT_GEMM_GROUP], accm[2 * QUANT_GEMM_GROUP];
@@ -363,6 +390,8 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 						 4 };
 		}
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
+		if (pf)
+			r16_prefetch(sb, sb_bytes);
 		if (t == QTYPE_Q4_K)
 			r16k_q4k(sb, &tk, nt, acc, accm);
 		else
@@ -382,10 +411,11 @@ static inline __mmask16 r16_rows_mask(int64_t ti, int64_t r0, int64_t r1)
 }
 
 /* Tile ti against the group pair at g0 (or the last group alone, before
- * c1) into y, the lanes of tokens below T only. */
+ * c1) into y, the lanes of tokens below T only; pf: the first pair over
+ * the tile, which prefetches ahead. */
 ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				   int64_t r0, int64_t r1, int64_t nb, const void *packed,
-				   size_t group_bytes, int64_t g0, int64_t c1, int64_t T, float *y,
+				   size_t group_bytes, int64_t g0, int64_t c1, int64_t T, bool pf, float *y,
 				   int64_t y_stride)
 {
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
@@ -397,13 +427,13 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 		const struct quant_gemm_kblock *gk =
 			(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
 		if (ng == 2)
-			r16k_tile(t, tile, nb, gk, NULL, 2 * QUANT_GEMM_GROUP, acc);
+			r16k_tile(t, tile, nb, gk, NULL, 2 * QUANT_GEMM_GROUP, pf, acc);
 		else
-			r16k_tile(t, tile, nb, gk, NULL, QUANT_GEMM_GROUP, acc);
+			r16k_tile(t, tile, nb, gk, NULL, QUANT_GEMM_GROUP, pf, acc);
 	} else if (ng == 2) {
-		r16_groups(t, tile, nb, g, 2, acc);
+		r16_groups(t, tile, nb, g, 2, pf, acc);
 	} else {
-		r16_groups(t, tile, nb, g, 1, acc);
+		r16_groups(t, tile, nb, g, 1, pf, acc);
 	}
 	const __mmask16 rows = r16_rows_mask(ti, r0, r1);
 	float *yt = y + ti * QUANT_R16_ROWS;
@@ -423,7 +453,7 @@ ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
 	__m512 acc;
 	if (quant_r16_k_type(t))
-		r16k_tile(t, tile, nb, NULL, at, 1, &acc);
+		r16k_tile(t, tile, nb, NULL, at, 1, false, &acc);
 	else
 		acc = r16_plain(t, tile, nb, at, corr, da);
 	_mm512_mask_storeu_ps(yr + ti * QUANT_R16_ROWS, r16_rows_mask(ti, r0, r1), acc);
@@ -467,7 +497,7 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 			for (int64_t g0 = c0; g0 < c1; g0 += 2)
 				for (int64_t ti = tc0; ti < tc1; ti++)
 					r16_tile_groups(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
-							g0, c1, T, y, y_stride);
+							g0, c1, T, g0 == c0, y, y_stride);
 			for (int64_t ti = tc0; last && ti < tc1; ti++)
 				for (int64_t tk = t_grouped; tk < T; tk++)
 					r16_tile_plain(t, w, tile_bytes, ti, r0, r1, nb,
