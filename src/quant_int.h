@@ -237,16 +237,16 @@ void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + B
 #define QUANT_R16K_Q6_K_SB 3392
 
 /* Bytes of one super-block of a tile; the K types' quant_r16_pack,
- * quant_r16_unpack_row and gemm reference (quant_r16.c checks the
- * arguments and calls these; w is the packed matrix). */
+ * quant_r16_unpack_row and the output of quant_gemm_r16_ref for row j of
+ * a tile of nsb super-blocks against one Q8_K row a (quant_r16.c checks
+ * the arguments and calls these). */
 size_t quant_r16k_sb_bytes(enum qtype t);
 void quant_r16k_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst);
 void quant_r16k_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst);
 /* Row j's super-block of the tile's super-block at sb, as one plain
  * block_q4_K or block_q6_K into blk. */
 void quant_r16k_unpack_sb(enum qtype t, const uint8_t *sb, int j, void *blk);
-void quant_gemm_r16k_ref(enum qtype t, int64_t n, const void *w, int64_t r0, int64_t r1,
-			 const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
+float quant_r16k_dot_ref(enum qtype t, const uint8_t *tile, int64_t nsb, int j, const void *a);
 
 /* QUANT_GEMM_VNNI in quant_gemm_avx2.c: which vpdpbusd encoding. */
 #define QUANT_GEMM_VNNI_EVEX 1

@@ -219,17 +219,16 @@ void quant_gemm_r16_ref(enum qtype t, int64_t n, const void *w, size_t w_stride,
 {
 	(void)w_stride;
 	(void)packed;
-	if (quant_r16_k_type(t)) {
-		quant_gemm_r16k_ref(t, n, w, r0, r1, a, a_stride, T, y, y_stride);
-		return;
-	}
-	const int64_t nb = n / QK;
+	const bool kt = quant_r16_k_type(t);
+	const int64_t nb = n / (kt ? QK_K : QK); /* blocks or super-blocks */
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	for (int64_t r = r0; r < r1; r++) {
 		const uint8_t *tile = (const uint8_t *)w + (size_t)(r / QUANT_R16_ROWS) * tile_bytes;
-		for (int64_t tk = 0; tk < T; tk++)
-			y[tk * y_stride + r] =
-				r16_dot_ref(t, tile, nb, (int)(r % QUANT_R16_ROWS),
-					    (const void *)((const uint8_t *)a + (size_t)tk * a_stride));
+		const int j = (int)(r % QUANT_R16_ROWS);
+		for (int64_t tk = 0; tk < T; tk++) {
+			const void *at = (const uint8_t *)a + (size_t)tk * a_stride;
+			y[tk * y_stride + r] = kt ? quant_r16k_dot_ref(t, tile, nb, j, at)
+						  : r16_dot_ref(t, tile, nb, j, at);
+		}
 	}
 }

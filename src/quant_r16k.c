@@ -210,12 +210,13 @@ void quant_r16k_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, 
 				     (uint8_t *)dst + (size_t)b * block_bytes);
 }
 
-/* One output: row j of the tile against the Q8_K activation row a, in the
- * contract of quant_gemm_k_avx2.c: per super-block the exact S (and Q4_K's
- * M), then acc = fma(dw * da, S, acc), accm = fma(dminw * da, M, accm). */
-static float r16k_dot_ref(enum qtype t, const uint8_t *tile, int64_t nsb, int j,
-			  const struct block_q8_K *a)
+/* One output: row j of the tile (nsb super-blocks) against the Q8_K
+ * activation row a, in the contract of quant_gemm_k_avx2.c: per super-
+ * block the exact S (and Q4_K's M), then acc = fma(dw * da, S, acc),
+ * accm = fma(dminw * da, M, accm). */
+float quant_r16k_dot_ref(enum qtype t, const uint8_t *tile, int64_t nsb, int j, const void *act)
 {
+	const struct block_q8_K *a = act;
 	const size_t sb_bytes = quant_r16k_sb_bytes(t);
 	const int sub = t == QTYPE_Q4_K ? 32 : 16;
 	float acc = 0.0f, accm = 0.0f;
@@ -236,18 +237,4 @@ static float r16k_dot_ref(enum qtype t, const uint8_t *tile, int64_t nsb, int j,
 		accm = fmaf(fp16_to_f32(o.dmin) * a[b].d, (float)M, accm);
 	}
 	return t == QTYPE_Q4_K ? acc - accm : acc;
-}
-
-void quant_gemm_r16k_ref(enum qtype t, int64_t n, const void *w, int64_t r0, int64_t r1,
-			 const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride)
-{
-	const int64_t nsb = n / QK_K;
-	const size_t tile_bytes = (size_t)nsb * quant_r16k_sb_bytes(t);
-	for (int64_t r = r0; r < r1; r++) {
-		const uint8_t *tile = (const uint8_t *)w + (size_t)(r / QUANT_R16_ROWS) * tile_bytes;
-		for (int64_t tk = 0; tk < T; tk++)
-			y[tk * y_stride + r] =
-				r16k_dot_ref(t, tile, nsb, (int)(r % QUANT_R16_ROWS),
-					     (const void *)((const uint8_t *)a + (size_t)tk * a_stride));
-	}
 }
