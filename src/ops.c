@@ -559,6 +559,15 @@ static void rows_prefetch(const void *const *R, int64_t t0, int64_t t1, size_t b
 			__builtin_prefetch((const char *)R[j] + o, 0, 2);
 }
 
+/* The tile of R (bytes a row) that starts at t0 within g prefetched, where
+ * its rows will be read as stored and t0 is inside g. */
+static void tile_prefetch(const struct attn_ctx *c, int nq, const void *const *R,
+			  struct attn_span g, int64_t t0, size_t bytes)
+{
+	if (tile_as_stored(c, nq) && t0 < g.hi)
+		rows_prefetch(R, t0, tile_end(g, t0), bytes);
+}
+
 /* Rows [t0, t1) of R (D values, bytes bytes each): as stored when one
  * block of queries reads them (touched first, see rows_touch), else
  * widened once into c->buf and read as F32 by every block (the same
@@ -587,13 +596,11 @@ static void group_dots(const struct ops_attn_query *qs, int nq, const void *cons
 		       const struct attn_ctx *c)
 {
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
-		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
-		if (tile_as_stored(c, nq)) { /* the next K tile; after the last, V's first */
-			if (t1 < g.hi)
-				rows_prefetch(K, t1, tile_end(g, t1), c->kbytes);
-			else
-				rows_prefetch(V, g.lo, tile_end(g, g.lo), c->vbytes);
-		}
+		const int64_t t1 = tile_end(g, t0);
+		if (t1 < g.hi) /* the next K tile; after the last, V's first */
+			tile_prefetch(c, nq, K, g, t1, c->kbytes);
+		else
+			tile_prefetch(c, nq, V, g, g.lo, c->vbytes);
 		const struct attn_rows t = tile_rows(c, K, t0, t1, Dh, c->kbytes, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK) {
 			const int nb = nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK;
@@ -706,9 +713,8 @@ static void attend_group(const struct ops_attn_query *qs, int nq, const void *co
 	group_dots(qs, nq, K, V, Dh, g, scratch, &c);
 	group_softmax(qs, nq, g, scale, softcap, Dv, scratch, k);
 	for (int64_t t0 = g.lo; t0 < g.hi; t0 += ATTN_TILE) {
-		const int64_t t1 = t0 + ATTN_TILE < g.hi ? t0 + ATTN_TILE : g.hi;
-		if (tile_as_stored(&c, nq) && t1 < g.hi)
-			rows_prefetch(V, t1, tile_end(g, t1), c.vbytes);
+		const int64_t t1 = tile_end(g, t0);
+		tile_prefetch(&c, nq, V, g, t1, c.vbytes);
 		const struct attn_rows t = tile_rows(&c, V, t0, t1, Dv, c.vbytes, nq);
 		for (int b = 0; b < nq; b += ATTN_BLOCK)
 			block_pv(qs, b, nq - b < ATTN_BLOCK ? nq - b : ATTN_BLOCK, t, Dv, g, scratch,

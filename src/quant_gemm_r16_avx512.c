@@ -222,7 +222,6 @@ ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
  * 124 -> 130, T = 128 128 -> 127 (its 6-bit unpacking, 5 operations a
  * quad vector, is what the repacked Q6_K spends beyond Q4_K).
  *
- *
  * Per super-block and token: the products of each scale's run of quads
  * (Q4_K: 8 quads of 32 elements; Q6_K: 4 of 16) summed by vpdpbusd from
  * zero, weighed with the run's 16 scales by vpmulld into S (exact, as in
@@ -370,7 +369,7 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 			     const struct quant_gemm_kblock *g, const struct block_q8_K *a, int nt,
 			     bool pf, __m512 *out)
 {
-	const size_t sb_bytes = t == QTYPE_Q4_K ? QUANT_R16K_Q4_K_SB : QUANT_R16K_Q6_K_SB;
+	const size_t sb_bytes = quant_r16k_sb_bytes(t);
 	__m512 acc[2 * QUANT_GEMM_GROUP], accm[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		acc[i] = accm[i] = _mm512_setzero_ps();
@@ -419,17 +418,15 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 				   int64_t y_stride)
 {
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	const struct quant_gemm_block *g =
-		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+	/* group g0: quant_gemm_block or (K types) quant_gemm_kblock ones */
+	const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 	__m512 acc[2 * QUANT_GEMM_GROUP];
 	const int ng = c1 - g0 >= 2 ? 2 : 1;
 	if (quant_r16_k_type(t)) {
-		const struct quant_gemm_kblock *gk =
-			(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
 		if (ng == 2)
-			r16k_tile(t, tile, nb, gk, NULL, 2 * QUANT_GEMM_GROUP, pf, acc);
+			r16k_tile(t, tile, nb, g, NULL, 2 * QUANT_GEMM_GROUP, pf, acc);
 		else
-			r16k_tile(t, tile, nb, gk, NULL, QUANT_GEMM_GROUP, pf, acc);
+			r16k_tile(t, tile, nb, g, NULL, QUANT_GEMM_GROUP, pf, acc);
 	} else if (ng == 2) {
 		r16_groups(t, tile, nb, g, 2, pf, acc);
 	} else {

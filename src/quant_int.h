@@ -236,11 +236,15 @@ void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + B
 #define QUANT_R16K_Q6_K_BITS 2368
 #define QUANT_R16K_Q6_K_SB 3392
 
-/* Bytes of one super-block of a tile; the K types' quant_r16_pack,
- * quant_r16_unpack_row and the output of quant_gemm_r16_ref for row j of
- * a tile of nsb super-blocks against one Q8_K row a (quant_r16.c checks
- * the arguments and calls these). */
-size_t quant_r16k_sb_bytes(enum qtype t);
+/* Bytes of one super-block of a tile (t: Q4_K or Q6_K). */
+static inline size_t quant_r16k_sb_bytes(enum qtype t)
+{
+	return t == QTYPE_Q4_K ? QUANT_R16K_Q4_K_SB : QUANT_R16K_Q6_K_SB;
+}
+
+/* The K types' quant_r16_pack, quant_r16_unpack_row and the output of
+ * quant_gemm_r16_ref for row j of a tile of nsb super-blocks against one
+ * Q8_K row a (quant_r16.c checks the arguments and calls these). */
 void quant_r16k_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst);
 void quant_r16k_unpack_row(enum qtype t, const void *p, int64_t n, int64_t row, void *dst);
 /* Row j's super-block of the tile's super-block at sb, as one plain

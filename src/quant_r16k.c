@@ -1,5 +1,5 @@
 /* quant_r16k.c — Q4_K and Q6_K matrices repacked 16 rows to a tile (layout
- * in quant.h): the packing done once at load, its inverse for tests, and
+ * in quant_int.h): the packing done once at load, its inverse for tests, and
  * the scalar reference of the tile kernels (quant_gemm_r16_avx512.c).
  * quant_r16.c calls these for the K types.
  *
@@ -16,11 +16,6 @@
 
 #include "quant.h"
 #include "quant_int.h"
-
-size_t quant_r16k_sb_bytes(enum qtype t)
-{
-	return t == QTYPE_Q4_K ? QUANT_R16K_Q4_K_SB : QUANT_R16K_Q6_K_SB;
-}
 
 /* ---- one row's super-block as integers ---- */
 
