@@ -14,14 +14,15 @@
  * Per token and block: 8 vpdpbusd on an accumulator that starts at -o *
  * sum a (the offset's correction, exact: o = 128 for Q8_0, 16 for Q5_0),
  * then the float step of the contract in quant_gemm_avx2.c, acc = fma(dw
- * * da, (float)isum, acc), on 16 rows at once; those three float operations cost about two vpdpbusd
- * (measured: 8 vpdpbusd + vmulps, vcvtdq2ps, vfmadd run at 0.8 of
- * vpdpbusd's rate), which bounds the kernel near 190 G multiply-adds/s a
- * core. The weight vectors stay in registers for every token of a pass:
- * two packed groups (16 tokens) per pass over a tile, two tokens' chains
- * interleaved, each group pair in turn over a run of R16_TILE_CHUNK tiles
- * (which waits in L2 for the next pair); then the tokens past the groups
- * one at a time from their plain rows.
+ * * da, (float)isum, acc), on 16 rows at once; those three float
+ * operations cost about two vpdpbusd (measured: 8 vpdpbusd + vmulps,
+ * vcvtdq2ps, vfmadd run at 0.8 of vpdpbusd's rate), which bounds the
+ * kernel near 190 G multiply-adds/s a core on Zen 4. The weight vectors stay in registers for every token of
+ * a pass: two packed groups (16 tokens) per pass over a tile, each token
+ * a chain of vpdpbusd and the 16 chains interleaved (r16_chains), each
+ * group pair in turn over a run of R16_TILE_CHUNK tiles (which waits in
+ * L2 for the next pair); then the tokens past the groups one at a time
+ * from their plain rows.
  *
  * Measured on the Zen 4 host, against the row-major VNNI kernels on the
  * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
@@ -29,7 +30,11 @@
  * 140 -> 180; Q5_0 640 x 2048, T = 1 26 -> 75, T = 8 68 -> 163, T = 32
  * 129 -> 170, T = 128 139 -> 170. The whole Q8_0 LM head streaming from
  * memory, one thread: T = 1 31 -> 33 GB/s, T = 8 86 -> 148 G
- * multiply-adds/s, T = 32 127 -> 137.
+ * multiply-adds/s, T = 32 127 -> 137. On the Emerald Rapids host (two
+ * vpdpbusd a cycle, latency 5), interleaving 16 chains instead of two
+ * (quant_bench's shapes, one thread, cache-resident, G multiply-adds/s):
+ * Q8_0 T = 8 169 -> 197, T = 32 176 -> 222; Q5_0 T = 32 155 -> 194;
+ * Q4_K T = 32 142 -> 177; Q6_K unchanged (119 -> 124).
  *
  * Bit for bit the Q8_0 / Q5_0 dot entries of the AVX2 and VNNI tables on
  * the original rows: the same exact integer sums, the same float operations
@@ -124,27 +129,51 @@ ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m51
 	}
 }
 
-/* nt (1 or 2, a constant at each instance) tokens' blocks against the 16
- * rows: token i's quads at x + 4 * i (quad k x_step further each), its
- * correction corr[i] = -offset * the sum of its quants, its scale da[i],
- * into acc[i]. Two tokens' vpdpbusd chains interleave: one token's 8
- * dependent vpdpbusd take 8 latencies, and the scheduler holds only so
- * many of them while it looks for the next token's. */
-ALWAYS_INLINE void r16_tokens(const __m512i q[R16_QUADS], __m512 dw, const uint8_t *x,
-			      size_t x_step, const int32_t *corr, const float *da, int nt,
-			      __m512 *acc)
+/* Where nt tokens' data of one block (Q8_0, Q5_0) or super-block (K
+ * types) lie: token i's quad k at x[i / 8] + k * step + 4 * (i % 8); its
+ * bsum pair j (K types: bsums 2j, 2j + 1 as int16) at p[i / 8] + j * step
+ * + 4 * (i % 8); its scale at d[i / 8][i % 8]. step: 32 in a packed group
+ * (quant_gemm_block, quant_gemm_kblock), 4 in a plain row. */
+struct r16_toks {
+	const uint8_t *x[2], *p[2];
+	const float *d[2];
+	size_t step;
+};
+
+ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)
 {
-	__m512i s[2];
-	for (int i = 0; i < nt; i++)
+	int32_t v;
+	memcpy(&v, base + (size_t)k * tk->step + 4 * (size_t)(i % QUANT_GEMM_GROUP), sizeof v);
+	return _mm512_set1_epi32(v);
+}
+
+/* s[i] += token i's products with the nq quad vectors q (its quads k0 ..
+ * k0 + nq - 1), for nt tokens (a constant at each instance: 1, 8 or 16).
+ * Each token is one chain of dependent vpdpbusd; the chains interleave
+ * quad by quad, so that nt of them are in flight. On the Emerald Rapids
+ * host vpdpbusd issues two a cycle with a latency of 5 (10 chains to keep
+ * it busy); two chains interleaved, the scheduler finding the next pair's
+ * by itself, ran Q8_0 at 176 G multiply-adds/s a core, 16 at 223. */
+ALWAYS_INLINE void r16_chains(const __m512i *q, int nq, const struct r16_toks *tk, int k0, int nt,
+			      __m512i *s)
+{
+	_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++)
+		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+			s[i] = _mm512_dpbusd_epi32(s[i], q[k], r16_bcast(tk->x[i / 8], tk, i, k0 + k));
+}
+
+/* nt tokens' blocks against the 16 rows (Q8_0, Q5_0): token i's sums start
+ * at corr[i] = -offset * the sum of its quants, then the float step of the
+ * contract with its scale into acc[i]. */
+ALWAYS_INLINE void r16_tokens(const __m512i q[R16_QUADS], __m512 dw, const struct r16_toks *tk,
+			      const int32_t *corr, int nt, __m512 *acc)
+{
+	__m512i s[2 * QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		s[i] = _mm512_set1_epi32(corr[i]);
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-		for (int i = 0; i < nt; i++) {
-			int32_t v;
-			memcpy(&v, x + (size_t)k * x_step + 4 * (size_t)i, sizeof v);
-			s[i] = _mm512_dpbusd_epi32(s[i], q[k], _mm512_set1_epi32(v));
-		}
-	for (int i = 0; i < nt; i++)
-		acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(da[i])),
+	r16_chains(q, R16_QUADS, tk, 0, nt, s);
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP])),
 					 _mm512_cvtepi32_ps(s[i]), acc[i]);
 }
 
@@ -156,7 +185,8 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 			      __m512 out[2 * QUANT_GEMM_GROUP])
 {
 	/* the accumulators local and every loop over them unrolled, so
-	 * that they live in registers (16 + 8 quad vectors + 3 of 32) */
+	 * that they live in registers (16 float, 8 quad vectors, 16 chains:
+	 * the compiler keeps some float ones in memory, touched once a block) */
 	__m512 acc[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int l = 0; l < 2 * QUANT_GEMM_GROUP; l++)
 		acc[l] = _mm512_setzero_ps();
@@ -166,19 +196,20 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 		if (pf) /* a block's share of its pair */
 			r16_prefetch(tile + (size_t)b * (quant_r16_pair_bytes(t) / 2), quant_r16_pair_bytes(t) / 2);
 		r16_block(t, tile, b, q, &dw);
+		/* the groups' corrections through memory, so that each token's
+		 * is one broadcast load */
+		int32_t corr[2 * QUANT_GEMM_GROUP] __attribute__((aligned(32)));
+		struct r16_toks tk = { .step = sizeof g->quads[0] };
 		_Pragma("GCC unroll 2") for (int gi = 0; gi < ng; gi++) {
 			const struct quant_gemm_block *blk = g + (size_t)gi * (size_t)nb + b;
-			/* the 8 corrections through memory, so that each token's
-			 * is one broadcast load */
-			int32_t corr[QUANT_GEMM_GROUP] __attribute__((aligned(32)));
 			const __m256i sums = _mm256_loadu_si256((const __m256i *)blk->sums);
-			_mm256_store_si256((__m256i *)corr,
+			_mm256_store_si256((__m256i *)&corr[gi * QUANT_GEMM_GROUP],
 					   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, r16_offset_log2(t))));
-			__asm__ volatile("" ::: "memory");
-			_Pragma("GCC unroll 4") for (int l = 0; l < QUANT_GEMM_GROUP; l += 2)
-				r16_tokens(q, dw, (const uint8_t *)&blk->quads[0][l], sizeof blk->quads[0],
-					   &corr[l], &blk->d[l], 2, &acc[gi * QUANT_GEMM_GROUP + l]);
+			tk.x[gi] = (const uint8_t *)blk->quads;
+			tk.d[gi] = blk->d;
 		}
+		__asm__ volatile("" ::: "memory");
+		r16_tokens(q, dw, &tk, corr, ng * QUANT_GEMM_GROUP, acc);
 	}
 	_Pragma("GCC unroll 16") for (int l = 0; l < 2 * QUANT_GEMM_GROUP; l++)
 		out[l] = acc[l];
@@ -207,7 +238,8 @@ ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
 		__m512i q[R16_QUADS];
 		__m512 dw;
 		r16_block(t, tile, b, q, &dw);
-		r16_tokens(q, dw, (const uint8_t *)a[b].qs, 4, &corr[b], &da[b], 1, &acc);
+		const struct r16_toks tk = { .x = { (const uint8_t *)a[b].qs }, .d = { &da[b] }, .step = 4 };
+		r16_tokens(q, dw, &tk, &corr[b], 1, &acc);
 	}
 	return acc;
 }
@@ -228,65 +260,42 @@ ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
  * tok8_sums_vnni of quant_gemm_k_avx2.c); Q4_K's M and Q6_K's offset sum
  * from the token's 8 bsum pairs by vpdpwssd against int16 pairs of mins
  * (m, m) or scales (sc_2p, sc_2p+1); then the contract's float step on 16
- * rows at once. The 16 tokens' S stay in registers over the super-block
- * (16 + 8 quad vectors + scales), their float accumulators in memory. */
-
-/* Where nt tokens' data of one super-block lie: token i's quad k at x[i /
- * 8] + k * step + 4 * (i % 8), its bsum pair j (bsums 2j, 2j + 1 as int16)
- * at p[i / 8] + j * step + 4 * (i % 8), its scale at d[i / 8][i % 8]:
- * step 32 in a packed group (quant_gemm_kblock), 4 in a plain Q8_K row. */
-struct r16k_toks {
-	const uint8_t *x[2], *p[2];
-	const float *d[2];
-	size_t step;
-};
-
-ALWAYS_INLINE __m512i r16k_bcast(const uint8_t *base, const struct r16k_toks *tk, int i, int k)
-{
-	int32_t v;
-	memcpy(&v, base + (size_t)k * tk->step + 4 * (size_t)(i % QUANT_GEMM_GROUP), sizeof v);
-	return _mm512_set1_epi32(v);
-}
+ * rows at once. The 16 tokens' S stay over the super-block (beside 8 quad
+ * vectors and the 16 chains of r16_chains: the compiler keeps some of them
+ * in memory, touched once per run), their float accumulators in memory. */
 
 /* S[i] += sc * (token i's products with the nq quads q, its quads k0 ..
- * k0 + nq - 1), for the nt tokens, two chains interleaved. */
-ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r16k_toks *tk,
+ * k0 + nq - 1), for the nt tokens. */
+ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r16_toks *tk,
 			    int k0, int nt, __m512i *S)
 {
-	_Pragma("GCC unroll 8") for (int i = 0; i < nt; i += 2) {
-		const int two = i + 1 < nt;
-		__m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-		_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++) {
-			s0 = _mm512_dpbusd_epi32(s0, q[k], r16k_bcast(tk->x[i / 8], tk, i, k0 + k));
-			if (two)
-				s1 = _mm512_dpbusd_epi32(s1, q[k],
-							 r16k_bcast(tk->x[(i + 1) / 8], tk, i + 1, k0 + k));
-		}
-		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(s0, sc));
-		if (two)
-			S[i + 1] = _mm512_add_epi32(S[i + 1], _mm512_mullo_epi32(s1, sc));
-	}
+	__m512i s[2 * QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		s[i] = _mm512_setzero_si512();
+	r16_chains(q, nq, tk, k0, nt, s);
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(s[i], sc));
 }
 
 /* sum_j w[j] * token i's bsum pair j, by vpdpwssd (Q4_K: M; Q6_K: the
  * offset sum sum_s sc_s * bsum_s). */
-ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16k_toks *tk, int i)
+ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16_toks *tk, int i)
 {
 	__m512i m = _mm512_setzero_si512();
 	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-		m = _mm512_dpwssd_epi32(m, w[j], r16k_bcast(tk->p[i / 8], tk, i, j));
+		m = _mm512_dpwssd_epi32(m, w[j], r16_bcast(tk->p[i / 8], tk, i, j));
 	return m;
 }
 
 /* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
-ALWAYS_INLINE __m512 r16k_step(__m512 dw, const struct r16k_toks *tk, int i, __m512i S, __m512 acc)
+ALWAYS_INLINE __m512 r16k_step(__m512 dw, const struct r16_toks *tk, int i, __m512i S, __m512 acc)
 {
 	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
 	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
 }
 
 /* One Q4_K super-block at sb against nt tokens into acc, accm. */
-ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16k_toks *tk, int nt, __m512 *acc,
+ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
 			    __m512 *accm)
 {
 	const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -325,7 +334,7 @@ ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16k_toks *tk, int n
  * a - 32 * sum sc * bsum, u = q + 32 put together from its nibble and its
  * 2-bit part (quad vector K: nibble vector K % 32, low or high; 2-bit
  * vector K % 16, bits 2 (K / 16)). */
-ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16k_toks *tk, int nt, __m512 *acc)
+ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc)
 {
 	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
 	__m512i S[2 * QUANT_GEMM_GROUP];
@@ -374,16 +383,16 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		acc[i] = accm[i] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nsb; b++) {
-		struct r16k_toks tk;
+		struct r16_toks tk;
 		if (g) { /* packed groups, the second nsb blocks further */
 			const struct quant_gemm_kblock *g1 = nt > QUANT_GEMM_GROUP ? g + nsb + b : g + b;
-			tk = (struct r16k_toks){ { (const uint8_t *)g[b].quads, (const uint8_t *)g1->quads },
+			tk = (struct r16_toks){ { (const uint8_t *)g[b].quads, (const uint8_t *)g1->quads },
 						 { (const uint8_t *)g[b].bsum_pairs,
 						   (const uint8_t *)g1->bsum_pairs },
 						 { g[b].d, g1->d },
 						 sizeof g->quads[0] };
 		} else {
-			tk = (struct r16k_toks){ { (const uint8_t *)a[b].qs, NULL },
+			tk = (struct r16_toks){ { (const uint8_t *)a[b].qs, NULL },
 						 { (const uint8_t *)a[b].bsums, NULL },
 						 { &a[b].d, NULL },
 						 4 };
