@@ -30,6 +30,21 @@ fi
 
 case $WHAT in build | fuzz) exit 0 ;; esac
 
+# promtool (test_server checks /metrics with it): the binary out of
+# Debian's prometheus package, unpacked into a private directory rather
+# than installed, which would also install and start the Prometheus server.
+PROMDIR=${INGOT_PROMTOOL_DIR:-$HOME/.cache/ingot/promtool}
+if ! command -v promtool >/dev/null && [ ! -x "$PROMDIR/promtool" ]; then
+  echo "setup: unpacking promtool from Debian's prometheus package into $PROMDIR" >&2
+  tmp=$(mktemp -d)
+  ( cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } ) >&2
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p "$PROMDIR"
+  cp "$tmp/x/usr/bin/promtool" "$PROMDIR/promtool"
+  rm -rf "$tmp"
+fi
+
 stamp="$PYDEPS/.ingot-stamp"
 want="${PY_PKGS[*]}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

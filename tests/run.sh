@@ -7,13 +7,15 @@
 # binaries from build/asan, and whatever build/tsan holds (the threaded tests,
 # `make tsan`; INGOT_TEST_TSAN=0 skips them, INGOT_TSAN_TESTS="test_a test_b"
 # runs only those). Python tests: tests/test_*.py, run with the
-# private test packages on PYTHONPATH and the release ./ingot.
+# private test packages on PYTHONPATH, promtool on PATH and the release ./ingot.
 # Each test runs from the repository root; its output goes to
 # build/test-logs/NAME.log and is shown when it fails.
 set -u
 cd "$(dirname "$0")/.."
 FILTER=${1:-}
 export PYTHONPATH="${INGOT_PYDEPS:-$HOME/.cache/ingot/pip/test}${PYTHONPATH:+:$PYTHONPATH}"
+# promtool where scripts/setup.sh unpacked it (when not installed)
+export PATH="$PATH:${INGOT_PROMTOOL_DIR:-$HOME/.cache/ingot/promtool}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 LOGS=build/test-logs
