@@ -1,10 +1,14 @@
 /* bench.c — the streaming-bandwidth and int8 multiply-add probes (see
  * bench.h).
  *
- * Each thread sums 64-bit words of its contiguous slice with eight
- * independent accumulators (the compiler vectorizes it), which is enough to
- * saturate the memory bus on current x86 cores; the sum is kept so the
- * loads cannot be optimized away. */
+ * Each thread sums 64-bit words of its contiguous slice with independent
+ * accumulators, prefetching each line STREAM_AHEAD bytes before it reads
+ * it; the sum is kept so the loads cannot be optimized away. The probe
+ * should read as fast as the kernels can: on the Emerald Rapids host a
+ * plain read (what the probe was before) streamed 15.5-16.5 GB/s with 2
+ * threads where the same read with the prefetch streams 19-21 (the
+ * hardware prefetcher restarts at each 4 KB page there), and batch-1
+ * decode, whose kernels prefetch, read "102-112%" of the plain probe. */
 #include "bench.h"
 
 #include <stdbool.h>
@@ -26,6 +30,10 @@ struct bench_stream {
 	uint64_t sink[64][8]; /* one cache line per thread */
 };
 
+/* Prefetch distance (prefetcht1), one 4 KB page: measured on the Emerald
+ * Rapids host, 2 KB into L1 gave 18.6-20.5 GB/s, 4 KB into L2 19.0-20.8. */
+#define STREAM_AHEAD 4096
+
 static void stream_thread(void *ctx, int ith, int nth)
 {
 	struct bench_stream *j = ctx;
@@ -35,7 +43,8 @@ static void stream_thread(void *ctx, int ith, int nth)
 	/* 128-bit loads (x86-64 baseline), four independent chains */
 	__m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
 	const __m128i *p = (const __m128i *)(j->buf + b * 8);
-	for (long i = 0; i < (e - b) * 4; i += 4) {
+	for (long i = 0; i < (e - b) * 4; i += 4) { /* one 64-byte line */
+		__builtin_prefetch((const char *)(p + i) + STREAM_AHEAD, 0, 2);
 		a0 = _mm_add_epi64(a0, _mm_load_si128(p + i));
 		a1 = _mm_add_epi64(a1, _mm_load_si128(p + i + 1));
 		a2 = _mm_add_epi64(a2, _mm_load_si128(p + i + 2));
@@ -45,9 +54,11 @@ static void stream_thread(void *ctx, int ith, int nth)
 	_mm_storeu_si128((__m128i *)j->sink[ith % 64], acc);
 #else
 	uint64_t acc[8] = { 0 };
-	for (long i = b * 8; i < e * 8; i += 8)
+	for (long i = b * 8; i < e * 8; i += 8) {
+		__builtin_prefetch((const char *)(j->buf + i) + STREAM_AHEAD, 0, 2);
 		for (int k = 0; k < 8; k++)
 			acc[k] += j->buf[i + k];
+	}
 	memcpy(j->sink[ith % 64], acc, sizeof acc);
 #endif
 }
