@@ -17,12 +17,12 @@
  * * da, (float)isum, acc), on 16 rows at once; those three float
  * operations cost about two vpdpbusd (measured: 8 vpdpbusd + vmulps,
  * vcvtdq2ps, vfmadd run at 0.8 of vpdpbusd's rate), which bounds the
- * kernel near 190 G multiply-adds/s a core on Zen 4. The weight vectors stay in registers for every token of
- * a pass: two packed groups (16 tokens) per pass over a tile, each token
- * a chain of vpdpbusd and the 16 chains interleaved (r16_chains), each
- * group pair in turn over a run of R16_TILE_CHUNK tiles (which waits in
- * L2 for the next pair); then the tokens past the groups one at a time
- * from their plain rows.
+ * kernel near 190 G multiply-adds/s a core on Zen 4. The weight vectors
+ * stay in registers for every token of a pass: two packed groups (16
+ * tokens) per pass over a tile, each token a chain of vpdpbusd and the 16
+ * chains interleaved (r16_chains), each group pair in turn over a run of
+ * R16_TILE_CHUNK tiles (which waits in L2 for the next pair); then the
+ * tokens past the groups one at a time from their plain rows.
  *
  * Measured on the Zen 4 host, against the row-major VNNI kernels on the
  * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
@@ -82,9 +82,9 @@ static inline void r16_prefetch(const uint8_t *p, size_t bytes)
 /* What one pass of groups over a tile prefetches. ahead: the first pass
  * over a run of tiles, which reads the tile from memory, fetches its own
  * lines R16_PREFETCH_AHEAD further into L1 (r16_prefetch). next: where the
- * run has a successor, every pass fetches into L2 its share, lines [line0,
- * line0 + lines), of the tile that the next run holds at this place, a
- * block's share at a time: the passes of a run fetch the next run between
+ * run has a successor, every pass fetches into L2 its share of the tile
+ * that the next run holds at this place (the `lines` cache lines from
+ * next, per_block of them a block): the passes of a run fetch the next run between
  * them, so the weights stream from memory through all of a run's passes
  * instead of its first alone (which, computing on half the tokens or
  * fewer, wants them faster than the memory gives them while the later
@@ -97,16 +97,16 @@ static inline void r16_prefetch(const uint8_t *p, size_t bytes)
 struct r16_pf {
 	bool ahead;
 	const uint8_t *next;
-	size_t line0, lines;
+	size_t lines, per_block;
 };
 
-/* Block b's share (of nb) of the next run's lines, into L2 (prefetcht1). */
-static inline void r16_prefetch_next(const struct r16_pf *pf, int64_t b, int64_t nb)
+/* Block b's share of the next run's lines, into L2 (prefetcht1). */
+static inline void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
 {
 	if (!pf->next)
 		return;
-	const size_t l0 = pf->line0 + (size_t)b * pf->lines / (size_t)nb;
-	const size_t l1 = pf->line0 + (size_t)(b + 1) * pf->lines / (size_t)nb;
+	const size_t l0 = (size_t)b * pf->per_block;
+	const size_t l1 = l0 + pf->per_block < pf->lines ? l0 + pf->per_block : pf->lines;
 	for (size_t l = l0; l < l1; l++)
 		__builtin_prefetch(pf->next + 64 * l, 0, 2);
 }
@@ -185,13 +185,20 @@ ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, 
  * quad by quad, so that nt of them are in flight. On the Emerald Rapids
  * host vpdpbusd issues two a cycle with a latency of 5 (10 chains to keep
  * it busy); two chains interleaved, the scheduler finding the next pair's
- * by itself, ran Q8_0 at 176 G multiply-adds/s a core, 16 at 223. */
+ * by itself, ran Q8_0 at 176 G multiply-adds/s a core, 16 at 222. */
 ALWAYS_INLINE void r16_chains(const __m512i *q, int nq, const struct r16_toks *tk, int k0, int nt,
 			      __m512i *s)
 {
 	_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++)
 		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 			s[i] = _mm512_dpbusd_epi32(s[i], q[k], r16_bcast(tk->x[i / 8], tk, i, k0 + k));
+}
+
+/* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
+ALWAYS_INLINE __m512 r16_step(__m512 dw, const struct r16_toks *tk, int i, __m512i S, __m512 acc)
+{
+	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
+	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
 }
 
 /* nt tokens' blocks against the 16 rows (Q8_0, Q5_0): token i's sums start
@@ -205,8 +212,7 @@ ALWAYS_INLINE void r16_tokens(const __m512i q[R16_QUADS], __m512 dw, const struc
 		s[i] = _mm512_set1_epi32(corr[i]);
 	r16_chains(q, R16_QUADS, tk, 0, nt, s);
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
-		acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP])),
-					 _mm512_cvtepi32_ps(s[i]), acc[i]);
+		acc[i] = r16_step(dw, tk, i, s[i], acc[i]);
 }
 
 /* ng (1 or 2, a constant at each instance) packed groups at g (nb blocks
@@ -227,7 +233,7 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 		__m512 dw;
 		if (pf->ahead) /* a block's share of its pair */
 			r16_prefetch(tile + (size_t)b * (quant_r16_pair_bytes(t) / 2), quant_r16_pair_bytes(t) / 2);
-		r16_prefetch_next(pf, b, nb);
+		r16_prefetch_next(pf, b);
 		r16_block(t, tile, b, q, &dw);
 		/* the groups' corrections through memory, so that each token's
 		 * is one broadcast load */
@@ -320,13 +326,6 @@ ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16_toks *tk, 
 	return m;
 }
 
-/* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
-ALWAYS_INLINE __m512 r16k_step(__m512 dw, const struct r16_toks *tk, int i, __m512i S, __m512 acc)
-{
-	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
-	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
-}
-
 /* One Q4_K super-block at sb against nt tokens into acc, accm. */
 ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
 			    __m512 *accm)
@@ -358,8 +357,8 @@ ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt
 	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
 	const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
-		acc[i] = r16k_step(dw, tk, i, S[i], acc[i]);
-		accm[i] = r16k_step(dmin, tk, i, r16k_pairs(mw, tk, i), accm[i]);
+		acc[i] = r16_step(dw, tk, i, S[i], acc[i]);
+		accm[i] = r16_step(dmin, tk, i, r16k_pairs(mw, tk, i), accm[i]);
 	}
 }
 
@@ -399,7 +398,7 @@ ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt
 	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
 		const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, tk, i), 5));
-		acc[i] = r16k_step(dw, tk, i, s, acc[i]);
+		acc[i] = r16_step(dw, tk, i, s, acc[i]);
 	}
 }
 
@@ -433,7 +432,7 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
 		if (pf->ahead)
 			r16_prefetch(sb, sb_bytes);
-		r16_prefetch_next(pf, b, nsb);
+		r16_prefetch_next(pf, b);
 		if (t == QTYPE_Q4_K)
 			r16k_q4k(sb, &tk, nt, acc, accm);
 		else
@@ -536,13 +535,17 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 			const int64_t tc1 = tile1 - tc0 < R16_TILE_CHUNK ? tile1 : tc0 + R16_TILE_CHUNK;
 			const int64_t passes = (c1 - c0 + 1) / 2, lines = (int64_t)(tile_bytes / 64);
 			for (int64_t g0 = c0; g0 < c1; g0 += 2) {
-				const int64_t p = (g0 - c0) / 2; /* this pass's share of the next run */
+				/* this pass's share of the next run: lines [line0, line1) */
+				const int64_t p = (g0 - c0) / 2;
+				const int64_t line0 = p * lines / passes, line1 = (p + 1) * lines / passes;
 				struct r16_pf pf = { .ahead = g0 == c0,
-						     .line0 = (size_t)(p * lines / passes),
-						     .lines = (size_t)((p + 1) * lines / passes - p * lines / passes) };
+						     .lines = (size_t)(line1 - line0),
+						     .per_block = (size_t)((line1 - line0 + nb - 1) / nb) };
 				for (int64_t ti = tc0; ti < tc1; ti++) {
 					pf.next = ti + R16_TILE_CHUNK < tile1
-							  ? (const uint8_t *)w + (size_t)(ti + R16_TILE_CHUNK) * tile_bytes
+							  ? (const uint8_t *)w +
+								    (size_t)(ti + R16_TILE_CHUNK) * tile_bytes +
+								    64 * (size_t)line0
 							  : NULL;
 					r16_tile_groups(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
 							g0, c1, T, &pf, y, y_stride);
