@@ -48,14 +48,14 @@
 
 #define R16_QUADS (QK / 4)                 /* quad vectors per block */
 
-/* No software prefetch: a tile is one linear stream (scales and quants
- * interleaved, quant.h), which the hardware prefetcher follows at the
- * memory's rate. Measured on the Zen 4 host (the whole 262144 x 640 LM
- * head, one token, one thread, two rounds): no prefetch 33.0 GB/s; the
- * row-major kernels' plan (the next tile into L1, the tile 8 ahead into
- * L2) 21.7-22.1; the next tile into L1 alone 29-30. With the scales in a
- * run of their own after a tile's quads, 21-24 GB/s whatever the
- * prefetch. */
+/* A tile is one linear stream (scales and quants interleaved, quant.h),
+ * which on the Zen 4 host the hardware prefetcher follows at the memory's
+ * rate; not so on the Emerald Rapids host (struct r16_pf, stream).
+ * Measured on the Zen 4 host (the whole 262144 x 640 LM head, one token,
+ * one thread, two rounds): no prefetch 33.0 GB/s; the row-major kernels'
+ * plan (the next tile into L1, the tile 8 ahead into L2) 21.7-22.1; the
+ * next tile into L1 alone 29-30. With the scales in a run of their own
+ * after a tile's quads, 21-24 GB/s whatever the prefetch. */
 
 /* ... except in the passes of groups, which stream from memory at a
  * third or less of its rate (16 tokens: 10.9 KB of Q8_0 tile a
@@ -95,10 +95,29 @@ static inline void r16_prefetch(const uint8_t *p, size_t bytes)
  * for the next run: no better; no ahead prefetch: T = 32 about the same,
  * T = 16 slower; neither prefetch: T = 32 30-33). */
 struct r16_pf {
-	bool ahead;
+	bool ahead, stream;
 	const uint8_t *next;
 	size_t lines, per_block;
 };
+
+/* stream: the one pass of a plain row (fewer tokens than a group) over
+ * tiles no pass of groups brought in, which prefetches the lines
+ * R16_STREAM_AHEAD bytes further into L2, a block's (or super-block's)
+ * share at a time, as bench.c's stream probe does. Here too the hardware
+ * prefetcher alone restarts at each 4 KB page, and a pass of one token
+ * computes too little to hide that. Measured on the Emerald Rapids host,
+ * `ingot bench --batch 1 --runner mega --prompt 16`, five alternating
+ * rounds, tok/s: none 72 62 64 52 76; 4 KB into L2 87 83 88 118 108; 2
+ * KB into L1 85 76 72 115 86; 8 KB into L2 86 79 56 124 92. */
+#define R16_STREAM_AHEAD 4096
+
+static inline void r16_prefetch_stream(const struct r16_pf *pf, const uint8_t *p, size_t bytes)
+{
+	if (!pf->stream)
+		return;
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch(p + R16_STREAM_AHEAD + o, 0, 2); /* prefetcht1 */
+}
 
 /* Block b's share of the next run's lines, into L2 (prefetcht1). */
 static inline void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
@@ -268,14 +287,18 @@ static void r16_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_lo
 	}
 }
 
-/* One plain Q8_0 activation row a (its blocks prepared) against one tile. */
+/* One plain Q8_0 activation row a (its blocks prepared) against one tile;
+ * pf: what to prefetch (stream alone). */
 ALWAYS_INLINE __m512 r16_plain(enum qtype t, const uint8_t *tile, int64_t nb,
-				const struct block_q8_0 *a, const int32_t *corr, const float *da)
+				const struct block_q8_0 *a, const int32_t *corr, const float *da,
+				const struct r16_pf *pf)
 {
 	__m512 acc = _mm512_setzero_ps();
+	const size_t block_bytes = quant_r16_pair_bytes(t) / 2; /* a block's share of its pair */
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
+		r16_prefetch_stream(pf, tile + (size_t)b * block_bytes, block_bytes);
 		r16_block(t, tile, b, q, &dw);
 		const struct r16_toks tk = { .x = { (const uint8_t *)a[b].qs }, .d = { &da[b] }, .step = 4 };
 		r16_tokens(q, dw, &tk, &corr[b], 1, &acc);
@@ -432,6 +455,7 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
 		if (pf->ahead)
 			r16_prefetch(sb, sb_bytes);
+		r16_prefetch_stream(pf, sb, sb_bytes);
 		r16_prefetch_next(pf, b);
 		if (t == QTYPE_Q4_K)
 			r16k_q4k(sb, &tk, nt, acc, accm);
@@ -484,17 +508,18 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 }
 
 /* Tile ti against one plain activation row at (its blocks prepared)
- * into its row of results yr. */
+ * into its row of results yr; stream: prefetch ahead (struct r16_pf). */
 ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				  int64_t r0, int64_t r1, int64_t nb, const void *at,
-				  const int32_t *corr, const float *da, float *yr)
+				  const int32_t *corr, const float *da, bool stream, float *yr)
 {
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+	const struct r16_pf pf = { .stream = stream };
 	__m512 acc;
 	if (quant_r16_k_type(t))
-		r16k_tile(t, tile, nb, NULL, at, 1, &(const struct r16_pf){ 0 }, &acc);
+		r16k_tile(t, tile, nb, NULL, at, 1, &pf, &acc);
 	else
-		acc = r16_plain(t, tile, nb, at, corr, da);
+		acc = r16_plain(t, tile, nb, at, corr, da, &pf);
 	_mm512_mask_storeu_ps(yr + ti * QUANT_R16_ROWS, r16_rows_mask(ti, r0, r1), acc);
 }
 
@@ -556,7 +581,7 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 					r16_tile_plain(t, w, tile_bytes, ti, r0, r1, nb,
 						       (const uint8_t *)a + (size_t)tk * a_stride,
 						       corr[tk - t_grouped], da[tk - t_grouped],
-						       y + tk * y_stride);
+						       groups == 0 && tk == t_grouped, y + tk * y_stride);
 		}
 	}
 }
