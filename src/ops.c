@@ -15,10 +15,46 @@
 #include <pthread.h>
 #include <string.h>
 
+static int use_avx2;
+static int attn_level; /* attn_sets' row: 0 scalar, 1 AVX2, 2 AVX-512 */
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+
+static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers */
+
+/* Once: quant_kernels_best() probes cpuid, which costs a trap to the
+ * hypervisor on a VM; per stored row it was a fifth of a long prefill. */
+static void isa_init(void)
+{
+	const enum quant_isa isa = quant_isa_detect();
+	use_avx2 = isa >= QUANT_ISA_AVX2;
+	attn_level = isa >= QUANT_ISA_AVX512 ? 2 : use_avx2;
+	kv_quant = quant_kernels_best();
+}
+
 /* y = x * (1 / sqrt(ss / n + eps)) * w (w NULL: 1), ss the row's sum of
  * squares. */
 static void rms_apply(float *y, const float *x, const float *w, int64_t n, float eps, double ss)
 {
+	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+	if (use_avx2)
+		ops_scale_mul_avx2(y, x, w, n, scale);
+	else if (w)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] * scale * w[i];
+	else
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] * scale;
+}
+
+/* ops_rmsnorm is the definition, scalar; ops_rmsnorm_rows the same bits
+ * through ops_norm_avx2.c where the CPU has AVX2. */
+void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+	/* squares in float, sum in double: exactly ggml's rms_norm, so that
+	 * activations land on the same side of quantization rounding ties */
+	double ss = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)(x[i] * x[i]);
 	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
 	if (w)
 		for (int64_t i = 0; i < n; i++)
@@ -28,22 +64,12 @@ static void rms_apply(float *y, const float *x, const float *w, int64_t n, float
 			y[i] = x[i] * scale;
 }
 
-void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
-{
-	/* squares in float, sum in double: exactly ggml's rms_norm, so that
-	 * activations land on the same side of quantization rounding ties */
-	double ss = 0.0;
-	for (int64_t i = 0; i < n; i++)
-		ss += (double)(x[i] * x[i]);
-	rms_apply(y, x, w, n, eps, ss);
-}
-
 /* The sum is a chain of dependent double adds, one per element (4 cycles
  * each): at batch 16 the norms of a step (six a layer, a row's q heads
  * one each) were 4% of it. Four rows' chains side by side take the time
- * of one; each row's sum is still its own in element order. */
-void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float eps,
-		      int64_t rows, int64_t stride)
+ * of one; each row's sum is still its own in element order. ss[r] for
+ * rows r < rows (at most 16) of x. */
+static void sumsq_rows(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss)
 {
 	int64_t r = 0;
 	for (; r + 4 <= rows; r += 4) {
@@ -55,12 +81,32 @@ void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float
 			s2 += (double)(c[i] * c[i]);
 			s3 += (double)(d[i] * d[i]);
 		}
-		const double ss[4] = { s0, s1, s2, s3 };
-		for (int k = 0; k < 4; k++)
-			rms_apply(y + (r + k) * stride, x + (r + k) * stride, w, n, eps, ss[k]);
+		ss[r] = s0, ss[r + 1] = s1, ss[r + 2] = s2, ss[r + 3] = s3;
 	}
-	for (; r < rows; r++)
-		ops_rmsnorm(y + r * stride, x + r * stride, w, n, eps);
+	for (; r < rows; r++) {
+		double s = 0.0;
+		for (int64_t i = 0; i < n; i++)
+			s += (double)(x[r * stride + i] * x[r * stride + i]);
+		ss[r] = s;
+	}
+}
+
+void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float eps,
+		      int64_t rows, int64_t stride)
+{
+	pthread_once(&isa_once, isa_init);
+	enum { BLOCK = 16 }; /* rows whose sums are made together */
+	double ss[BLOCK];
+	for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
+		const int64_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
+		if (use_avx2)
+			ops_sumsq_rows_avx2(x + r0 * stride, stride, n, nr, ss);
+		else
+			sumsq_rows(x + r0 * stride, stride, n, nr, ss);
+		/* every sum before any row is written: y may be x */
+		for (int64_t k = 0; k < nr; k++)
+			rms_apply(y + (r0 + k) * stride, x + (r0 + k) * stride, w, n, eps, ss[k]);
+	}
 }
 
 size_t ops_act_row_bytes(enum qtype act, int64_t n)
@@ -208,22 +254,6 @@ static void gelu_table_init(void)
 		gelu_table[i] = f32_to_fp16(gelu_tanh(fp16_to_f32((uint16_t)i)));
 }
 
-static int use_avx2;
-static int attn_level; /* attn_sets' row: 0 scalar, 1 AVX2, 2 AVX-512 */
-static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-
-static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers */
-
-/* Once: quant_kernels_best() probes cpuid, which costs a trap to the
- * hypervisor on a VM; per stored row it was a fifth of a long prefill. */
-static void isa_init(void)
-{
-	const enum quant_isa isa = quant_isa_detect();
-	use_avx2 = isa >= QUANT_ISA_AVX2;
-	attn_level = isa >= QUANT_ISA_AVX512 ? 2 : use_avx2;
-	kv_quant = quant_kernels_best();
-}
-
 float ops_gelu(float x)
 {
 	if (x <= -10.0f)
@@ -259,6 +289,11 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 
 void ops_add(float *y, const float *x, int64_t n)
 {
+	pthread_once(&isa_once, isa_init);
+	if (use_avx2) {
+		ops_add_avx2(y, x, n);
+		return;
+	}
 	for (int64_t i = 0; i < n; i++)
 		y[i] += x[i];
 }

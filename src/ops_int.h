@@ -68,6 +68,16 @@ void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
+/* The RMS norm's loops (ops_norm_avx2.c), bit for bit ops.c's scalar ones:
+ *   ops_sumsq_rows_avx2: ss[r] = the sum in element order of (double)(x_r[i]
+ *     * x_r[i]), i < n, for rows x_r = x + r * stride, r < rows;
+ *   ops_scale_mul_avx2: y[i] = x[i] * scale * w[i] (w NULL: x[i] * scale),
+ *     i < n, y == x allowed;
+ *   ops_add_avx2: y[i] += x[i], i < n. */
+void ops_sumsq_rows_avx2(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss);
+void ops_scale_mul_avx2(float *y, const float *x, const float *w, int64_t n, float scale);
+void ops_add_avx2(float *y, const float *x, int64_t n);
+
 /* ops_best_scan: the scalar rule (ops.c), and the AVX2 scan that skips
  * the blocks that rule would leave unchanged (the same result). */
 void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1);

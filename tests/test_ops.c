@@ -295,24 +295,62 @@ static void test_rmsnorm(void)
 		err = fmaxf(err, fabsf(y[i] - x[i] * scale * w[i]) / (fabsf(y[i]) + 1e-6f));
 	CHECK(err < 1e-5f, "rmsnorm relative error %g", err);
 
-	/* several rows at once: each row's bits as ops_rmsnorm gives them, in
-	 * place or not, with and without a weight, in groups of 4 and alone */
-	enum { ROWS = 9, N = 100, STRIDE = 104 };
+	/* several rows at once: each row's bits as ops_rmsnorm (the scalar
+	 * definition) gives them, in place or not, with and without a weight,
+	 * in blocks of 16 and 4 rows and alone (the AVX2 sums' groupings), with
+	 * and without a tail of elements past a multiple of 4 or 8 */
+	enum { ROWS = 37, STRIDE = 104 };
 	static float xs[ROWS * STRIDE], ys[ROWS * STRIDE], want[ROWS * STRIDE];
+	static const int widths[] = { 100, 37 };
 	int bad = 0;
-	for (int rows = 1; rows <= ROWS; rows++)
-		for (int mode = 0; mode < 4; mode++) {
-			for (int i = 0; i < ROWS * STRIDE; i++)
-				xs[i] = 30 * frand(&seed) * (i % 7 == 0 ? 1000.0f : 1.0f);
-			const float *wv = mode & 1 ? w : NULL;
-			for (int r = 0; r < rows; r++)
-				ops_rmsnorm(want + r * STRIDE, xs + r * STRIDE, wv, N, 1e-6f);
-			float *out = mode & 2 ? xs : ys; /* in place */
-			ops_rmsnorm_rows(out, xs, wv, N, 1e-6f, rows, STRIDE);
-			for (int r = 0; r < rows; r++)
-				bad += memcmp(out + r * STRIDE, want + r * STRIDE, N * sizeof(float)) != 0;
-		}
+	for (int wi = 0; wi < 2; wi++)
+		for (int rows = 1; rows <= ROWS; rows++)
+			for (int mode = 0; mode < 4; mode++) {
+				const int N = widths[wi];
+				for (int i = 0; i < ROWS * STRIDE; i++)
+					xs[i] = 30 * frand(&seed) * (i % 7 == 0 ? 1000.0f : 1.0f);
+				const float *wv = mode & 1 ? w : NULL;
+				for (int r = 0; r < rows; r++)
+					ops_rmsnorm(want + r * STRIDE, xs + r * STRIDE, wv, N, 1e-6f);
+				float *out = mode & 2 ? xs : ys; /* in place */
+				ops_rmsnorm_rows(out, xs, wv, N, 1e-6f, rows, STRIDE);
+				for (int r = 0; r < rows; r++)
+					bad += memcmp(out + r * STRIDE, want + r * STRIDE, N * sizeof(float)) != 0;
+			}
 	CHECK(bad == 0, "ops_rmsnorm_rows equals ops_rmsnorm row by row: %d rows differ", bad);
+
+	/* the AVX2 sums themselves, as doubles: values spread over twelve
+	 * orders of magnitude, so that adding in another order changes a
+	 * sum's last bits (the float norms above hide that nearly always) */
+	if (quant_isa_detect() >= QUANT_ISA_AVX2) {
+		int sums_bad = 0;
+		for (int wi = 0; wi < 2; wi++)
+			for (int rows = 1; rows <= ROWS; rows++) {
+				const int N = widths[wi];
+				for (int i = 0; i < ROWS * STRIDE; i++)
+					xs[i] = frand(&seed) * powf(10.0f, (float)(i * 7 % 13) - 6.0f);
+				double got[ROWS];
+				ops_sumsq_rows_avx2(xs, STRIDE, N, rows, got);
+				for (int r = 0; r < rows; r++) {
+					double ref = 0.0;
+					for (int i = 0; i < N; i++)
+						ref += (double)(xs[r * STRIDE + i] * xs[r * STRIDE + i]);
+					sums_bad += memcmp(&ref, &got[r], sizeof ref) != 0;
+				}
+			}
+		CHECK(sums_bad == 0, "AVX2 sums of squares in element order: %d rows differ", sums_bad);
+	}
+
+	/* the residual add, against the plain loop, tails included */
+	for (int n = 1; n <= 40; n++) {
+		float a[40], b[40], ref[40];
+		for (int i = 0; i < n; i++) {
+			a[i] = 10 * frand(&seed), b[i] = 10 * frand(&seed);
+			ref[i] = a[i] + b[i];
+		}
+		ops_add(a, b, n);
+		CHECK(memcmp(a, ref, (size_t)n * sizeof(float)) == 0, "ops_add of %d floats", n);
+	}
 }
 
 static void test_rope(void)
