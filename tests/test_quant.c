@@ -989,13 +989,16 @@ static void test_simd_quantize(const struct quant_kernels *k)
 	const int64_t n = 4096;
 	float *x = malloc(n * sizeof *x);
 	uint8_t *r = malloc(row_bytes(QTYPE_F32, n)), *s = malloc(row_bytes(QTYPE_F32, n));
-	for (int round = 0; round < 3; round++) {
+	for (int round = 0; round < 4; round++) {
 		fill_data(x, n);
 		if (round == 1)
 			for (int i = 0; i < n; i++) /* exact .5 ties after scaling */
 				x[i] = (i % 256 == 0) ? -127.0f : (float)(i % 61) - 30.5f;
 		if (round == 2)
 			memset(x + 256, 0, 256 * sizeof *x);
+		if (round == 3) /* blocks from 1e-9 to 1e6: F16 scales subnormal, and past 65504 */
+			for (int i = 0; i < n; i++)
+				x[i] *= powf(10.0f, (float)((i / 32) % 16) - 9.0f);
 		for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
 			enum qtype at = acts[ai];
 			size_t bytes = row_bytes(at, n);
