@@ -33,7 +33,7 @@ double bench_int8_peak(struct pool *pool, int runs);
 const char *bench_int8_peak_instr(void);
 
 /* The probes' loops (bench_avx2.c, bench_avx512.c): iters rounds, return
- * the multiply-adds done; sink keeps the result observable. */
+ * the multiply-adds done; sink (16 int32s) keeps the result observable. */
 uint64_t bench_int8_macs_avx2(long iters, int32_t *sink);
 uint64_t bench_int8_macs_avx512(long iters, int32_t *sink);
 
