@@ -31,14 +31,27 @@ static void isa_init(void)
 	kv_quant = quant_kernels_best();
 }
 
-/* y = x * (1 / sqrt(ss / n + eps)) * w (w NULL: 1), ss the row's sum of
- * squares. */
-static void rms_apply(float *y, const float *x, const float *w, int64_t n, float eps, double ss)
+/* A row's sum of squares: squares in float, sum in double in element
+ * order, exactly ggml's rms_norm, so that activations land on the same
+ * side of quantization rounding ties. */
+static double sumsq(const float *x, int64_t n)
 {
-	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-	if (use_avx2)
-		ops_scale_mul_avx2(y, x, w, n, scale);
-	else if (w)
+	double ss = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)(x[i] * x[i]);
+	return ss;
+}
+
+static float rms_scale(double ss, int64_t n, float eps)
+{
+	return 1.0f / sqrtf((float)(ss / n) + eps);
+}
+
+/* y = x * scale * w (w NULL: 1), the scalar definition of
+ * ops_scale_mul_avx2. */
+static void scale_mul(float *y, const float *x, const float *w, int64_t n, float scale)
+{
+	if (w)
 		for (int64_t i = 0; i < n; i++)
 			y[i] = x[i] * scale * w[i];
 	else
@@ -50,18 +63,7 @@ static void rms_apply(float *y, const float *x, const float *w, int64_t n, float
  * through ops_norm_avx2.c where the CPU has AVX2. */
 void ops_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 {
-	/* squares in float, sum in double: exactly ggml's rms_norm, so that
-	 * activations land on the same side of quantization rounding ties */
-	double ss = 0.0;
-	for (int64_t i = 0; i < n; i++)
-		ss += (double)(x[i] * x[i]);
-	const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-	if (w)
-		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] * scale * w[i];
-	else
-		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] * scale;
+	scale_mul(y, x, w, n, rms_scale(sumsq(x, n), n, eps));
 }
 
 /* The sum is a chain of dependent double adds, one per element (4 cycles
@@ -83,12 +85,19 @@ static void sumsq_rows(const float *x, int64_t stride, int64_t n, int64_t rows, 
 		}
 		ss[r] = s0, ss[r + 1] = s1, ss[r + 2] = s2, ss[r + 3] = s3;
 	}
-	for (; r < rows; r++) {
-		double s = 0.0;
-		for (int64_t i = 0; i < n; i++)
-			s += (double)(x[r * stride + i] * x[r * stride + i]);
-		ss[r] = s;
-	}
+	for (; r < rows; r++)
+		ss[r] = sumsq(x + r * stride, n);
+}
+
+/* y = x * (1 / sqrt(ss / n + eps)) * w (w NULL: 1), ss the row's sum of
+ * squares. */
+static void rms_apply(float *y, const float *x, const float *w, int64_t n, float eps, double ss)
+{
+	const float scale = rms_scale(ss, n, eps);
+	if (use_avx2)
+		ops_scale_mul_avx2(y, x, w, n, scale);
+	else
+		scale_mul(y, x, w, n, scale);
 }
 
 void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float eps,

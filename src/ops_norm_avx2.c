@@ -12,8 +12,8 @@
  * and the weight are then plain elementwise products, 8 lanes at a time.
  * The compiler left these loops scalar in ops.c (baseline x86-64, and
  * -O2's vectorizer does not version loops for aliasing): in a 512-token
- * prefill the norms, residual adds and quantizations between the products
- * took a fifth of the time. */
+ * prefill the row-wise ops between the products (norms, residual adds,
+ * quantizations, rope) took a fifth of the time. */
 #include <immintrin.h>
 
 #include "ops_int.h"
