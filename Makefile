@@ -46,7 +46,7 @@ endif
 
 # The tests that exercise threads (engine thread + workers + callers; the
 # HTTP server's connection threads), built and run under ThreadSanitizer.
-TSAN_TESTS := test_engine test_server_stream
+TSAN_TESTS := test_engine test_server_stream test_steal
 
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(PKG_CFLAGS) -Isrc -pthread $(CFLAGS)
 LDLIBS_ALL = $(LDSAN) $(PKG_LIBS) -lm -pthread $(LDLIBS)

@@ -20,7 +20,6 @@
 
 #include "mem.h"
 #include "ops.h"
-#include "pool.h"
 
 enum act_src { SRC_ATTN_IN, SRC_ATTN_OUT, SRC_FFN_IN, SRC_FFN_HID, SRC_OUT, SRC_COUNT };
 /* Distinct rope bases whose angles a step makes once (Gemma 3: local and
@@ -819,11 +818,9 @@ static bool weight_rows(const struct fwd *f, const struct gguf_tensor *W, int64_
 	return true;
 }
 
-bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, int nth,
+bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 			const void **base, size_t *bytes)
 {
-	long u0, u1;
-	pool_split((long)op->n_units, ith, nth, &u0, &u1);
 	const struct model_layer *l = op->layer < f->hp->n_layer ? &f->m->layers[op->layer] : NULL;
 	switch (op->kind) {
 	case OP_QKV: /* first matrix this thread touches */

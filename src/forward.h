@@ -107,9 +107,10 @@ const struct fwd_op *fwd_ops(const struct fwd *f, int *n);
 /* Runs units [u0, u1) of op on thread ith (ith selects scratch memory). */
 void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith);
 
-/* The weight bytes thread ith of nth reads in op under the contiguous unit
- * split (pool_split): *base and *bytes. False for ops without weights. */
-bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int ith, int nth,
+/* The weight bytes that units [u0, u1) of op read first (of a QKV range,
+ * its first matrix's rows): *base and *bytes. False for ops without
+ * weights or an empty range. */
+bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 			const void **base, size_t *bytes);
 
 /* Logits of the planned batch: n_out rows of V floats, in batch order of

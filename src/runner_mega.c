@@ -11,7 +11,12 @@
  * on op i-1's `done` counter (release/acquire). Waiting threads prefetch the
  * weight rows of their next share, so the memory bus keeps streaming while
  * a straggler finishes; weights never depend on activations, so this is
- * always safe.
+ * always safe. A share is a range of units its thread takes chunk by chunk
+ * from the front; a thread done early takes chunks from the back of a
+ * slower thread's range (steal.h), so a core slowed by another process
+ * costs the step its share of the work, not the whole wait. A unit's
+ * result does not depend on which thread computes it or how the units are
+ * cut (the kernels' contract in quant.h), so the logits stay the same.
  *
  * Counters are monotonic across steps (targets grow with each step), one
  * per cache line; nothing is allocated per step. Each unit is computed by
@@ -22,10 +27,25 @@
 
 #include "forward.h"
 #include "mem.h"
+#include "pool.h"
+#include "quant.h"
 #include "runner_int.h"
+#include "steal.h"
 
 #define EPILOGUE_MAX_UNITS 4   /* ops this small run as an epilogue */
 #define PREFETCH_MAX_BYTES (64 * 1024)
+
+/* A parallel op's units are split among the threads in chunks of about
+ * 1/MEGA_CHUNKS of a thread's share: the owner takes them front to back
+ * while a thread out of work takes them from the back (steal.h). Measured
+ * on the Emerald Rapids host with a busy loop on the second core (`taskset
+ * -c 1`), `ingot bench --batch 1,8,32 --runner mega --prompt 16`, two
+ * rounds, tok/s: a static split 43 / 245-248 / 366-410; the owner's first
+ * 3/4 in one piece, the rest in chunks 51-60 / 248-280 / 382-423; half in
+ * one piece 50-53 / 262-298 / 448-486; all in chunks 58 / 305-309 /
+ * 428-540. Without the busy loop, four alternating rounds, medians: static
+ * 88 / 455 / 712, all in chunks 88 / 510 / 834. */
+#define MEGA_CHUNKS 16
 
 struct op_sync {
 	_Alignas(64) atomic_uint_fast64_t arrived; /* threads done with their share */
@@ -40,6 +60,8 @@ struct mega {
 	const struct fwd_op *ops;
 	int n_ops;
 	unsigned char *epilogue; /* [max ops] op runs as an epilogue */
+	struct steal_range *ranges; /* [max ops][nth] each thread's units of each op */
+	int nth;
 	int prefetch;
 };
 
@@ -65,11 +87,14 @@ int runner_mega_init(struct runner *r, ing_err *err)
 	if (!mg)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	mg->max_ops = FWD_MAX_OPS(fwd_model(r->f)->hp.n_layer);
+	mg->nth = pool_threads(r->pool);
 	mg->sync = ing_calloc((size_t)mg->max_ops, sizeof *mg->sync);
 	mg->epilogue = ing_calloc((size_t)mg->max_ops, 1);
-	if (!mg->sync || !mg->epilogue) {
+	mg->ranges = ing_calloc((size_t)mg->max_ops * (size_t)mg->nth, sizeof *mg->ranges);
+	if (!mg->sync || !mg->epilogue || !mg->ranges) {
 		ing_free(mg->sync);
 		ing_free(mg->epilogue);
+		ing_free(mg->ranges);
 		ing_free(mg);
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
@@ -85,6 +110,7 @@ void runner_mega_free(struct runner *r)
 		return;
 	ing_free(mg->sync);
 	ing_free(mg->epilogue);
+	ing_free(mg->ranges);
 	ing_free(mg);
 	r->mega = NULL;
 }
@@ -106,10 +132,65 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static struct steal_range *op_range(struct mega *mg, int op, int ith)
+{
+	return &mg->ranges[(size_t)op * (size_t)mg->nth + (size_t)ith];
+}
+
+/* Units per chunk of op: matrix rows in whole tiles of the repacked
+ * weights (a piece that splits a tile computes all of it). */
+static uint32_t op_chunk(const struct fwd_op *op, int nth)
+{
+	uint32_t align = 1;
+	switch (op->kind) {
+	case OP_QKV:
+	case OP_WO:
+	case OP_GATE_UP:
+	case OP_DOWN:
+	case OP_LM_HEAD: align = QUANT_R16_ROWS; break;
+	default: break;
+	}
+	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * MEGA_CHUNKS);
+	return c <= align ? align : (uint32_t)((c + align - 1) / align * align);
+}
+
+/* Each thread's range of every parallel op, all untaken: set before the
+ * dispatch, so no thread takes from a range before it is set. */
+static void ranges_set(struct mega *mg)
+{
+	for (int j = 0; j < mg->n_ops; j++) {
+		if (mg->epilogue[j])
+			continue;
+		const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(&mg->ops[j], mg->nth);
+		for (int i = 0; i < mg->nth; i++) {
+			uint32_t lo, hi;
+			steal_split(n, chunk, i, mg->nth, &lo, &hi);
+			steal_range_init(op_range(mg, j, i), lo, hi, chunk);
+		}
+	}
+}
+
+/* Thread ith's share of parallel op i: its own range front to back, then
+ * chunks from the back of the others' ranges until every unit of the op
+ * is taken. */
+static void run_share(struct mega *mg, struct fwd *f, int i, int ith)
+{
+	const struct fwd_op *op = &mg->ops[i];
+	struct steal_range *own = op_range(mg, i, ith);
+	uint32_t u0, u1;
+	while (steal_take_front(own, own->chunk, &u0, &u1))
+		fwd_op_exec(f, op, u0, u1, ith);
+	for (int k = 1; k < mg->nth; k++) {
+		struct steal_range *other = op_range(mg, i, (ith + k) % mg->nth);
+		while (steal_take_back(other, &u0, &u1))
+			fwd_op_exec(f, op, u0, u1, ith);
+	}
+}
+
 /* While op i's counter is not there yet, prefetches the weight rows this
  * thread will read in op `next` (at most PREFETCH_MAX_BYTES, one cache line
  * per spin), then just spins. */
-static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith, int nth)
+static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith)
 {
 	struct op_sync *s = &mg->sync[i];
 	const char *base = NULL;
@@ -118,7 +199,8 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith, 
 		return;
 	if (mg->prefetch && next < mg->n_ops) {
 		const void *b;
-		if (fwd_op_weight_span(f, &mg->ops[next], ith, nth, &b, &bytes))
+		const struct steal_range *own = op_range(mg, next, ith);
+		if (fwd_op_weight_span(f, &mg->ops[next], own->lo, own->hi, &b, &bytes))
 			base = b;
 		if (bytes > PREFETCH_MAX_BYTES)
 			bytes = PREFETCH_MAX_BYTES;
@@ -156,12 +238,8 @@ static void mega_thread(void *ctx, int ith, int nth)
 		if (mg->epilogue[i])
 			continue;
 		if (prev >= 0)
-			wait_done(mg, r->f, prev, i, ith, nth);
-		const struct fwd_op *op = &mg->ops[i];
-		long u0, u1;
-		pool_split((long)op->n_units, ith, nth, &u0, &u1);
-		if (u0 < u1)
-			fwd_op_exec(r->f, op, u0, u1, ith);
+			wait_done(mg, r->f, prev, i, ith);
+		run_share(mg, r->f, i, ith);
 		uint64_t target = mg->sync[i].step * (uint64_t)nth;
 		if (atomic_fetch_add_explicit(&mg->sync[i].arrived, 1, memory_order_acq_rel) + 1 == target)
 			run_epilogue(mg, r->f, i);
@@ -185,6 +263,7 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		if (!mg->epilogue[j])
 			mg->sync[j].step++;
 	}
+	ranges_set(mg);
 	pool_run(r->pool, mega_thread, r);
 	return ING_OK;
 }
