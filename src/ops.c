@@ -221,9 +221,12 @@ void ops_rope_angles(float *cs, float *sn, int64_t n_rot, int64_t pos, float bas
 void ops_rope_apply(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, const float *cs,
 		    const float *sn, enum rope_kind kind)
 {
+	pthread_once(&isa_once, isa_init);
 	for (int64_t h = 0; h < n_heads; h++) {
 		float *v = x + h * Dh;
-		for (int64_t i = 0; i < n_rot / 2; i++) {
+		/* the AVX2 loop takes whole runs of 8 pairs, this one the rest */
+		const int64_t i0 = use_avx2 ? ops_rope_apply_avx2(v, n_rot, cs, sn, kind) : 0;
+		for (int64_t i = i0; i < n_rot / 2; i++) {
 			int64_t a = kind == ROPE_NEOX ? i : 2 * i;
 			int64_t b = kind == ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
 			float x0 = v[a], x1 = v[b];

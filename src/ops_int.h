@@ -78,6 +78,13 @@ void ops_sumsq_rows_avx2(const float *x, int64_t stride, int64_t n, int64_t rows
 void ops_scale_mul_avx2(float *y, const float *x, const float *w, int64_t n, float scale);
 void ops_add_avx2(float *y, const float *x, int64_t n);
 
+/* The rope's rotation of one head v by angles cs, sn [n_rot / 2] (the
+ * loop of ops_rope_apply), its pairs in runs of 8 from pair 0; returns
+ * the number of pairs rotated (a multiple of 8), the rest left to the
+ * scalar loop. Bit for bit that loop. */
+int64_t ops_rope_apply_avx2(float *v, int64_t n_rot, const float *cs, const float *sn,
+			    enum rope_kind kind);
+
 /* ops_best_scan: the scalar rule (ops.c), and the AVX2 scan that skips
  * the blocks that rule would leave unchanged (the same result). */
 void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1);

@@ -369,6 +369,38 @@ static void test_rope(void)
 	memcpy(r, x, sizeof r);
 	ops_rope(r, 2, 8, 8, 3, 10000.0f, 1.0f, NULL, ROPE_NORM);
 	CHECK(fabsf(r[0] - (x[0] * c - x[1] * s)) < 1e-5f, "normal rope rotates adjacent pairs");
+
+	/* ops_rope_apply (AVX2 runs of 8 pairs where the CPU has AVX2) bit for
+	 * bit the rotation written out here, each product and sum rounded on
+	 * its own: both kinds, whole and partial rotation, pair counts with
+	 * and without a tail past a multiple of 8 */
+	static const int64_t dims[][2] = { { 256, 256 }, { 128, 64 }, { 40, 24 }, { 16, 10 } };
+	unsigned seed = 99;
+	for (int kind = 0; kind < 2; kind++)
+		for (int d = 0; d < 4; d++) {
+			enum { HEADS = 3 };
+			const int64_t Dh = dims[d][0], n_rot = dims[d][1], half = n_rot / 2;
+			float v[HEADS * 256], want[HEADS * 256], cs[128], sn[128];
+			for (int64_t i = 0; i < HEADS * Dh; i++)
+				v[i] = want[i] = 20 * frand(&seed) * (i % 5 == 0 ? 1000.0f : 1.0f);
+			for (int64_t i = 0; i < half; i++)
+				cs[i] = frand(&seed), sn[i] = frand(&seed);
+			for (int h = 0; h < HEADS; h++)
+				for (int64_t i = 0; i < half; i++) {
+					float *w = want + h * Dh;
+					const int64_t a = kind == ROPE_NEOX ? i : 2 * i;
+					const int64_t b = kind == ROPE_NEOX ? i + half : 2 * i + 1;
+					const float x0 = w[a], x1 = w[b];
+					const float p0 = x0 * cs[i], p1 = x1 * sn[i];
+					const float p2 = x0 * sn[i], p3 = x1 * cs[i];
+					w[a] = p0 - p1;
+					w[b] = p2 + p3;
+				}
+			ops_rope_apply(v, HEADS, Dh, n_rot, cs, sn, (enum rope_kind)kind);
+			CHECK(memcmp(v, want, (size_t)(HEADS * Dh) * sizeof(float)) == 0,
+			      "ops_rope_apply %s, head dim %lld rotating %lld, bit for bit",
+			      kind == ROPE_NEOX ? "neox" : "norm", (long long)Dh, (long long)n_rot);
+		}
 }
 
 static void test_gelu(void)
