@@ -47,6 +47,14 @@
  * 88 / 455 / 712, all in chunks 88 / 510 / 834. */
 #define MEGA_CHUNKS 16
 
+/* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
+ * rows: the norm's sums of squares run 4 rows to a chain (ops_norm_avx2.c), and a
+ * chunk of 1 row left one chain where 4 rows' fit in the same time. Seven
+ * alternating rounds of `ingot bench --batch 8,32 --runner mega --prompt
+ * 16 --runs 3`, medians, tok/s: chunks of 1 row 575 / 1015, 4 rows 607 /
+ * 1052, 16 rows 631 / 1038 (the widest spread: 467-671 at batch 8). */
+#define MEGA_ROW_CHUNK 4
+
 struct op_sync {
 	_Alignas(64) atomic_uint_fast64_t arrived; /* threads done with their share */
 	_Alignas(64) atomic_uint_fast64_t done;    /* steps completed incl. epilogue */
@@ -148,6 +156,12 @@ static uint32_t op_chunk(const struct fwd_op *op, int nth)
 	case OP_GATE_UP:
 	case OP_DOWN:
 	case OP_LM_HEAD: align = QUANT_R16_ROWS; break;
+	case OP_ATTN_IN:
+	case OP_ROPE_STORE:
+	case OP_ATTN_QUANT:
+	case OP_FFN_IN:
+	case OP_FFN_QUANT:
+	case OP_OUT_IN: align = MEGA_ROW_CHUNK; break;
 	default: break;
 	}
 	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * MEGA_CHUNKS);
