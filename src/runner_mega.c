@@ -48,11 +48,12 @@
 #define MEGA_CHUNKS 16
 
 /* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
- * rows: the norm's sums of squares run 4 rows to a chain (ops_norm_avx2.c), and a
- * chunk of 1 row left one chain where 4 rows' fit in the same time. Seven
- * alternating rounds of `ingot bench --batch 8,32 --runner mega --prompt
- * 16 --runs 3`, medians, tok/s: chunks of 1 row 575 / 1015, 4 rows 607 /
- * 1052, 16 rows 631 / 1038 (the widest spread: 467-671 at batch 8). */
+ * rows: the norm's sums of squares run 4 rows to a chain
+ * (ops_norm_avx2.c), and a chunk of 1 row left one chain where 4 rows'
+ * fit in the same time. Seven alternating rounds of `ingot bench --batch
+ * 8,32 --runner mega --prompt 16 --runs 3`, medians, tok/s: chunks of 1
+ * row 575 / 1015, 4 rows 607 / 1052, 16 rows 631 / 1038 (the widest
+ * spread: 467-671 at batch 8). */
 #define MEGA_ROW_CHUNK 4
 
 struct op_sync {
