@@ -169,19 +169,15 @@ static uint32_t op_chunk(const struct fwd_op *op, int nth)
 	return c <= align ? align : (uint32_t)((c + align - 1) / align * align);
 }
 
-/* Each thread's range of every parallel op, all untaken: set before the
+/* Each thread's range of parallel op j, all untaken: set before the
  * dispatch, so no thread takes from a range before it is set. */
-static void ranges_set(struct mega *mg)
+static void op_ranges_set(struct mega *mg, int j)
 {
-	for (int j = 0; j < mg->n_ops; j++) {
-		if (mg->epilogue[j])
-			continue;
-		const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(&mg->ops[j], mg->nth);
-		for (int i = 0; i < mg->nth; i++) {
-			uint32_t lo, hi;
-			steal_split(n, chunk, i, mg->nth, &lo, &hi);
-			steal_range_init(op_range(mg, j, i), lo, hi, chunk);
-		}
+	const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(&mg->ops[j], mg->nth);
+	for (int i = 0; i < mg->nth; i++) {
+		uint32_t lo, hi;
+		steal_split(n, chunk, i, mg->nth, &lo, &hi);
+		steal_range_init(op_range(mg, j, i), lo, hi, chunk);
 	}
 }
 
@@ -275,10 +271,11 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		fwd_op_exec(r->f, &mg->ops[i], 0, mg->ops[i].n_units, 0);
 	for (int j = 0; j < mg->n_ops; j++) {
 		mg->epilogue[j] = j < i || is_epilogue(&mg->ops[j]);
-		if (!mg->epilogue[j])
+		if (!mg->epilogue[j]) {
 			mg->sync[j].step++;
+			op_ranges_set(mg, j);
+		}
 	}
-	ranges_set(mg);
 	pool_run(r->pool, mega_thread, r);
 	return ING_OK;
 }

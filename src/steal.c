@@ -17,13 +17,13 @@ void steal_range_init(struct steal_range *r, uint32_t lo, uint32_t hi, uint32_t 
 
 bool steal_take_front(struct steal_range *r, uint32_t want, uint32_t *u0, uint32_t *u1)
 {
+	/* front is on the grid: end on it too, or at back */
+	const uint32_t n = want < r->chunk ? r->chunk : (want + r->chunk - 1) / r->chunk * r->chunk;
 	uint64_t fb = atomic_load_explicit(&r->fb, memory_order_relaxed);
 	for (;;) {
 		const uint32_t front = (uint32_t)(fb >> 32), back = (uint32_t)fb;
 		if (front >= back)
 			return false;
-		/* front is on the grid: end on it too, or at back */
-		const uint32_t n = want < r->chunk ? r->chunk : (want + r->chunk - 1) / r->chunk * r->chunk;
 		const uint32_t end = back - front > n ? front + n : back;
 		if (atomic_compare_exchange_weak_explicit(&r->fb, &fb, pack(end, back), memory_order_relaxed,
 							  memory_order_relaxed)) {
