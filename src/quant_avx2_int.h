@@ -332,8 +332,19 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 				const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 				const int ng = (int)(g1 - g0);
 				const int64_t t0 = g0 * QUANT_GEMM_GROUP;
-				tok(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
-				tok(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
+				/* one group (a batched decode step of 4 .. 11
+				 * tokens) as its own instance, ng a constant: its
+				 * accumulators stay in registers. One thread,
+				 * cache-resident, T = 8 (quant_bench --quick, two
+				 * alternating runs, Zen 3): Q8_0 37.5 -> 48.3, Q5_0
+				 * 50.5 -> 56.5, Q4_K 59 -> 72 G multiply-adds/s */
+				if (ng == 1) {
+					tok(t, n, w, w_stride, r, g, 1, t0, T, y, y_stride, pf);
+					tok(t, n, w, w_stride, r + 4, g, 1, t0, T, y, y_stride, NULL);
+				} else {
+					tok(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+					tok(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
+				}
 			}
 			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
 				const void *at = (const uint8_t *)a + tk * a_stride;
