@@ -151,13 +151,15 @@ static const void *r16_of(const struct fwd *f, const struct gguf_tensor *W)
 	return f->r16[model_tensor_index(f->m, W)];
 }
 
+/* Rows [r0, r1) of W x the activations of src; rows [r1, r_pf) of W are
+ * the thread's next (ops_matmul_rows). */
 static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
-		   float *y, int64_t y_stride, int64_t r0, int64_t r1)
+		   float *y, int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf)
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
 	ops_matmul_rows(f->k, W, r16_of(f, W), a->q[fm], a->row_bytes[fm], a->packed[fm], T, y,
-			y_stride, r0, r1);
+			y_stride, r0, r1, r_pf);
 }
 
 /* ---- create / destroy ---- */
@@ -588,7 +590,7 @@ static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 		act_store(f, &f->act[SRC_ATTN_IN], t, f->n, f->xb + t * D);
 }
 
-static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int64_t u_pf)
 {
 	const struct model_layer *l = &f->m->layers[il];
 	const struct gguf_tensor *W[3] = { l->wq, l->wk, l->wv };
@@ -598,8 +600,9 @@ static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 	for (int i = 0; i < 3; i++) {
 		int64_t r0 = u0 > base ? u0 - base : 0;
 		int64_t r1 = u1 - base < rows[i] ? u1 - base : rows[i];
+		int64_t r_pf = u_pf - base < rows[i] ? u_pf - base : rows[i];
 		if (r0 < r1)
-			matmul(f, W[i], SRC_ATTN_IN, f->n, Y[i], rows[i], r0, r1);
+			matmul(f, W[i], SRC_ATTN_IN, f->n, Y[i], rows[i], r0, r1, r_pf);
 		base += rows[i];
 	}
 }
@@ -722,12 +725,12 @@ static void exec_ffn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 		act_store(f, &f->act[SRC_FFN_IN], t, f->n, f->xb + t * D);
 }
 
-static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
+static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int64_t u_pf)
 {
 	const struct model_layer *l = &f->m->layers[il];
 	const int64_t F = f->hp->n_ff;
-	matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1);
-	matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1);
+	matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1, u_pf);
+	matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1, u_pf);
 	for (int64_t t = 0; t < f->n; t++)
 		ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
 }
@@ -746,13 +749,14 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 
 /* Logits per LM-head tile when the argmax is fused: a tile's logits
  * (rows * n_out floats, 256 KB) are scanned while still in L2. Tiles were
- * 512 rows; each tile's matmul call ends its prefetch stream at the tile's
- * end (the kernels prefetch up to 128 rows ahead, within their rows), so
- * short tiles cost a stall each. */
+ * 512 rows; each tile's matmul call then ended its prefetch stream at the
+ * tile's end (the kernels prefetch up to 128 rows ahead), a stall a tile.
+ * (Each call now names the rows after it, r_pf, which the prefetches go
+ * on into.) */
 #define LM_HEAD_TILE_FLOATS 65536
 #define LM_HEAD_TILE_MIN 512
 
-static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
+static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int64_t u_pf, int ith)
 {
 	const int64_t V = f->hp->n_vocab;
 	const float cap = (float)f->hp->final_softcap;
@@ -762,7 +766,8 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 				     : LM_HEAD_TILE_MIN;
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
-		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1);
+		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1,
+		       u_pf > u1 ? u_pf : u1);
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
 			if (cap > 0.0f)
@@ -774,7 +779,8 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int ith)
 	}
 }
 
-void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith)
+void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int64_t u_pf,
+		 int ith)
 {
 	const int32_t il = op->layer;
 	const struct model_layer *l = il < f->hp->n_layer ? &f->m->layers[il] : NULL;
@@ -782,23 +788,23 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 	switch (op->kind) {
 	case OP_EMBED: exec_embed(f, u0, u1); break;
 	case OP_ATTN_IN: exec_attn_in(f, il, u0, u1); break;
-	case OP_QKV: exec_qkv(f, il, u0, u1); break;
+	case OP_QKV: exec_qkv(f, il, u0, u1, u_pf); break;
 	case OP_ROPE_STORE: exec_rope_store(f, il, u0, u1); break;
 	case OP_ATTN: exec_attn(f, il, u0, u1, ith); break;
 	case OP_ATTN_QUANT:
 		for (int64_t t = u0; t < u1; t++)
 			act_store(f, &f->act[SRC_ATTN_OUT], t, f->n, f->att + t * f->Datt);
 		break;
-	case OP_WO: matmul(f, l->wo, SRC_ATTN_OUT, f->n, f->tmp, D, u0, u1); break;
+	case OP_WO: matmul(f, l->wo, SRC_ATTN_OUT, f->n, f->tmp, D, u0, u1, u_pf); break;
 	case OP_FFN_IN: exec_ffn_in(f, il, u0, u1); break;
-	case OP_GATE_UP: exec_gate_up(f, il, u0, u1); break;
+	case OP_GATE_UP: exec_gate_up(f, il, u0, u1, u_pf); break;
 	case OP_FFN_QUANT:
 		for (int64_t t = u0; t < u1; t++)
 			act_store(f, &f->act[SRC_FFN_HID], t, f->n, f->hb + t * f->hp->n_ff);
 		break;
-	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1); break;
+	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1, u_pf); break;
 	case OP_OUT_IN: exec_out_in(f, u0, u1); break;
-	case OP_LM_HEAD: exec_lm_head(f, u0, u1, ith); break;
+	case OP_LM_HEAD: exec_lm_head(f, u0, u1, u_pf, ith); break;
 	case OP_KIND_COUNT: break;
 	}
 }

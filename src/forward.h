@@ -104,8 +104,12 @@ const char *fwd_op_kind_name(enum op_kind k);
 /* The current plan: *n ops. */
 const struct fwd_op *fwd_ops(const struct fwd *f, int *n);
 
-/* Runs units [u0, u1) of op on thread ith (ith selects scratch memory). */
-void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int ith);
+/* Runs units [u0, u1) of op on thread ith (ith selects scratch memory).
+ * u_pf: units [u1, u_pf) of op are what the thread runs next, and the
+ * matrix kernels may prefetch their weight rows on from u1 (quant.h's
+ * r_pf); u1 (or less) where nothing of op follows. */
+void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1, int64_t u_pf,
+		 int ith);
 
 /* The weight bytes that units [u0, u1) of op read first (of a QKV range,
  * its first matrix's rows): *base and *bytes. False for ops without

@@ -156,7 +156,7 @@ static void matmul_gemm_declare(enum qtype act, int64_t n, const void *packed, i
 
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *w16,
 		     const void *xq, size_t xq_stride, const void *packed, int64_t T, float *y,
-		     int64_t y_stride, int64_t r0, int64_t r1)
+		     int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf)
 {
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
@@ -166,7 +166,7 @@ void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W,
 	if (gemm) {
 		matmul_gemm_declare(qtype_traits(W->type)->act_type, n, packed, T, y, y_stride, r0, r1);
 		gemm(n, w16 ? w16 : w, row_bytes, r0, r1, xq, xq_stride,
-		     T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride);
+		     T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, y_stride, r_pf);
 		return;
 	}
 	float s[QUANT_MULTI_MAX];

@@ -40,10 +40,11 @@ size_t ops_act_row_bytes(enum qtype act, int64_t n);
  * W's type (then required) reads instead, bit for bit the same. packed
  * holds the same rows regrouped by quant_gemm_pack_row (needed where k
  * has a gemm kernel for W's type and T >= QUANT_GEMM_PACK_MIN; NULL
- * otherwise). */
+ * otherwise). r_pf: rows [r1, r_pf) are the caller's next, for the
+ * kernels' prefetch (quant.h); r1 where nothing follows. */
 void ops_matmul_rows(const struct quant_kernels *k, const struct gguf_tensor *W, const void *w16,
 		     const void *xq, size_t xq_stride, const void *packed, int64_t T, float *y,
-		     int64_t y_stride, int64_t r0, int64_t r1);
+		     int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf);
 
 /* Row `row` of an embedding table [V, D] into out[D] (dequantized), from
  * E's rows or, where it is not NULL, from e16, E repacked 16 rows to a

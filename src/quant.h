@@ -137,13 +137,18 @@ typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const v
  * (its other lanes hold whatever the buffer held and are computed and
  * dropped); fewer leftover tokens go one by one through a kernel that
  * reads the plain rows. The activation rows are packed in the weight
- * type's act_type: Q8_0 (Q4_0, Q5_0, Q8_0 weights) or Q8_K (Q4_K, Q6_K). */
+ * type's act_type: Q8_0 (Q4_0, Q5_0, Q8_0 weights) or Q8_K (Q4_K, Q6_K).
+ *
+ * r_pf: rows [r1, r_pf) of the same matrix are the caller's next (a
+ * runner taking a thread's rows chunk by chunk): kernels that prefetch
+ * rows ahead of their own go on into those, so the next call's first rows
+ * are not read cold. r_pf <= r1: none. Only addresses; never read. */
 #define QUANT_GEMM_GROUP 8
 #define QUANT_GEMM_PACK_MIN 4
 
 typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
 			      const void *a, size_t a_stride, const void *packed, int64_t T,
-			      float *y, int64_t y_stride);
+			      float *y, int64_t y_stride, int64_t r_pf);
 
 /* The rows worth verifying out of T in one step of a speculating
  * sequence: T itself, except that 1 .. QUANT_GEMM_PACK_MIN - 1 rows past a

@@ -306,10 +306,11 @@ typedef void (*gemm_tail_fn)(enum qtype t, int64_t n, const void *w, size_t w_st
  * bytes for the default model's LM head, stays in L1 meanwhile); rows past
  * the last full tile go through tail. With more than GEMM_TILE_GROUPS
  * groups (prefill) the weights are read once per token tile. group_bytes:
- * the packed bytes of one group of 8 tokens. */
+ * the packed bytes of one group of 8 tokens. The prefetches run on past
+ * the last tile into rows up to r_pf (quant.h). */
 ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			      int64_t r1, const void *a, size_t a_stride, const void *packed,
-			      size_t group_bytes, int64_t T, float *y, int64_t y_stride,
+			      size_t group_bytes, int64_t T, float *y, int64_t y_stride, int64_t r_pf,
 			      gemm_tok_fn tok, gemm_rows8_fn rows8, gemm_tail_fn tail)
 {
 	const int64_t groups = quant_gemm_groups(T, packed != NULL);
@@ -317,13 +318,16 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 	const int64_t r_end = r1 - (r1 - r0) % 8;
 	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
 		const int64_t g1 = groups - g0 < GEMM_TILE_GROUPS ? groups : g0 + GEMM_TILE_GROUPS;
+		/* rows the prefetches may reach: past r_end only in the last
+		 * token tile (another goes back to r0) */
+		const int64_t pf_end = g1 == groups && r_pf > r_end ? r_pf : r_end;
 		const int64_t t_left = g1 == groups ? t_grouped : T; /* leftover tokens */
 		for (int64_t r = r0; r < r_end; r += 8) {
 			const struct prefetch_plan plan = {
-				.l1 = r + ROWS8_PREFETCH + 8 <= r_end
+				.l1 = r + ROWS8_PREFETCH + 8 <= pf_end
 					      ? (const char *)WROW(w, w_stride, r + ROWS8_PREFETCH)
 					      : NULL,
-				.l2 = r + PREFETCH_L2_ROWS + 8 <= r_end
+				.l2 = r + PREFETCH_L2_ROWS + 8 <= pf_end
 					      ? (const char *)WROW(w, w_stride, r + PREFETCH_L2_ROWS)
 					      : NULL,
 			};

@@ -624,11 +624,11 @@ ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 #define GEMM_ENTRY(fn, type, tok)                                                             \
 	static void fn(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,      \
 		       const void *a, size_t a_stride, const void *packed, int64_t T, float *y,  \
-		       int64_t y_stride)                                                         \
+		       int64_t y_stride, int64_t r_pf)                                           \
 	{                                                                                  \
 		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
 			   (size_t)(n / QK) * sizeof(struct quant_gemm_block), T, y, y_stride, \
-			   tok, rows8, tail_rows);                                         \
+			   r_pf, tok, rows8, tail_rows);                                   \
 	}
 
 /* Each type's dot and gemm. */

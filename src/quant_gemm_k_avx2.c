@@ -560,11 +560,11 @@ ALWAYS_INLINE void tail_rows(enum qtype t, int64_t n, const void *w, size_t w_st
 #define K_GEMM(name, type)                                                                    \
 	static void gemm_##name(int64_t n, const void *w, size_t w_stride, int64_t r0,       \
 				int64_t r1, const void *a, size_t a_stride, const void *packed,    \
-				int64_t T, float *y, int64_t y_stride)                             \
+				int64_t T, float *y, int64_t y_stride, int64_t r_pf)               \
 	{                                                                                  \
 		gemm_tiles(type, n, w, w_stride, r0, r1, a, a_stride, packed,              \
 			   (size_t)(n / QK_K) * sizeof(struct quant_gemm_kblock), T, y,      \
-			   y_stride, tok8, rows8, tail_rows);                              \
+			   y_stride, r_pf, tok8, rows8, tail_rows);                        \
 	}
 
 K_GEMM(q4_K, QTYPE_Q4_K)

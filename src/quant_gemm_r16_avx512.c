@@ -589,8 +589,9 @@ ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_str
 #define R16_ENTRY(name, type)                                                                     \
 	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
 			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
-			 int64_t y_stride)                                                          \
+			 int64_t y_stride, int64_t r_pf)                                            \
 	{                                                                                          \
+		(void)r_pf; /* the tiles are one stream the hardware prefetcher follows */       \
 		gemm_r16(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);         \
 	}
 R16_ENTRY(gemm_q8_0_r16, QTYPE_Q8_0)

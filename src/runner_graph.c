@@ -20,7 +20,7 @@ static void graph_thread(void *ctx, int ith, int nth)
 	long u0, u1;
 	pool_split((long)r->op->n_units, ith, nth, &u0, &u1);
 	if (u0 < u1)
-		fwd_op_exec(r->f, r->op, u0, u1, ith);
+		fwd_op_exec(r->f, r->op, u0, u1, u1, ith);
 }
 
 int runner_graph_step(struct runner *r, ing_err *err)

@@ -712,8 +712,9 @@ static void test_dot_multi(const struct quant_kernels *k)
  * to the table's dot for that pair, nothing written outside the range. */
 /* gemm run on the weights kw (rows of w, or w repacked), T tokens, rows
  * [r0, r1): every result must be bit for bit table k's dot entry for t on
- * the plain row of w, and nothing outside the range written. name: the
- * kernel, for the messages. */
+ * the plain row of w, and nothing outside the range written, while rows
+ * r1 .. GEMM_ROWS are named as the caller's next (r_pf: prefetched by some
+ * kernels, never read or written). name: the kernel, for the messages. */
 static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name,
 			    const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
 			    size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
@@ -724,7 +725,7 @@ static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name
 	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
 		y[i] = canary;
 	gemm(n, kw, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y,
-	     GEMM_ROWS);
+	     GEMM_ROWS, GEMM_ROWS);
 	int bad = 0, outside = 0;
 	float got = 0, want = 0;
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
@@ -839,8 +840,9 @@ static enum qtype r16_ref_type;
 
 static void r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
 		    const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-		    int64_t y_stride)
+		    int64_t y_stride, int64_t r_pf)
 {
+	(void)r_pf;
 	quant_gemm_r16_ref(r16_ref_type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 }
 

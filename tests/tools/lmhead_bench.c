@@ -50,7 +50,8 @@ static void *share_run(void *p)
 	for (int64_t r0 = s->r0; r0 < s->r1; r0 += b->piece) {
 		const int64_t r1 = r0 + b->piece < s->r1 ? r0 + b->piece : s->r1;
 		b->k->gemm_r16[QTYPE_Q8_0](N, b->w16, b->w_stride, r0, r1, b->a, b->a_stride,
-					   b->T >= QUANT_GEMM_PACK_MIN ? b->packed : NULL, b->T, b->y, V);
+					   b->T >= QUANT_GEMM_PACK_MIN ? b->packed : NULL, b->T, b->y, V,
+					   s->r1);
 	}
 	return NULL;
 }

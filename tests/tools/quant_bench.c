@@ -324,7 +324,8 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			double best = 1e30, spent = 0;
 			while (spent < min_s) {
 				double t0 = now_s();
-				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y, rows);
+				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y, rows,
+				   rows);
 				double dt = now_s() - t0;
 				spent += dt;
 				best = dt < best ? dt : best;
