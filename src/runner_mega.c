@@ -186,9 +186,11 @@ static void op_ranges_set(struct mega *mg, int j)
  * is taken. A chunk from the front names the rest of the range as what
  * follows it, so the matrix kernels' prefetch runs on into the next chunk
  * instead of stopping at each chunk's end (the row-major kernels prefetch
- * 128 rows ahead, and at batch 1 a chunk is about that many rows: with the
- * chunks and no horizon, mega ran 0.93-0.96x graph at batch 1 on the Zen
- * 3 host, with one chunk per thread 1.00-1.02x). */
+ * 128 rows ahead, and at batch 1 a chunk is about that many rows). On the
+ * Zen 3 host, `ingot bench --batch 1 --runner mega,graph --prompt 16`,
+ * mega / graph: chunks stopping the prefetch 0.91-1.01 (three and four
+ * alternating rounds), one chunk a thread 0.99-1.02, chunks naming what
+ * follows 0.98-1.03. */
 static void run_share(struct mega *mg, struct fwd *f, int i, int ith)
 {
 	const struct fwd_op *op = &mg->ops[i];
