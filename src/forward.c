@@ -764,10 +764,10 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int64_t u_pf, in
 	const int64_t tile = LM_HEAD_TILE_FLOATS / f->n_out > LM_HEAD_TILE_MIN
 				     ? LM_HEAD_TILE_FLOATS / f->n_out
 				     : LM_HEAD_TILE_MIN;
+	const int64_t r_pf = u_pf > u1 ? u_pf : u1; /* after every tile: the rest of [u0, u_pf) */
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
-		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1,
-		       u_pf > u1 ? u_pf : u1);
+		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1, r_pf);
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
 			if (cap > 0.0f)

@@ -299,6 +299,16 @@ typedef void (*gemm_rows8_fn)(enum qtype t, int64_t n, const void *w, size_t w_s
 typedef void (*gemm_tail_fn)(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
 
+/* The two tok passes of an 8-row tile (rows r, r + 4) against ng groups;
+ * the first carries the tile's prefetch. */
+ALWAYS_INLINE void tok_tile(gemm_tok_fn tok, enum qtype t, int64_t n, const void *w,
+			    size_t w_stride, int64_t r, const void *g, int ng, int64_t t0, int64_t T,
+			    float *y, int64_t y_stride, const struct prefetch_plan *pf)
+{
+	tok(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
+	tok(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
+}
+
 /* The gemm entry (quant.h) over a type's kernels: rows in tiles of 8; for
  * each tile of up to GEMM_TILE_GROUPS groups of tokens, two tok passes of
  * 4 rows, then rows8 for the tokens past the groups (two at a time), the
@@ -342,13 +352,10 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 				 * cache-resident, T = 8 (quant_bench --quick, two
 				 * alternating runs, Zen 3): Q8_0 37.5 -> 48.3, Q5_0
 				 * 50.5 -> 56.5, Q4_K 59 -> 72 G multiply-adds/s */
-				if (ng == 1) {
-					tok(t, n, w, w_stride, r, g, 1, t0, T, y, y_stride, pf);
-					tok(t, n, w, w_stride, r + 4, g, 1, t0, T, y, y_stride, NULL);
-				} else {
-					tok(t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
-					tok(t, n, w, w_stride, r + 4, g, ng, t0, T, y, y_stride, NULL);
-				}
+				if (ng == 1)
+					tok_tile(tok, t, n, w, w_stride, r, g, 1, t0, T, y, y_stride, pf);
+				else
+					tok_tile(tok, t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
 			}
 			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
 				const void *at = (const uint8_t *)a + tk * a_stride;
