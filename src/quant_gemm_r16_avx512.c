@@ -45,114 +45,7 @@
 
 #include "quant.h"
 #include "quant_avx2_int.h"
-
-#define R16_QUADS (QK / 4)                 /* quad vectors per block */
-
-/* A tile is one linear stream (scales and quants interleaved, quant.h),
- * which on the Zen 4 host the hardware prefetcher follows at the memory's
- * rate; not so on the Emerald Rapids host (struct r16_pf, stream).
- * Measured on the Zen 4 host (the whole 262144 x 640 LM head, one token,
- * one thread, two rounds): no prefetch 33.0 GB/s; the row-major kernels'
- * plan (the next tile into L1, the tile 8 ahead into L2) 21.7-22.1; the
- * next tile into L1 alone 29-30. With the scales in a run of their own
- * after a tile's quads, 21-24 GB/s whatever the prefetch. */
-
-/* ... except in the passes of groups, which stream from memory at a
- * third or less of its rate (16 tokens: 10.9 KB of Q8_0 tile a
- * microsecond a core) and there lose the hardware prefetcher at each 4 KB
- * page: every page then starts at the memory's latency. Each block (or
- * super-block) of the first pass over a run of tiles prefetches the lines
- * R16_PREFETCH_AHEAD bytes further, into the next page before the stream
- * gets there. Measured on the Zen 4 host, the whole Q8_0 LM head against
- * T tokens, 2 threads in 2048-row pieces as exec_lm_head cuts it, best of
- * 5 in three alternating rounds: T = 16 14.5-22.8 -> 9.6-12.1 ms (the
- * memory alone takes 5.9, the multiplies 7.5), T = 32 21.6-22.4 ->
- * 18.2-20.0, T = 8 (bound by the memory) within noise; 1 KB ahead was
- * slower, 3-4 KB about the same, 8 KB slower at T = 16. */
-#define R16_PREFETCH_AHEAD 2048
-
-/* (__builtin_prefetch, not _mm_prefetch: GCC 12 dropped this loop's
- * _mm_prefetch calls from every instance, leaving no prefetch at all) */
-static inline void r16_prefetch(const uint8_t *p, size_t bytes)
-{
-	for (size_t o = 0; o < bytes; o += 64)
-		__builtin_prefetch(p + R16_PREFETCH_AHEAD + o, 0, 3); /* prefetcht0 */
-}
-
-/* What one pass of groups over a tile prefetches. ahead: the first pass
- * over a run of tiles, which reads the tile from memory, fetches its own
- * lines R16_PREFETCH_AHEAD further into L1 (r16_prefetch). next: where the
- * run has a successor (in the call's rows, or for the last run in the rows
- * the caller names as its next, r_pf: the megakernel's next chunk, a few
- * tiles at batch 8, which otherwise began cold; not measured on an
- * AVX-512 host yet), every pass fetches into L2 its share of the tile
- * that the next run holds at this place (the `lines` cache lines from
- * next, per_block of them a block): the passes of a run fetch the next run between
- * them, so the weights stream from memory through all of a run's passes
- * instead of its first alone (which, computing on half the tokens or
- * fewer, wants them faster than the memory gives them while the later
- * passes leave it idle). Measured on the Emerald Rapids host, the whole
- * Q8_0 LM head (lmhead_bench, 2 threads, 8 rounds, three alternations,
- * best / 4th best, ms): T = 32 19.2-22.8 / 22.5-27.2 -> 15.7-16.9 /
- * 18.0-21.8; T = 16 10.2-13.0 / 11.8-13.7 -> 9.8-10.4 / 10.5-19.0 (prefetcht0
- * for the next run: no better; no ahead prefetch: T = 32 about the same,
- * T = 16 slower; neither prefetch: T = 32 30-33). */
-struct r16_pf {
-	bool ahead, stream;
-	const uint8_t *next;
-	size_t lines, per_block;
-};
-
-/* stream: the one pass of a plain row (fewer tokens than a group) over
- * tiles no pass of groups brought in, which prefetches the lines
- * R16_STREAM_AHEAD bytes further into L2, a block's (or super-block's)
- * share at a time, as bench.c's stream probe does. Here too the hardware
- * prefetcher alone restarts at each 4 KB page, and a pass of one token
- * computes too little to hide that. Measured on the Emerald Rapids host,
- * `ingot bench --batch 1 --runner mega --prompt 16`, five alternating
- * rounds, tok/s: none 72 62 64 52 76; 4 KB into L2 87 83 88 118 108; 2
- * KB into L1 85 76 72 115 86; 8 KB into L2 86 79 56 124 92. */
-#define R16_STREAM_AHEAD 4096
-
-static inline void r16_prefetch_stream(const struct r16_pf *pf, const uint8_t *p, size_t bytes)
-{
-	if (!pf->stream)
-		return;
-	for (size_t o = 0; o < bytes; o += 64)
-		__builtin_prefetch(p + R16_STREAM_AHEAD + o, 0, 2); /* prefetcht1 */
-}
-
-/* Block b's share of the next run's lines, into L2 (prefetcht1). */
-static inline void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
-{
-	if (!pf->next)
-		return;
-	const size_t l0 = (size_t)b * pf->per_block;
-	const size_t l1 = l0 + pf->per_block < pf->lines ? l0 + pf->per_block : pf->lines;
-	for (size_t l = l0; l < l1; l++)
-		__builtin_prefetch(pf->next + 64 * l, 0, 2);
-}
-
-/* Packed activations per pass over the tiles (prefill): 512 KB, half
- * of L2, holds 80 groups of 640-wide rows, so the default model's 512-
- * token prefill reads each tile once. */
-#define R16_CHUNK_BYTES (512u * 1024)
-
-/* Tiles per run over which each group pair passes in turn: with more than
- * two groups (T > 16) a tile's passes would otherwise each bring the
- * groups back from L2 (a tile and four groups of 640-wide activations,
- * 36.5 KB, overfill L1); a run of 8 tiles (87 KB of Q8_0) waits in L2
- * for the next pair instead. The whole Q8_0 LM head streaming, T = 32,
- * one thread, three rounds: 125-130 G multiply-adds/s tile by tile, 134-
- * 135 in runs of 8, 133-135 of 16; 110-118 over all tiles (the weights
- * read from memory once per pair). */
-#define R16_TILE_CHUNK 8
-
-/* log2 of the unsigned offset: 128 (Q8_0), 16 (Q5_0). */
-ALWAYS_INLINE int r16_offset_log2(enum qtype t)
-{
-	return t == QTYPE_Q8_0 ? 7 : 4;
-}
+#include "quant_r16_drive.h"
 
 /* Block b of a tile: its 8 quad vectors of unsigned quants and the 16
  * rows' scales. Q5_0: the low nibbles of 4 vectors give quad vectors 0-3
@@ -182,17 +75,6 @@ ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m51
 		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
 	}
 }
-
-/* Where nt tokens' data of one block (Q8_0, Q5_0) or super-block (K
- * types) lie: token i's quad k at x[i / 8] + k * step + 4 * (i % 8); its
- * bsum pair j (K types: bsums 2j, 2j + 1 as int16) at p[i / 8] + j * step
- * + 4 * (i % 8); its scale at d[i / 8][i % 8]. step: 32 in a packed group
- * (quant_gemm_block, quant_gemm_kblock), 4 in a plain row. */
-struct r16_toks {
-	const uint8_t *x[2], *p[2];
-	const float *d[2];
-	size_t step;
-};
 
 ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)
 {
@@ -526,81 +408,13 @@ ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes
 	_mm512_mask_storeu_ps(yr + ti * QUANT_R16_ROWS, r16_rows_mask(ti, r0, r1), acc);
 }
 
-ALWAYS_INLINE void gemm_r16(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
-			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
-			    float *y, int64_t y_stride, int64_t r_pf)
-{
-	if (r1 <= r0 || T <= 0)
-		return;
-	const bool kt = quant_r16_k_type(t);
-	const int64_t nb = n / (kt ? QK_K : QK); /* blocks or super-blocks */
-	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
-	const size_t group_bytes =
-		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
-	const int64_t groups = quant_gemm_groups(T, packed != NULL);
-	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
-	const int64_t tile0 = r0 / QUANT_R16_ROWS, tile1 = (r1 - 1) / QUANT_R16_ROWS + 1;
-	/* the tiles the caller reads next (rows [r1, r_pf), quant.h): the last
-	 * chunk of groups' passes prefetch the next run from them too, so a
-	 * megakernel chunk of a few tiles does not start the next one cold */
-	const int64_t tile_pf = r_pf > r1 ? (r_pf - 1) / QUANT_R16_ROWS + 1 : tile1;
-	/* the plain rows past the groups: fewer than QUANT_GEMM_PACK_MIN,
-	 * unless packed was missing where quant.h requires it (then the
-	 * reference, rather than overrun the arrays below) */
-	if (T - t_grouped >= QUANT_GEMM_PACK_MIN || n / QK > QUANT_R16_MAX_BLOCKS) {
-		quant_gemm_r16_ref(t, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
-		return;
-	}
-	int32_t corr[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
-	float da[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
-	for (int64_t tk = t_grouped; !kt && tk < T; tk++)
-		r16_plain_prepare((const void *)((const uint8_t *)a + (size_t)tk * a_stride), nb,
-				  r16_offset_log2(t), corr[tk - t_grouped], da[tk - t_grouped]);
-	/* groups in chunks of at most R16_CHUNK_BYTES of activations, which
-	 * stay in L2 while every tile streams past them once per chunk */
-	int64_t chunk = (int64_t)(R16_CHUNK_BYTES / group_bytes) / 2 * 2;
-	chunk = chunk < 2 ? 2 : chunk;
-	for (int64_t c0 = 0; c0 == 0 || c0 < groups; c0 += chunk) {
-		const int64_t c1 = groups - c0 < chunk ? groups : c0 + chunk;
-		const bool last = c1 == groups;
-		const int64_t tile_next = last && tile_pf > tile1 ? tile_pf : tile1;
-		for (int64_t tc0 = tile0; tc0 < tile1; tc0 += R16_TILE_CHUNK) {
-			const int64_t tc1 = tile1 - tc0 < R16_TILE_CHUNK ? tile1 : tc0 + R16_TILE_CHUNK;
-			const int64_t passes = (c1 - c0 + 1) / 2, lines = (int64_t)(tile_bytes / 64);
-			const int64_t run = tc1 - tc0; /* R16_TILE_CHUNK but for the last */
-			for (int64_t g0 = c0; g0 < c1; g0 += 2) {
-				/* this pass's share of the next run: lines [line0, line1) */
-				const int64_t p = (g0 - c0) / 2;
-				const int64_t line0 = p * lines / passes, line1 = (p + 1) * lines / passes;
-				struct r16_pf pf = { .ahead = g0 == c0,
-						     .lines = (size_t)(line1 - line0),
-						     .per_block = (size_t)((line1 - line0 + nb - 1) / nb) };
-				for (int64_t ti = tc0; ti < tc1; ti++) {
-					pf.next = ti + run < tile_next
-							  ? (const uint8_t *)w +
-								    (size_t)(ti + run) * tile_bytes +
-								    64 * (size_t)line0
-							  : NULL;
-					r16_tile_groups(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
-							g0, c1, T, &pf, y, y_stride);
-				}
-			}
-			for (int64_t ti = tc0; last && ti < tc1; ti++)
-				for (int64_t tk = t_grouped; tk < T; tk++)
-					r16_tile_plain(t, w, tile_bytes, ti, r0, r1, nb,
-						       (const uint8_t *)a + (size_t)tk * a_stride,
-						       corr[tk - t_grouped], da[tk - t_grouped],
-						       groups == 0 && tk == t_grouped, y + tk * y_stride);
-		}
-	}
-}
-
 #define R16_ENTRY(name, type)                                                                     \
 	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
 			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
 			 int64_t y_stride, int64_t r_pf)                                            \
 	{                                                                                          \
-		gemm_r16(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf);   \
+		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
+			       r_pf, r16_tile_groups, r16_tile_plain, r16_plain_prepare, 2);        \
 	}
 R16_ENTRY(gemm_q8_0_r16, QTYPE_Q8_0)
 R16_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
