@@ -201,6 +201,8 @@ static void tables_build(void)
 		}
 		if (i == QUANT_ISA_AVX512)
 			quant_gemm_r16_avx512_register(k);
+		if (i == QUANT_ISA_AVX2)
+			quant_gemm_r16_avx2_register(k);
 		tables_narrow[i] = *k;
 		if (legacy) {
 			legacy(k, false);

@@ -211,6 +211,7 @@ void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-V
 /* The repacked kernels (quant_gemm_r16_avx512.c): gemm_r16 of Q8_0, Q5_0,
  * Q4_K and Q6_K. */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
+void quant_gemm_r16_avx2_register(struct quant_kernels *k);   /* AVX2: Q5_0 only */
 
 /* ---- Q4_K and Q6_K repacked 16 rows to a tile (quant_r16k.c) ----
  *

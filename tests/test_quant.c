@@ -848,7 +848,8 @@ static void r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64
 
 /* Q8_0, Q5_0, Q4_K and Q6_K rows repacked 16 to a tile (quant_r16_pack):
  * the packing is lossless (bytes, and the floats of an embedding lookup);
- * the scalar reference and the AVX-512 table's kernel (where it has one)
+ * the scalar reference and the AVX-512 and AVX2 tables' kernels (where
+ * they have one)
  * give, for every T and row range (tiles cut at both ends, the padded
  * last tile, groups in chunks at the longest rows), bit for bit what a
  * SIMD table's dot entry gives on the original rows (their legacy dots
@@ -937,17 +938,23 @@ static void test_r16(void)
 							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", k, t,
 									n, w, stride, a, a_stride, packed, T,
 									ranges[ri][0], ranges[ri][1], "repacked");
+						if (simd->gemm_r16[t])
+							gemm_check_with(simd->gemm_r16[t], p, "avx2 r16", simd, t,
+									n, w, stride, a, a_stride, packed, T,
+									ranges[ri][0], ranges[ri][1], "repacked");
 						checked++;
 					}
 				}
 			}
 		}
 	}
-	int kernels = 0;
-	for (size_t ti = 0; k && ti < sizeof types / sizeof types[0]; ti++)
-		kernels += k->gemm_r16[types[ti]] != NULL;
-	printf("  r16: %d checks%s, %d avx512 kernels\n", checked,
-	       simd ? "" : " (no SIMD table to compare with)", kernels);
+	int kernels = 0, kernels2 = 0;
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		kernels += k && k->gemm_r16[types[ti]] != NULL;
+		kernels2 += simd && simd->gemm_r16[types[ti]] != NULL;
+	}
+	printf("  r16: %d checks%s, %d avx512 kernels, %d avx2 kernels\n", checked,
+	       simd ? "" : " (no SIMD table to compare with)", kernels, kernels2);
 	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(packed);
 }
 

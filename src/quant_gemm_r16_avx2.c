@@ -1,0 +1,364 @@
+/* quant_gemm_r16_avx2.c — the matrix kernel over Q5_0 weights repacked 16
+ * rows to a tile (layout in quant.h, packing in quant_r16.c) for CPUs with
+ * AVX2 and no AVX-512: the default model's Q5_0 projections (q, k, half
+ * the v, gate and up: 44 of its 67 MB of layer weights). The passes over
+ * tiles and groups are quant_r16_drive.h's, shared with the AVX-512
+ * kernels; this file is the work on one tile.
+ *
+ * Why: on the Zen 3 host the row-major batch-1 kernel (rows8 in
+ * quant_gemm_avx2.c) does ~17 G multiply-adds/s a core cache-resident,
+ * ~12 GB/s of Q5_0, so two cores cannot stream the layers at the memory's
+ * rate (they read ~14 GB/s in a decode step against the LM head's ~24).
+ * Per 32 weights of a row it spends ~13 vector operations, a third of them
+ * on the unpack tree that sums each row's 8 lanes and the vpmaddwd after
+ * every vpmaddubsw. With 16 rows in the lanes (a 256-bit half holds 8 rows
+ * x 4 quants) nothing is summed across lanes, four vpmaddubsw add up in
+ * int16 before one vpmaddwd, and the offset correction and the float step
+ * serve 8 rows per instruction.
+ *
+ * A block of a tile: quad vector k (16 rows x 4 unsigned quants u = q +
+ * 16) in two halves, rows 0-7 and 8-15; half h of quad vector k is the low
+ * (k < 4) or high (k >= 4) nibbles of nibble vector k % 4's half, plus 16
+ * where bit e of the 32-bit word at mask k + 4h is set (bits_expand).
+ * Against a token's quad k broadcast, vpmaddubsw gives two int16 sums per
+ * row; |u| <= 31 and |a| <= 128 bound four of them (quads 0-3, then 4-7)
+ * by 4 * 2 * 31 * 128 = 31744 < 2^15, so they add in int16 exactly. The
+ * integer sum starts at -16 * sum a (the offset's correction), then the
+ * contract's float step acc = fma(dw * da, (float)isum, acc) on 8 rows at
+ * once: bit for bit the AVX2 table's Q5_0 dot on the original rows.
+ *
+ * Batches (packed groups of 8 tokens, up to R16_AVX2_PASS_GROUPS per
+ * pass): each block is unpacked once into L1 for every group of the pass,
+ * then taken 4 rows at a time with the 8 tokens of a group in the lanes,
+ * as the row-major kernel's tok does (a broadcast weight quad against two
+ * groups' quads): there the tile layout only saves unpacking. One plain
+ * row (decode): the block is unpacked and multiplied nibble vector by
+ * nibble vector in registers, with the rows in the lanes.
+ *
+ * Measured on the Zen 3 host (a scratch harness over the gemm entries,
+ * Q5_0 640 x 2048, one thread, cache-resident, best of 200 calls, two
+ * rounds, G multiply-adds/s, row-major -> this): T = 1 17.7 -> 25.9-26.0,
+ * T = 2 24.3 -> 21.6-27.2, T = 8 55.8 -> 44.6-64 (noisy), T = 16 75.6 ->
+ * 56-81, T = 32 87 -> 89, T = 128 94 -> 93. In a batch-1 decode step
+ * (`ingot bench --batch 1 --runner graph --prompt 16 --runs 3 --profile`,
+ * two alternating rounds): gate_up 2.37-2.88 -> 1.77-1.79 ms, qkv
+ * 0.94-1.09 -> 0.71-0.72 ms. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant.h"
+#include "quant_avx2_int.h"
+#include "quant_r16_drive.h"
+
+#define R16_HALF_ROWS 8 /* rows in a 256-bit half of a quad vector */
+
+/* The unsigned quants of one half of a Q5_0 quad vector: the nibbles in
+ * the low 4 bits of each byte of nib (the rest masked off), 16 where the
+ * 32-bit mask word at hi says the fifth bit is set. */
+static inline __m256i q5_half(__m256i nib, const uint8_t *hi)
+{
+	const __m256i bit4 = _mm256_and_si256(bits_expand(hi), _mm256_set1_epi8(0x10));
+	return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0f)), bit4);
+}
+
+/* Where block b's quants (the 4 nibble vectors, then the 8 masks) and its
+ * 16 fp16 scales lie in a Q5_0 tile (quant.h). */
+static inline const uint8_t *q5_block_quants(const uint8_t *tile, int64_t b)
+{
+	const uint8_t *pair = tile + (size_t)(b / 2) * quant_r16_pair_bytes(QTYPE_Q5_0);
+	return pair + QUANT_R16_SCALES_LINE + (size_t)(b % 2) * quant_r16_block_quant_bytes(QTYPE_Q5_0);
+}
+
+static inline void q5_block_scales(const uint8_t *tile, int64_t b, __m256 dw[2])
+{
+	const uint8_t *d16 = tile + (size_t)(b / 2) * quant_r16_pair_bytes(QTYPE_Q5_0) + (size_t)(b % 2) * 32;
+	dw[0] = _mm256_cvtph_ps(load128(d16));
+	dw[1] = _mm256_cvtph_ps(load128(d16 + 16));
+}
+
+/* Token quad k broadcast to every lane (its activation quants 4k .. 4k+3). */
+static inline __m256i quad_bcast(const uint8_t *x, size_t step, int k)
+{
+	int32_t v;
+	memcpy(&v, x + (size_t)k * step, sizeof v);
+	return _mm256_set1_epi32(v);
+}
+
+/* int32 lanes: lo's and hi's int16 pairs summed, plus corr. */
+static inline __m256i halves_sum(__m256i lo, __m256i hi, __m256i corr)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	return _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(lo, ones), _mm256_madd_epi16(hi, ones)),
+				corr);
+}
+
+/* The contract's float step for 8 rows: acc = fma(dw * da, (float)s, acc). */
+static inline __m256 r16_float_step(__m256 dw, float da, __m256i s, __m256 acc)
+{
+	return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(s), acc);
+}
+
+/* ---- packed groups ---- */
+
+/* Block b's quad vectors unpacked into wq (quad k of row j at wq[k][j]),
+ * its 16 scales as floats into dw (p: the block's quants). */
+ALWAYS_INLINE void q5_block_unpack(const uint8_t *tile, int64_t b,
+				   int32_t wq[R16_QUADS][QUANT_R16_ROWS], float dw[QUANT_R16_ROWS])
+{
+	const uint8_t *p = q5_block_quants(tile, b);
+	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			const __m256i nib = load256(p + 64 * v + 32 * h);
+			_mm256_store_si256((__m256i *)&wq[v][R16_HALF_ROWS * h],
+					   q5_half(nib, p + 256 + 8 * v + 4 * h));
+			_mm256_store_si256((__m256i *)&wq[v + 4][R16_HALF_ROWS * h],
+					   q5_half(_mm256_srli_epi16(nib, 4), p + 256 + 8 * (v + 4) + 4 * h));
+		}
+	__m256 d[2];
+	q5_block_scales(tile, b, d);
+	_mm256_store_ps(dw, d[0]);
+	_mm256_store_ps(dw + R16_HALF_ROWS, d[1]);
+}
+
+/* The exact int32 sums of rows j0 .. j0+3 of an unpacked block (wq)
+ * against nt (1 or 2, a constant at each instance) group blocks ba, bb,
+ * 8 tokens in the lanes: each row's quad broadcast against the groups'
+ * quads, four quads' products added in int16 (the bound in the note at
+ * the top), then widened. */
+ALWAYS_INLINE void q5_rows4(const int32_t wq[R16_QUADS][QUANT_R16_ROWS], int j0,
+			    const struct quant_gemm_block *ba, const struct quant_gemm_block *bb,
+			    int nt, __m256i ia[4], __m256i ib[4])
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		ia[j] = ib[j] = _mm256_setzero_si256();
+	_Pragma("GCC unroll 2") for (int k0 = 0; k0 < R16_QUADS; k0 += 4) {
+		__m256i sa[4], sb[4];
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+			sa[j] = sb[j] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 4") for (int k = k0; k < k0 + 4; k++) {
+			const __m256i xa = load256(ba->quads[k]);
+			const __m256i xb = nt == 2 ? load256(bb->quads[k]) : xa;
+			_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+				const __m256i w = _mm256_set1_epi32(wq[k][j0 + j]);
+				sa[j] = _mm256_add_epi16(sa[j], _mm256_maddubs_epi16(w, xa));
+				KEEP(sa[j]);
+				if (nt == 2) {
+					sb[j] = _mm256_add_epi16(sb[j], _mm256_maddubs_epi16(w, xb));
+					KEEP(sb[j]);
+				}
+			}
+		}
+		_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+			ia[j] = _mm256_add_epi32(ia[j], _mm256_madd_epi16(sa[j], ones));
+			if (nt == 2)
+				ib[j] = _mm256_add_epi32(ib[j], _mm256_madd_epi16(sb[j], ones));
+		}
+	}
+}
+
+/* The float step for rows j0 .. j0+3 and one group block gb (tokens in
+ * the lanes): isum = is - 16 * its activation sums, then acc[j0 + j] =
+ * fma(dw * da, isum, acc[j0 + j]). */
+ALWAYS_INLINE void q5_rows4_step(const float dw[QUANT_R16_ROWS], int j0,
+				 const struct quant_gemm_block *gb, const __m256i is[4],
+				 __m256 acc[QUANT_R16_ROWS])
+{
+	const __m256i off = _mm256_slli_epi32(load256(gb->sums), 4);
+	const __m256 da = _mm256_loadu_ps(gb->d);
+	_Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+		acc[j0 + j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dw[j0 + j]), da),
+					      _mm256_cvtepi32_ps(_mm256_sub_epi32(is[j], off)), acc[j0 + j]);
+}
+
+/* An unpacked block (wq, dw) against nt (1 or 2, a constant at each
+ * instance) group blocks, the first at ba, the second nb blocks further,
+ * into acc[0] (and acc[1]). */
+ALWAYS_INLINE void q5_block_groups(const int32_t wq[R16_QUADS][QUANT_R16_ROWS],
+				   const float dw[QUANT_R16_ROWS], const struct quant_gemm_block *ba,
+				   int64_t nb, int nt, __m256 acc[][QUANT_R16_ROWS])
+{
+	const struct quant_gemm_block *bb = nt == 2 ? ba + nb : ba;
+	_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4) {
+		__m256i ia[4], ib[4];
+		q5_rows4(wq, j0, ba, bb, nt, ia, ib);
+		q5_rows4_step(dw, j0, ba, ia, acc[0]);
+		if (nt == 2)
+			q5_rows4_step(dw, j0, bb, ib, acc[1]);
+	}
+}
+
+/* Packed groups per pass over a tile (r16_gemm_drive's pass_groups): each
+ * block is unpacked once for all of them, and 8 groups' activations (51
+ * KB for 640-wide rows) stay in L2. In pairs (the AVX-512 kernel's pass),
+ * each block unpacked for every pair cost 11% of the products from 32
+ * tokens on: Q5_0 640 x 2048, T = 128, one thread, Zen 3, 88.5 G
+ * multiply-adds/s against the row-major kernel's 94 (which unpacks a
+ * block once for 8 groups too). */
+#define R16_AVX2_PASS_GROUPS 8
+
+/* ng (1 .. R16_AVX2_PASS_GROUPS) packed groups at g (nb blocks apart)
+ * against one Q5_0 tile: acc[gi][j] gets row j against the 8 tokens of
+ * group gi, in the lanes. Each block is unpacked once into L1 (wq) for
+ * all the groups, then taken 4 rows and 2 groups at a time with the
+ * tokens in the lanes, as the row-major kernel's tok does: a broadcast
+ * weight quad against both groups' quads. With the rows in the lanes
+ * instead (a half's 8 quad vectors in registers, each token's quads
+ * broadcast), the broadcasts, the float step per token and half and the
+ * loop cost ~45 instructions per 256 products, and the kernel ran at ~60
+ * G multiply-adds/s a core on the Zen 3 host from 8 tokens on, against
+ * the row-major kernel's 88-94 from 32 on. */
+ALWAYS_INLINE void q5_groups(const uint8_t *tile, int64_t nb, const struct quant_gemm_block *g,
+			     int ng, const struct r16_pf *pf,
+			     __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+{
+	const size_t block_bytes = quant_r16_pair_bytes(QTYPE_Q5_0) / 2; /* a block's share of its pair */
+	for (int gi = 0; gi < ng; gi++)
+		for (int j = 0; j < QUANT_R16_ROWS; j++)
+			acc[gi][j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		if (pf->ahead)
+			r16_prefetch(tile + (size_t)b * block_bytes, block_bytes);
+		r16_prefetch_next(pf, b);
+		int32_t wq[R16_QUADS][QUANT_R16_ROWS] __attribute__((aligned(32)));
+		float dw[QUANT_R16_ROWS] __attribute__((aligned(32)));
+		q5_block_unpack(tile, b, wq, dw);
+		int gi = 0;
+		for (; gi + 1 < ng; gi += 2)
+			q5_block_groups(wq, dw, g + (size_t)gi * (size_t)nb + b, nb, 2, &acc[gi]);
+		if (gi < ng)
+			q5_block_groups(wq, dw, g + (size_t)gi * (size_t)nb + b, nb, 1, &acc[gi]);
+	}
+}
+
+/* An 8 x 8 transpose: out[l] lane j = in[j] lane l. */
+static inline void transpose8(const __m256 in[8], __m256 out[8])
+{
+	__m256 t[8], u[8];
+	for (int i = 0; i < 8; i += 2) {
+		t[i] = _mm256_unpacklo_ps(in[i], in[i + 1]);
+		t[i + 1] = _mm256_unpackhi_ps(in[i], in[i + 1]);
+	}
+	for (int i = 0; i < 8; i += 4) {
+		u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+		u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+		u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+		u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+	}
+	for (int i = 0; i < 4; i++) {
+		out[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+		out[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+	}
+}
+
+/* 8 results v of rows row0 .. row0+7 into yr (row r at yr[r]), rows in
+ * [r0, r1) only. */
+static inline void r16_store_half(float *yr, int64_t row0, int64_t r0, int64_t r1, __m256 v)
+{
+	if (r0 <= row0 && row0 + R16_HALF_ROWS <= r1) {
+		_mm256_storeu_ps(yr + row0, v);
+		return;
+	}
+	float tmp[R16_HALF_ROWS];
+	_mm256_storeu_ps(tmp, v);
+	for (int j = 0; j < R16_HALF_ROWS; j++)
+		if (row0 + j >= r0 && row0 + j < r1)
+			yr[row0 + j] = tmp[j];
+}
+
+/* r16_tile_groups_fn (quant_r16_drive.h) for Q5_0. */
+ALWAYS_INLINE void q5_tile_groups(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				  int64_t r0, int64_t r1, int64_t nb, const void *packed,
+				  size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
+				  const struct r16_pf *pf, float *y, int64_t y_stride)
+{
+	(void)t;
+	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+	const struct quant_gemm_block *g =
+		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+	__m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
+	const int ng = c1 - g0 < R16_AVX2_PASS_GROUPS ? (int)(c1 - g0) : R16_AVX2_PASS_GROUPS;
+	q5_groups(tile, nb, g, ng, pf, acc);
+	for (int gi = 0; gi < ng; gi++)
+		for (int h = 0; h < 2; h++) {
+			__m256 v[QUANT_GEMM_GROUP]; /* token l's 8 rows 8h .. 8h+7 */
+			transpose8(&acc[gi][R16_HALF_ROWS * h], v);
+			for (int l = 0; l < QUANT_GEMM_GROUP; l++) {
+				const int64_t tk = (g0 + gi) * QUANT_GEMM_GROUP + l;
+				if (tk < T)
+					r16_store_half(y + tk * y_stride, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h,
+						       r0, r1, v[l]);
+			}
+		}
+}
+
+/* ---- one plain row ---- */
+
+/* r16_plain_prepare_fn (quant_r16_drive.h). */
+static void q5_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_log2, int32_t *corr,
+			     float *da)
+{
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	for (int64_t b = 0; b < nb; b++) {
+		const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, load256(a[b].qs)), ones16);
+		corr[b] = -hsum_epi32(s) * (1 << off_log2);
+		da[b] = half_load(a[b].d);
+	}
+}
+
+/* One plain Q8_0 row a (its blocks prepared) against one Q5_0 tile, each
+ * nibble vector unpacked and multiplied in registers. */
+ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_q8_0 *a,
+			    const int32_t *corr, const float *da, const struct r16_pf *pf, __m256 acc[2])
+{
+	const size_t block_bytes = quant_r16_pair_bytes(QTYPE_Q5_0) / 2;
+	acc[0] = acc[1] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		r16_prefetch_stream(pf, tile + (size_t)b * block_bytes, block_bytes);
+		const uint8_t *p = q5_block_quants(tile, b);
+		__m256 dw[2];
+		q5_block_scales(tile, b, dw);
+		__m256i x[R16_QUADS];
+		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
+			x[k] = quad_bcast((const uint8_t *)a[b].qs, 4, k);
+		const __m256i cb = _mm256_set1_epi32(corr[b]);
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			__m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+			_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+				const __m256i nib = load256(p + 64 * v + 32 * h);
+				const __m256i ql = q5_half(nib, p + 256 + 8 * v + 4 * h);
+				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), p + 256 + 8 * (v + 4) + 4 * h);
+				lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ql, x[v]));
+				hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(qh, x[v + 4]));
+			}
+			acc[h] = r16_float_step(dw[h], da[b], halves_sum(lo, hi, cb), acc[h]);
+		}
+	}
+}
+
+/* r16_tile_plain_fn (quant_r16_drive.h) for Q5_0. */
+ALWAYS_INLINE void q5_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				 int64_t r0, int64_t r1, int64_t nb, const void *at,
+				 const int32_t *corr, const float *da, bool stream, float *yr)
+{
+	(void)t;
+	const struct r16_pf pf = { .stream = stream };
+	__m256 acc[2];
+	q5_plain((const uint8_t *)w + (size_t)ti * tile_bytes, nb, at, corr, da, &pf, acc);
+	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0]);
+	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[1]);
+}
+
+static void gemm_q5_0_r16(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
+			  const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
+			  int64_t y_stride, int64_t r_pf)
+{
+	r16_gemm_drive(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf,
+		       q5_tile_groups, q5_tile_plain, q5_plain_prepare, R16_AVX2_PASS_GROUPS);
+}
+
+void quant_gemm_r16_avx2_register(struct quant_kernels *k)
+{
+	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_r16;
+}
