@@ -1,7 +1,11 @@
-/* quant_gemm_r16_avx2.c — the matrix kernel over Q5_0 weights repacked 16
- * rows to a tile (layout in quant.h, packing in quant_r16.c) for CPUs with
- * AVX2 and no AVX-512: the default model's Q5_0 projections (q, k, half
- * the v, gate and up: 44 of its 67 MB of layer weights). The passes over
+/* quant_gemm_r16_avx2.c — the matrix kernels over Q5_0 and Q4_K weights
+ * repacked 16 rows to a tile (layouts in quant.h and quant_int.h, packing
+ * in quant_r16.c and quant_r16k.c) for CPUs with AVX2 and no AVX-512: the
+ * default model's Q5_0 projections (q, k, half the v, gate and up: 44 of
+ * its 67 MB of layer weights) and its Q4_K ones (attn_output, half the
+ * down: 13 MB). Q8_0 stays row-major here (u = q + 128 against an
+ * activation overflows vpmaddubsw's int16 pairs), and so does Q6_K (its
+ * row-major kernels already stream ~17 GB/s a core). The passes over
  * tiles and groups are quant_r16_drive.h's, shared with the AVX-512
  * kernels; this file is the work on one tile.
  *
@@ -35,14 +39,18 @@
  * row (decode): the block is unpacked and multiplied nibble vector by
  * nibble vector in registers, with the rows in the lanes.
  *
- * Measured on the Zen 3 host (a scratch harness over the gemm entries,
- * Q5_0 640 x 2048, one thread, cache-resident, best of 200 calls, two
- * rounds, G multiply-adds/s, row-major -> this): T = 1 17.7 -> 25.9-26.0,
- * T = 2 24.3 -> 21.6-27.2, T = 8 55.8 -> 44.6-64 (noisy), T = 16 75.6 ->
- * 56-81, T = 32 87 -> 89, T = 128 94 -> 93. In a batch-1 decode step
- * (`ingot bench --batch 1 --runner graph --prompt 16 --runs 3 --profile`,
- * two alternating rounds): gate_up 2.37-2.88 -> 1.77-1.79 ms, qkv
- * 0.94-1.09 -> 0.71-0.72 ms. */
+ * Measured on the Zen 3 host (`quant_bench --quick`, one thread,
+ * cache-resident, Q5_0 640 x 2048, two runs, G multiply-adds/s, row-major
+ * -> this): T = 1 17.9 -> 26.1-26.3, T = 2 24.3 -> 27.4-27.5, T = 8 56.1 ->
+ * 66.1-66.3, T = 32 85.9-86.5 -> 91.4, T = 128 89.6-93.1 -> 93.3-95.8. In
+ * a batch-1 decode step (`ingot bench --batch 1 --runner graph --prompt
+ * 16 --runs 3 --profile`, two alternating rounds): gate_up 2.37-2.88 ->
+ * 1.77-1.79 ms, qkv 0.94-1.09 -> 0.71-0.72 ms.
+ *
+ * Q4_K, the same shapes (its own section below): quant_bench --quick, one
+ * thread, cache-resident, 2048 x 640, G multiply-adds/s, row-major ->
+ * this: T = 1 22.8 -> 52.9, T = 2 33.9 -> 57.0, T = 8 72.3 -> 83.5, T = 32
+ * 95.7 -> 97.4, T = 128 98.8 -> 98.3. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -232,6 +240,177 @@ ALWAYS_INLINE void q5_groups(const uint8_t *tile, int64_t nb, const struct quant
 	}
 }
 
+/* ---- Q4_K (layout in quant_int.h) ----
+ *
+ * Per super-block of 16 rows and a token: S = sum over the 8 sub-blocks s
+ * of sc_s * (the products of its 8 quads, added in int16: <= 8 * 2 * 15 *
+ * 128 = 30720), by vpmaddwd against (sc_s, sc_s) int16 pairs; M = sum_s
+ * m_s * (bsums 2s + 2s + 1), by vpmaddwd of (m_s, m_s) against the bsum
+ * pair; then the K contract's two float steps (quant_gemm_k_avx2.c). */
+
+/* 8 bytes at p (rows 8h .. 8h+7 of a scale or min run) as (v, v) int16
+ * pairs in the int32 lanes. */
+static inline __m256i k_pairs8(const uint8_t *p)
+{
+	const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+	return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* One plain Q8_K row a against one Q4_K tile of nsb super-blocks, rows in
+ * the lanes: each chunk's nibble vectors give two sub-blocks (low and
+ * high nibbles) for both halves, against the token's quads broadcast. */
+ALWAYS_INLINE void q4k_plain(const uint8_t *tile, int64_t nsb, const struct block_q8_K *a,
+			     const struct r16_pf *pf, __m256 out[2])
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() }, accm[2] = { acc[0], acc[1] };
+	for (int64_t b = 0; b < nsb; b++) {
+		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
+		const struct block_q8_K *ab = a + b;
+		r16_prefetch_stream(pf, sb, QUANT_R16K_Q4_K_SB);
+		__m256i S[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() }, M[2] = { S[0], S[1] };
+		_Pragma("GCC unroll 1") for (int c = 0; c < 4; c++) {
+			const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)c;
+			__m256i p[2][2]; /* [sub-block 2c, 2c + 1][half] */
+			p[0][0] = p[0][1] = p[1][0] = p[1][1] = _mm256_setzero_si256();
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+				const __m256i xl = quad_bcast((const uint8_t *)ab->qs + 64 * c, 4, k);
+				const __m256i xh = quad_bcast((const uint8_t *)ab->qs + 64 * c + 32, 4, k);
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+					const __m256i nib = load256(v + 64 * k + 32 * h);
+					p[0][h] = _mm256_add_epi16(
+						p[0][h], _mm256_maddubs_epi16(_mm256_and_si256(nib, low4), xl));
+					p[1][h] = _mm256_add_epi16(
+						p[1][h], _mm256_maddubs_epi16(
+								 _mm256_and_si256(_mm256_srli_epi16(nib, 4), low4), xh));
+				}
+			}
+			_Pragma("GCC unroll 2") for (int e = 0; e < 2; e++)
+				_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+					S[h] = _mm256_add_epi32(
+						S[h], _mm256_madd_epi16(p[e][h], k_pairs8(sb + QUANT_R16K_Q4_K_SCALES +
+											  16 * (2 * c + e) + 8 * h)));
+		}
+		_Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+			const __m256i bs = quad_bcast((const uint8_t *)ab->bsums, 4, s); /* bsums 2s, 2s + 1 */
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+				M[h] = _mm256_add_epi32(
+					M[h], _mm256_madd_epi16(k_pairs8(sb + QUANT_R16K_Q4_K_MINS + 16 * s + 8 * h), bs));
+		}
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			const __m256 dw = _mm256_cvtph_ps(load128(sb + 16 * h));
+			const __m256 dmin = _mm256_cvtph_ps(load128(sb + 32 + 16 * h));
+			acc[h] = r16_float_step(dw, ab->d, S[h], acc[h]);
+			accm[h] = r16_float_step(dmin, ab->d, M[h], accm[h]);
+		}
+	}
+	out[0] = _mm256_sub_ps(acc[0], accm[0]);
+	out[1] = _mm256_sub_ps(acc[1], accm[1]);
+}
+
+/* A Q4_K super-block of a tile unpacked for the groups: quad k (elements
+ * 4k .. 4k+3) of row j at q[k][j], the scale and min pairs of sub-block s
+ * at sc[s][j], mn[s][j], the fp16 factors as floats. */
+struct q4k_unpacked {
+	int32_t q[QK_K / 4][QUANT_R16_ROWS];
+	int32_t sc[8][QUANT_R16_ROWS], mn[8][QUANT_R16_ROWS];
+	float d[QUANT_R16_ROWS], dmin[QUANT_R16_ROWS];
+} __attribute__((aligned(32)));
+
+static inline void q4k_unpack(const uint8_t *sb, struct q4k_unpacked *o)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	for (int c = 0; c < 4; c++)
+		for (int k = 0; k < 8; k++)
+			for (int h = 0; h < 2; h++) {
+				const __m256i nib = load256(sb + QUANT_R16K_Q4_K_QUANTS + 512 * c + 64 * k + 32 * h);
+				_mm256_store_si256((__m256i *)&o->q[8 * (2 * c) + k][R16_HALF_ROWS * h],
+						   _mm256_and_si256(nib, low4));
+				_mm256_store_si256((__m256i *)&o->q[8 * (2 * c + 1) + k][R16_HALF_ROWS * h],
+						   _mm256_and_si256(_mm256_srli_epi16(nib, 4), low4));
+			}
+	for (int s = 0; s < 8; s++)
+		for (int h = 0; h < 2; h++) {
+			_mm256_store_si256((__m256i *)&o->sc[s][R16_HALF_ROWS * h],
+					   k_pairs8(sb + QUANT_R16K_Q4_K_SCALES + 16 * s + 8 * h));
+			_mm256_store_si256((__m256i *)&o->mn[s][R16_HALF_ROWS * h],
+					   k_pairs8(sb + QUANT_R16K_Q4_K_MINS + 16 * s + 8 * h));
+		}
+	for (int h = 0; h < 2; h++) {
+		_mm256_store_ps(o->d + R16_HALF_ROWS * h, _mm256_cvtph_ps(load128(sb + 16 * h)));
+		_mm256_store_ps(o->dmin + R16_HALF_ROWS * h, _mm256_cvtph_ps(load128(sb + 32 + 16 * h)));
+	}
+}
+
+/* Rows j0 .. j0+3 of an unpacked super-block against one group block gb,
+ * 8 tokens in the lanes (as tok8 of quant_gemm_k_avx2.c, one group at a
+ * time: two would spill the sums): into f (S) and fm (M). */
+ALWAYS_INLINE void q4k_rows4(const struct q4k_unpacked *o, int j0,
+			     const struct quant_gemm_kblock *gb, __m256 *f, __m256 *fm)
+{
+	__m256i S[4], M[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+		S[r] = M[r] = _mm256_setzero_si256();
+	_Pragma("GCC unroll 1") for (int s = 0; s < 8; s++) {
+		__m256i p[4];
+		_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+			p[r] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 8") for (int kk = 0; kk < 8; kk++) {
+			const int k = 8 * s + kk;
+			const __m256i x = load256(gb->quads[k]);
+			_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+				p[r] = _mm256_add_epi16(
+					p[r], _mm256_maddubs_epi16(_mm256_set1_epi32(o->q[k][j0 + r]), x));
+				KEEP(p[r]);
+			}
+		}
+		_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+			S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(p[r], _mm256_set1_epi32(o->sc[s][j0 + r])));
+			KEEP(S[r]);
+		}
+	}
+	_Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
+		const __m256i x = load256(gb->bsum_pairs[s]);
+		_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+			M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(_mm256_set1_epi32(o->mn[s][j0 + r]), x));
+	}
+	const __m256 da = _mm256_loadu_ps(gb->d);
+	_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+		f[j0 + r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(o->d[j0 + r]), da),
+					    _mm256_cvtepi32_ps(S[r]), f[j0 + r]);
+		fm[j0 + r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(o->dmin[j0 + r]), da),
+					     _mm256_cvtepi32_ps(M[r]), fm[j0 + r]);
+	}
+}
+
+/* ng (1 .. R16_AVX2_PASS_GROUPS) packed groups at g (nsb super-blocks
+ * apart) against one Q4_K tile: acc[gi][j] gets row j against the 8
+ * tokens of group gi, in the lanes. Each super-block is unpacked once
+ * for all the groups. */
+ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
+			      int ng, const struct r16_pf *pf,
+			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+{
+	__m256 accm[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
+	for (int gi = 0; gi < ng; gi++)
+		for (int j = 0; j < QUANT_R16_ROWS; j++)
+			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
+		if (pf->ahead)
+			r16_prefetch(sb, QUANT_R16K_Q4_K_SB);
+		r16_prefetch_next(pf, b);
+		struct q4k_unpacked o;
+		q4k_unpack(sb, &o);
+		for (int gi = 0; gi < ng; gi++)
+			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4)
+				q4k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi], accm[gi]);
+	}
+	for (int gi = 0; gi < ng; gi++)
+		for (int j = 0; j < QUANT_R16_ROWS; j++)
+			acc[gi][j] = _mm256_sub_ps(acc[gi][j], accm[gi][j]);
+}
+
 /* An 8 x 8 transpose: out[l] lane j = in[j] lane l. */
 static inline void transpose8(const __m256 in[8], __m256 out[8])
 {
@@ -267,19 +446,20 @@ static inline void r16_store_half(float *yr, int64_t row0, int64_t r0, int64_t r
 			yr[row0 + j] = tmp[j];
 }
 
-/* r16_tile_groups_fn (quant_r16_drive.h) for Q5_0. */
-ALWAYS_INLINE void q5_tile_groups(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
-				  int64_t r0, int64_t r1, int64_t nb, const void *packed,
-				  size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
-				  const struct r16_pf *pf, float *y, int64_t y_stride)
+/* r16_tile_groups_fn (quant_r16_drive.h): Q5_0 or Q4_K (t a constant). */
+ALWAYS_INLINE void avx2_tile_groups(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				    int64_t r0, int64_t r1, int64_t nb, const void *packed,
+				    size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
+				    const struct r16_pf *pf, float *y, int64_t y_stride)
 {
-	(void)t;
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	const struct quant_gemm_block *g =
-		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+	const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 	__m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
 	const int ng = c1 - g0 < R16_AVX2_PASS_GROUPS ? (int)(c1 - g0) : R16_AVX2_PASS_GROUPS;
-	q5_groups(tile, nb, g, ng, pf, acc);
+	if (t == QTYPE_Q4_K)
+		q4k_groups(tile, nb, g, ng, pf, acc);
+	else
+		q5_groups(tile, nb, g, ng, pf, acc);
 	for (int gi = 0; gi < ng; gi++)
 		for (int h = 0; h < 2; h++) {
 			__m256 v[QUANT_GEMM_GROUP]; /* token l's 8 rows 8h .. 8h+7 */
@@ -337,28 +517,37 @@ ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_
 	}
 }
 
-/* r16_tile_plain_fn (quant_r16_drive.h) for Q5_0. */
-ALWAYS_INLINE void q5_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
-				 int64_t r0, int64_t r1, int64_t nb, const void *at,
-				 const int32_t *corr, const float *da, bool stream, float *yr)
+/* r16_tile_plain_fn (quant_r16_drive.h): Q5_0 (a Q8_0 row, its blocks
+ * prepared) or Q4_K (a Q8_K row). */
+ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				   int64_t r0, int64_t r1, int64_t nb, const void *at,
+				   const int32_t *corr, const float *da, bool stream, float *yr)
 {
-	(void)t;
 	const struct r16_pf pf = { .stream = stream };
+	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
 	__m256 acc[2];
-	q5_plain((const uint8_t *)w + (size_t)ti * tile_bytes, nb, at, corr, da, &pf, acc);
+	if (t == QTYPE_Q4_K)
+		q4k_plain(tile, nb, at, &pf, acc);
+	else
+		q5_plain(tile, nb, at, corr, da, &pf, acc);
 	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0]);
 	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[1]);
 }
 
-static void gemm_q5_0_r16(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			  const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			  int64_t y_stride, int64_t r_pf)
-{
-	r16_gemm_drive(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf,
-		       q5_tile_groups, q5_tile_plain, q5_plain_prepare, R16_AVX2_PASS_GROUPS);
-}
+#define R16_AVX2_ENTRY(name, type)                                                                \
+	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
+			 int64_t y_stride, int64_t r_pf)                                            \
+	{                                                                                          \
+		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
+			       r_pf, avx2_tile_groups, avx2_tile_plain, q5_plain_prepare,           \
+			       R16_AVX2_PASS_GROUPS);                                               \
+	}
+R16_AVX2_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
+R16_AVX2_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)
 
 void quant_gemm_r16_avx2_register(struct quant_kernels *k)
 {
 	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_r16;
+	k->gemm_r16[QTYPE_Q4_K] = gemm_q4_K_r16;
 }

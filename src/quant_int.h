@@ -208,10 +208,10 @@ void quant_gemm_avx2_register(struct quant_kernels *k, bool narrow);
 void quant_gemm_avx512_register(struct quant_kernels *k, bool narrow);  /* AVX512-VNNI + VL */
 void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-VNNI */
 
-/* The repacked kernels (quant_gemm_r16_avx512.c): gemm_r16 of Q8_0, Q5_0,
- * Q4_K and Q6_K. */
+/* The repacked kernels: gemm_r16 of Q8_0, Q5_0, Q4_K and Q6_K
+ * (quant_gemm_r16_avx512.c); of Q5_0 and Q4_K (quant_gemm_r16_avx2.c). */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
-void quant_gemm_r16_avx2_register(struct quant_kernels *k);   /* AVX2: Q5_0 only */
+void quant_gemm_r16_avx2_register(struct quant_kernels *k);   /* AVX2: Q5_0, Q4_K */
 
 /* ---- Q4_K and Q6_K repacked 16 rows to a tile (quant_r16k.c) ----
  *

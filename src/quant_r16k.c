@@ -1,6 +1,7 @@
 /* quant_r16k.c — Q4_K and Q6_K matrices repacked 16 rows to a tile (layout
  * in quant_int.h): the packing done once at load, its inverse for tests, and
- * the scalar reference of the tile kernels (quant_gemm_r16_avx512.c).
+ * the scalar reference of the tile kernels (quant_gemm_r16_avx512.c,
+ * quant_gemm_r16_avx2.c).
  * quant_r16.c calls these for the K types.
  *
  * Why: the default model's attn_output and ffn_down matrices (Q4_K, Q6_K)
