@@ -873,6 +873,7 @@ static void test_r16(void)
 	uint8_t *row = malloc(w_max);
 	float *f_plain = malloc(nmax * sizeof(float)), *f_r16 = malloc(nmax * sizeof(float));
 	void *p = malloc(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS));
+	void *p2 = malloc(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS));
 	const size_t pb0 = quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS);
 	const size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
 	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
@@ -916,6 +917,17 @@ static void test_r16(void)
 				}
 				CHECK(lossy == 0, "%s r16 n=%lld: %d rows unpack to other bytes or floats",
 				      qtype_traits(t)->name, (long long)n, lossy);
+				/* packed in pieces of whole tiles (as model.c's load-time
+				 * jobs do), each into its tiles' place: the same bytes */
+				const size_t tile = quant_r16_tile_bytes(t, n);
+				memset(p2, 0xa5, quant_r16_bytes(t, n, GEMM_ROWS));
+				for (int r0 = 0; r0 < GEMM_ROWS; r0 += 2 * QUANT_R16_ROWS) {
+					const int r1 = GEMM_ROWS - r0 < 2 * QUANT_R16_ROWS ? GEMM_ROWS : r0 + 2 * QUANT_R16_ROWS;
+					quant_r16_pack(t, w + (size_t)r0 * stride, n, r1 - r0,
+						       (uint8_t *)p2 + (size_t)(r0 / QUANT_R16_ROWS) * tile);
+				}
+				CHECK(memcmp(p, p2, quant_r16_bytes(t, n, GEMM_ROWS)) == 0,
+				      "%s r16 n=%lld: packed in pieces differs", qtype_traits(t)->name, (long long)n);
 				for (int tk = 0; tk < GEMM_TOKENS; tk++) {
 					fill_data(x, n);
 					if (tk == 9)
@@ -955,7 +967,7 @@ static void test_r16(void)
 	}
 	printf("  r16: %d checks%s, %d avx512 kernels, %d avx2 kernels\n", checked,
 	       simd ? "" : " (no SIMD table to compare with)", kernels, kernels2);
-	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(packed);
+	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(p2), free(packed);
 }
 
 /* quant_weights_narrow finds a single -128 anywhere in the quants (and
