@@ -189,8 +189,10 @@ void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, 
  *  - Q8_0: the 8 quad vectors of u, 64 bytes each (512 bytes);
  *  - Q5_0: 4 vectors of 64 nibble bytes, vector v holding row j's qs
  *    bytes 4v .. 4v+3 at 4j (low nibbles: quad vector v; high nibbles:
- *    quad vector v + 4), then 8 masks of 64 bits, mask k's bit 4j + e
- *    the fifth bit of row j's quant 4k + e (320 bytes).
+ *    quad vector v + 4), then 64 bytes of masks laid out as a quad
+ *    vector, bit k of byte 4j + e the fifth bit of row j's quant 4k + e
+ *    (320 bytes): a shift and an AND give a quad vector's bits in place
+ *    (AVX2), one vptestmb its 64-bit mask (AVX-512).
  * Scales and quants in one stream: with the scales in a run of their own
  * after the quads, the hardware prefetcher lost a quarter of the
  * streaming rate.

@@ -23,7 +23,7 @@
  * A block of a tile: quad vector k (16 rows x 4 unsigned quants u = q +
  * 16) in two halves, rows 0-7 and 8-15; half h of quad vector k is the low
  * (k < 4) or high (k >= 4) nibbles of nibble vector k % 4's half, plus 16
- * where bit e of the 32-bit word at mask k + 4h is set (bits_expand).
+ * where bit k of the same byte of the mask bytes' half is set (q5_half).
  * Against a token's quad k broadcast, vpmaddubsw gives two int16 sums per
  * row; |u| <= 31 and |a| <= 128 bound four of them (quads 0-3, then 4-7)
  * by 4 * 2 * 31 * 128 = 31744 < 2^15, so they add in int16 exactly. The
@@ -61,13 +61,18 @@
 
 #define R16_HALF_ROWS 8 /* rows in a 256-bit half of a quad vector */
 
-/* The unsigned quants of one half of a Q5_0 quad vector: the nibbles in
- * the low 4 bits of each byte of nib (the rest masked off), 16 where the
- * 32-bit mask word at hi says the fifth bit is set. */
-static inline __m256i q5_half(__m256i nib, const uint8_t *hi)
+/* The unsigned quants of one half of Q5_0 quad vector k (a constant at
+ * each call): the nibbles in the low 4 bits of each byte of nib (the rest
+ * masked off), plus bit k of the half's mask bytes moved to bit 4 by a
+ * 16-bit shift (by at most 4 either way, so no bit crosses into bit 4 of
+ * the other byte). Four operations where spreading a 32-bit mask word
+ * into bytes (bits_expand) took six. */
+ALWAYS_INLINE __m256i q5_half(__m256i nib, __m256i masks, int k)
 {
-	const __m256i bit4 = _mm256_and_si256(bits_expand(hi), _mm256_set1_epi8(0x10));
-	return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0f)), bit4);
+	const __m256i at4 = k < 4 ? _mm256_slli_epi16(masks, 4 - k)
+				  : k == 4 ? masks : _mm256_srli_epi16(masks, k - 4);
+	return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0f)),
+			       _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
 }
 
 /* Where block b's quants (the 4 nibble vectors, then the 8 masks) and its
@@ -115,14 +120,15 @@ ALWAYS_INLINE void q5_block_unpack(const uint8_t *tile, int64_t b,
 				   int32_t wq[R16_QUADS][QUANT_R16_ROWS], float dw[QUANT_R16_ROWS])
 {
 	const uint8_t *p = q5_block_quants(tile, b);
-	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++)
-		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+		const __m256i masks = load256(p + 256 + 32 * h);
+		_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
 			const __m256i nib = load256(p + 64 * v + 32 * h);
-			_mm256_store_si256((__m256i *)&wq[v][R16_HALF_ROWS * h],
-					   q5_half(nib, p + 256 + 8 * v + 4 * h));
+			_mm256_store_si256((__m256i *)&wq[v][R16_HALF_ROWS * h], q5_half(nib, masks, v));
 			_mm256_store_si256((__m256i *)&wq[v + 4][R16_HALF_ROWS * h],
-					   q5_half(_mm256_srli_epi16(nib, 4), p + 256 + 8 * (v + 4) + 4 * h));
+					   q5_half(_mm256_srli_epi16(nib, 4), masks, v + 4));
 		}
+	}
 	__m256 d[2];
 	q5_block_scales(tile, b, d);
 	_mm256_store_ps(dw, d[0]);
@@ -505,10 +511,11 @@ ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_
 		const __m256i cb = _mm256_set1_epi32(corr[b]);
 		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 			__m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+			const __m256i masks = load256(p + 256 + 32 * h);
 			_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
 				const __m256i nib = load256(p + 64 * v + 32 * h);
-				const __m256i ql = q5_half(nib, p + 256 + 8 * v + 4 * h);
-				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), p + 256 + 8 * (v + 4) + 4 * h);
+				const __m256i ql = q5_half(nib, masks, v);
+				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), masks, v + 4);
 				lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ql, x[v]));
 				hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(qh, x[v + 4]));
 			}

@@ -70,9 +70,8 @@ static uint8_t tile_quant(enum qtype t, const uint8_t *q, int j, int e)
 	const int k = e / 4, v = k % 4; /* quad vector k: nibbles of vector v */
 	const uint8_t nib = q[v * 64 + 4 * j + e % 4];
 	const uint8_t lo = k < 4 ? nib & 15 : nib >> 4;
-	const uint8_t *mask = q + 256 + 8 * k;
-	const int bit = 4 * j + e % 4;
-	return (uint8_t)(lo | ((mask[bit / 8] >> (bit % 8)) & 1) << 4);
+	const uint8_t planes = q[256 + 4 * j + e % 4]; /* bit k: quad vector k's fifth bit */
+	return (uint8_t)(lo | ((planes >> k) & 1) << 4);
 }
 
 /* Stores row j's block blk (a block_q8_0 or block_q5_0; NULL: a padding
@@ -92,7 +91,7 @@ static void block_put(enum qtype t, uint8_t *q, int j, const void *blk)
 		return;
 	}
 	/* Q5_0: nibble vector v takes the row's qs bytes 4v .. 4v+3 as they
-	 * are; mask k's bits 4j .. 4j+3 are bits 4k .. 4k+3 of qh */
+	 * are; bit k of mask byte 4j + e is bit 4k + e of qh */
 	const struct block_q5_0 *b = blk;
 	uint32_t qh = 0xffffffffu; /* padding: u = 16, q = 0 */
 	if (b) {
@@ -101,7 +100,8 @@ static void block_put(enum qtype t, uint8_t *q, int j, const void *blk)
 		memcpy(&qh, b->qh, sizeof qh);
 	}
 	for (int k = 0; k < QK / 4; k++)
-		q[256 + 8 * k + j / 2] |= (uint8_t)(((qh >> (4 * k)) & 15) << (4 * (j % 2)));
+		for (int e = 0; e < 4; e++)
+			q[256 + 4 * j + e] |= (uint8_t)(((qh >> (4 * k + e)) & 1) << k);
 }
 
 void quant_r16_pack(enum qtype t, const void *w, int64_t n, int64_t rows, void *dst)
