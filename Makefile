@@ -99,6 +99,11 @@ $(BUILD)/obj/quant_gemm_k_avxvnni.o $(BUILD)/obj/quant_gemm_k_avx512.o: src/quan
 $(BUILD)/tests/test_quant $(BUILD)/tests/test_ops_simde: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
 # (test_ops_simde compiles src/ops_avx512.c itself, under SIMDe)
 $(BUILD)/tests/test_ops_simde: src/ops_avx512.c
+# test_r16_simde compiles src/quant_gemm_r16_avx512.c under SIMDe, at -O0
+# (the last -O wins): seconds, where -O1 took GCC minutes
+$(BUILD)/tests/test_r16_simde: src/quant_gemm_r16_avx512.c
+$(BUILD)/tests/test_r16_simde: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
+$(BUILD)/tests/test_r16_simde: OPT += -O0
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 

@@ -1,0 +1,235 @@
+/* test_r16_simde.c — the AVX-512 repacked kernels (src/quant_gemm_r16_avx512.c)
+ * compiled here through SIMDe's portable emulation and compared, bit for
+ * bit, with the scalar reference quant_gemm_r16_ref (which test_quant
+ * ties to the SIMD tables' dot entries), so that a change to the tile
+ * layout or to those kernels is checked on CPUs without AVX-512 too: the
+ * kind of machine a checkout is developed and tested on changes, and
+ * test_quant checks them natively only where the CPU has them.
+ *
+ * Every repacked type (Q8_0, Q5_0, Q4_K, Q6_K), rows of an even and an odd
+ * number of blocks, T from plain rows only through packed groups with a
+ * partial last one, row ranges that cut tiles at both ends and the padded
+ * last tile, a next range (r_pf), and rows long enough that the groups go
+ * in two chunks; nothing outside the range written.
+ *
+ * Built at -O0 (Makefile): SIMDe's 512-bit emulation inside these
+ * always-inline kernels took GCC 2.5 minutes at -O1 and over 13 at -O2,
+ * against seconds here. SIMDe 0.7 lacks a few intrinsics the file uses;
+ * they are written below over arrays (exact: integer and F16 conversions
+ * to float are). Its FMA fallback rounds twice, so the fused operation
+ * comes from simde_fused.h. */
+#include <immintrin.h> /* before SIMDe, whose aliases would clash */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "quant.h"
+#include "quant_int.h"
+
+#if defined(__has_include)
+#if __has_include(<simde/x86/avx512.h>)
+#define R16_SIMDE 1
+/* vector types passed by value without -mavx: ABI notes only */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#include <simde/x86/f16c.h>
+#include <simde/x86/fma.h>
+
+#include "simde_fused.h"
+
+#define EMU static inline __attribute__((always_inline))
+
+EMU simde__m512 emu_cvtph512(simde__m256i h)
+{
+	uint16_t u[16];
+	float f[16];
+	simde_mm256_storeu_si256(u, h);
+	for (int i = 0; i < 16; i++)
+		f[i] = fp16_to_f32(u[i]);
+	return simde_mm512_loadu_ps(f);
+}
+
+EMU simde__m512 emu_cvtepi32_ps(simde__m512i v)
+{
+	int32_t s[16];
+	float d[16];
+	simde_mm512_storeu_si512(s, v);
+	for (int i = 0; i < 16; i++)
+		d[i] = (float)s[i];
+	return simde_mm512_loadu_ps(d);
+}
+
+EMU simde__m512i emu_cvtepu8_epi32(simde__m128i b)
+{
+	uint8_t s[16];
+	int32_t d[16];
+	simde_mm_storeu_si128(s, b);
+	for (int i = 0; i < 16; i++)
+		d[i] = s[i];
+	return simde_mm512_loadu_si512(d);
+}
+
+EMU simde__m512i emu_srai_epi32(simde__m512i v, int c)
+{
+	int32_t s[16];
+	simde_mm512_storeu_si512(s, v);
+	for (int i = 0; i < 16; i++)
+		s[i] >>= c; /* arithmetic on GCC, as vpsrad */
+	return simde_mm512_loadu_si512(s);
+}
+
+EMU void emu_mask_storeu_ps(void *p, uint16_t m, simde__m512 v)
+{
+	float f[16];
+	simde_mm512_storeu_ps(f, v);
+	for (int i = 0; i < 16; i++)
+		if (m >> i & 1)
+			((float *)p)[i] = f[i];
+}
+
+#undef _mm512_fmadd_ps
+#define _mm512_fmadd_ps fmadd512_fused
+#undef _mm256_fmadd_ps
+#define _mm256_fmadd_ps fmadd256_fused
+#define _mm512_cvtph_ps emu_cvtph512
+#define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
+#undef _mm512_srai_epi32
+#define _mm512_srai_epi32 emu_srai_epi32
+#define _mm512_mask_storeu_ps emu_mask_storeu_ps
+#undef _mm256_cvtph_ps
+#define _mm256_cvtph_ps simde_mm256_cvtph_ps
+#undef _cvtsh_ss
+#define _cvtsh_ss fp16_to_f32
+
+/* the emulated kernels under a name of their own (the library has the
+ * real ones) */
+#define quant_gemm_r16_avx512_register emu_r16_register
+#include "quant_gemm_r16_avx512.c"
+#endif
+#endif
+
+#ifdef R16_SIMDE
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rng_u32(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 16);
+}
+
+/* Random quant bits with small finite fp16 scales (the scale fields are
+ * the only place random bits could make inf/NaN). */
+static void weights_fill(enum qtype t, uint8_t *w, size_t bytes)
+{
+	for (size_t i = 0; i < bytes; i++)
+		w[i] = (uint8_t)rng_u32();
+	const size_t bb = qtype_traits(t)->block_bytes;
+	const uint16_t d = f32_to_fp16(0.001f), dmin = f32_to_fp16(0.0005f);
+	for (size_t off = 0; off + bb <= bytes; off += bb) {
+		uint8_t *b = w + off;
+		if (t == QTYPE_Q6_K)
+			memcpy(b + offsetof(struct block_q6_K, d), &d, 2);
+		else if (t == QTYPE_Q4_K)
+			memcpy(b, &d, 2), memcpy(b + 2, &dmin, 2);
+		else
+			memcpy(b, &d, 2); /* Q8_0, Q5_0: d first */
+	}
+}
+
+enum { ROWS = 40, T_MAX = 40 };
+
+/* One type and row length: every T and range below, the emulated kernel
+ * against the reference, and a sentinel outside the range untouched. */
+static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n, int64_t t_max)
+{
+	const struct qtype_traits *tr = qtype_traits(t);
+	const size_t w_stride = (size_t)(n / tr->block_elems) * tr->block_bytes;
+	uint64_t a_stride = 0;
+	qtype_row_bytes(tr->act_type, (uint64_t)n, &a_stride);
+	uint8_t *w = malloc(w_stride * ROWS), *a = malloc((size_t)a_stride * (size_t)t_max);
+	void *w16 = malloc(quant_r16_bytes(t, n, ROWS));
+	void *packed = malloc(quant_gemm_pack_bytes(tr->act_type, n, t_max));
+	float *x = malloc(sizeof(float) * (size_t)n);
+	float *y = malloc(sizeof(float) * ROWS * (size_t)t_max);
+	float *y_ref = malloc(sizeof(float) * ROWS * (size_t)t_max);
+	CHECK(w && a && w16 && packed && x && y && y_ref, "out of memory");
+	if (!(w && a && w16 && packed && x && y && y_ref))
+		goto out;
+	weights_fill(t, w, w_stride * ROWS);
+	quant_r16_pack(t, w, n, ROWS, w16);
+	for (int64_t tk = 0; tk < t_max; tk++) {
+		for (int64_t i = 0; i < n; i++)
+			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_quantize_ref(tr->act_type, x, a + (size_t)tk * a_stride, n);
+		quant_gemm_pack_row(tr->act_type, a + (size_t)tk * a_stride, n, tk, packed);
+	}
+	static const int64_t Ts[] = { 1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 21, 33, 40 };
+	static const int64_t ranges[][3] = { /* r0, r1, r_pf */
+		{ 0, ROWS, ROWS }, { 3, 37, 40 }, { 16, 32, 0 }, { 5, 6, 21 }, { 33, 40, 40 }
+	};
+	int bad = 0, cases = 0;
+	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= t_max; ti++) {
+		const int64_t T = Ts[ti];
+		const void *pk = T >= QUANT_GEMM_PACK_MIN ? packed : NULL;
+		for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+			const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1], r_pf = ranges[ri][2];
+			for (int64_t i = 0; i < ROWS * T; i++)
+				y[i] = y_ref[i] = -7.25f; /* the sentinel */
+			k->gemm_r16[t](n, w16, w_stride, r0, r1, a, (size_t)a_stride, pk, T, y, ROWS, r_pf);
+			quant_gemm_r16_ref(t, n, w16, w_stride, r0, r1, a, (size_t)a_stride, pk, T, y_ref,
+					   ROWS);
+			cases++;
+			if (memcmp(y, y_ref, sizeof(float) * (size_t)(ROWS * T)) != 0 && bad++ < 3)
+				for (int64_t i = 0; i < ROWS * T; i++)
+					if (memcmp(&y[i], &y_ref[i], sizeof y[i]) != 0) {
+						fprintf(stderr,
+							"%s n=%lld T=%lld rows [%lld, %lld): token %lld row %lld: "
+							"%.9g, reference %.9g\n",
+							tr->name, (long long)n, (long long)T, (long long)r0,
+							(long long)r1, (long long)(i / ROWS),
+							(long long)(i % ROWS), y[i], y_ref[i]);
+						break;
+					}
+		}
+	}
+	CHECK(bad == 0, "%s n=%lld: %d of %d cases differ from the reference", tr->name, (long long)n,
+	      bad, cases);
+	printf("  %s n=%lld: %d cases\n", tr->name, (long long)n, cases);
+out:
+	free(w), free(a), free(w16), free(packed), free(x), free(y), free(y_ref);
+}
+#endif
+
+int main(void)
+{
+#ifdef R16_SIMDE
+	struct quant_kernels k;
+	memset(&k, 0, sizeof k);
+	emu_r16_register(&k);
+	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q6_K };
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+		const enum qtype t = types[i];
+		CHECK(k.gemm_r16[t] != NULL, "no emulated AVX-512 repacked kernel for %s",
+		      qtype_traits(t)->name);
+		if (!k.gemm_r16[t])
+			continue;
+		const bool kt = quant_r16_k_type(t);
+		check_case(&k, t, kt ? 512 : 640, T_MAX);  /* an even number of blocks */
+		check_case(&k, t, kt ? 768 : 608, T_MAX);  /* odd: a pair of one last */
+	}
+	/* the longest rows: 2 groups to a chunk of activations, so T = 21 (3
+	 * groups) takes two chunks */
+	check_case(&k, QTYPE_Q8_0, QK * QUANT_R16_MAX_BLOCKS, 21);
+#else
+	printf("SKIP: SIMDe headers not installed (apt-get install libsimde-dev)\n");
+#endif
+	return check_summary("test_r16_simde");
+}
