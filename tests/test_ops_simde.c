@@ -8,10 +8,8 @@
  * Q.K, of 16 for P.V) as well as others, which they hand to the AVX2
  * loops.
  *
- * SIMDe 0.7's AVX-512 lacks a few of the intrinsics the file uses; they are
- * written below over arrays (exact: conversions of integers and of F16
- * values to float are). Its FMA fallback rounds twice, so the fused
- * operation comes from simde_fused.h, as in test_quant. */
+ * SIMDe 0.7's AVX-512 lacks a few of the intrinsics the file uses, and its
+ * FMA fallback rounds twice: simde_avx512.h supplies those. */
 #include <immintrin.h> /* before SIMDe, whose aliases would clash */
 #include <math.h>
 #include <stdio.h>
@@ -22,67 +20,9 @@
 #include "ops_int.h"
 #include "quant.h"
 
-#if defined(__has_include)
-#if __has_include(<simde/x86/avx512.h>)
-#define OPS_SIMDE 1
-/* vector types passed by value without -mavx: ABI notes only */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-#include <simde/x86/f16c.h>
-#include <simde/x86/fma.h>
+#include "simde_avx512.h"
 
-#include "simde_fused.h"
-
-#define EMU static inline __attribute__((always_inline))
-
-EMU simde__m512 emu_cvtph512(simde__m256i h)
-{
-	uint16_t u[16];
-	float f[16];
-	simde_mm256_storeu_si256(u, h);
-	for (int i = 0; i < 16; i++)
-		f[i] = fp16_to_f32(u[i]);
-	return simde_mm512_loadu_ps(f);
-}
-
-EMU simde__m512i emu_cvtepi8_epi32(simde__m128i b)
-{
-	int8_t s[16];
-	int32_t d[16];
-	simde_mm_storeu_si128(s, b);
-	for (int i = 0; i < 16; i++)
-		d[i] = s[i];
-	return simde_mm512_loadu_si512(d);
-}
-
-EMU simde__m512 emu_cvtepi32_ps(simde__m512i v)
-{
-	int32_t s[16];
-	float d[16];
-	simde_mm512_storeu_si512(s, v);
-	for (int i = 0; i < 16; i++)
-		d[i] = (float)s[i];
-	return simde_mm512_loadu_ps(d);
-}
-
-EMU simde__m256 emu_extractf32x8(simde__m512 v, int hi)
-{
-	float f[16];
-	simde_mm512_storeu_ps(f, v);
-	return simde_mm256_loadu_ps(f + 8 * (hi & 1));
-}
-
-#undef _mm512_fmadd_ps
-#define _mm512_fmadd_ps fmadd512_fused
-#define _mm512_cvtph_ps emu_cvtph512
-#define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
-#define _mm512_cvtepi32_ps emu_cvtepi32_ps
-#define _mm512_extractf32x8_ps emu_extractf32x8
-#define _mm512_shuffle_f32x4 simde_mm512_shuffle_f32x4
-#undef _cvtsh_ss
-#define _cvtsh_ss fp16_to_f32
-
+#ifdef INGOT_SIMDE_AVX512
 /* the emulated copies under names of their own (the library has the real
  * ones) */
 #define ops_qk_avx512 emu_qk_avx512
@@ -92,10 +32,7 @@ EMU simde__m256 emu_extractf32x8(simde__m512 v, int hi)
 #define ops_pv_f16_avx512 emu_pv_f16_avx512
 #define ops_pv_q8_avx512 emu_pv_q8_avx512
 #include "ops_avx512.c"
-#endif
-#endif
 
-#ifdef OPS_SIMDE
 typedef void (*qk_fn)(const float *const *, int, const void *const *, int64_t, int64_t, float *,
 		      int64_t);
 typedef void (*pv_fn)(float *const *, const float *const *, int, const void *const *, int64_t,
@@ -179,7 +116,7 @@ static void check_kind(enum ops_kv_type kt, qk_fn qk_ref, qk_fn qk_emu, pv_fn pv
 
 int main(void)
 {
-#ifdef OPS_SIMDE
+#ifdef INGOT_SIMDE_AVX512
 	if (quant_isa_detect() < QUANT_ISA_AVX2) {
 		printf("SKIP: the AVX2 loops (the reference here) need AVX2/FMA/F16C\n");
 		return check_summary("test_ops_simde");

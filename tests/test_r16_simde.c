@@ -14,10 +14,8 @@
  *
  * Built at -O0 (Makefile): SIMDe's 512-bit emulation inside these
  * always-inline kernels took GCC 2.5 minutes at -O1 and over 13 at -O2,
- * against seconds here. SIMDe 0.7 lacks a few intrinsics the file uses;
- * they are written below over arrays (exact: integer and F16 conversions
- * to float are). Its FMA fallback rounds twice, so the fused operation
- * comes from simde_fused.h. */
+ * against seconds here. What SIMDe 0.7 lacks (a few intrinsics, a fused
+ * FMA) comes from simde_avx512.h. */
 #include <immintrin.h> /* before SIMDe, whose aliases would clash */
 #include <math.h>
 #include <stddef.h>
@@ -28,121 +26,18 @@
 
 #include "check.h"
 #include "quant.h"
+#include "quant_fill.h"
 #include "quant_int.h"
 
-#if defined(__has_include)
-#if __has_include(<simde/x86/avx512.h>)
-#define R16_SIMDE 1
-/* vector types passed by value without -mavx: ABI notes only */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-#include <simde/x86/f16c.h>
-#include <simde/x86/fma.h>
+#include "simde_avx512.h"
 
-#include "simde_fused.h"
-
-#define EMU static inline __attribute__((always_inline))
-
-EMU simde__m512 emu_cvtph512(simde__m256i h)
-{
-	uint16_t u[16];
-	float f[16];
-	simde_mm256_storeu_si256(u, h);
-	for (int i = 0; i < 16; i++)
-		f[i] = fp16_to_f32(u[i]);
-	return simde_mm512_loadu_ps(f);
-}
-
-EMU simde__m512 emu_cvtepi32_ps(simde__m512i v)
-{
-	int32_t s[16];
-	float d[16];
-	simde_mm512_storeu_si512(s, v);
-	for (int i = 0; i < 16; i++)
-		d[i] = (float)s[i];
-	return simde_mm512_loadu_ps(d);
-}
-
-EMU simde__m512i emu_cvtepu8_epi32(simde__m128i b)
-{
-	uint8_t s[16];
-	int32_t d[16];
-	simde_mm_storeu_si128(s, b);
-	for (int i = 0; i < 16; i++)
-		d[i] = s[i];
-	return simde_mm512_loadu_si512(d);
-}
-
-EMU simde__m512i emu_srai_epi32(simde__m512i v, int c)
-{
-	int32_t s[16];
-	simde_mm512_storeu_si512(s, v);
-	for (int i = 0; i < 16; i++)
-		s[i] >>= c; /* arithmetic on GCC, as vpsrad */
-	return simde_mm512_loadu_si512(s);
-}
-
-EMU void emu_mask_storeu_ps(void *p, uint16_t m, simde__m512 v)
-{
-	float f[16];
-	simde_mm512_storeu_ps(f, v);
-	for (int i = 0; i < 16; i++)
-		if (m >> i & 1)
-			((float *)p)[i] = f[i];
-}
-
-#undef _mm512_fmadd_ps
-#define _mm512_fmadd_ps fmadd512_fused
-#undef _mm256_fmadd_ps
-#define _mm256_fmadd_ps fmadd256_fused
-#define _mm512_cvtph_ps emu_cvtph512
-#define _mm512_cvtepi32_ps emu_cvtepi32_ps
-#define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
-#undef _mm512_srai_epi32
-#define _mm512_srai_epi32 emu_srai_epi32
-#define _mm512_mask_storeu_ps emu_mask_storeu_ps
-#undef _mm256_cvtph_ps
-#define _mm256_cvtph_ps simde_mm256_cvtph_ps
-#undef _cvtsh_ss
-#define _cvtsh_ss fp16_to_f32
-
+#ifdef INGOT_SIMDE_AVX512
 /* the emulated kernels under a name of their own (the library has the
  * real ones) */
 #define quant_gemm_r16_avx512_register emu_r16_register
 #include "quant_gemm_r16_avx512.c"
-#endif
-#endif
 
-#ifdef R16_SIMDE
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rng_u32(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
-}
-
-/* Random quant bits with small finite fp16 scales (the scale fields are
- * the only place random bits could make inf/NaN). */
-static void weights_fill(enum qtype t, uint8_t *w, size_t bytes)
-{
-	for (size_t i = 0; i < bytes; i++)
-		w[i] = (uint8_t)rng_u32();
-	const size_t bb = qtype_traits(t)->block_bytes;
-	const uint16_t d = f32_to_fp16(0.001f), dmin = f32_to_fp16(0.0005f);
-	for (size_t off = 0; off + bb <= bytes; off += bb) {
-		uint8_t *b = w + off;
-		if (t == QTYPE_Q6_K)
-			memcpy(b + offsetof(struct block_q6_K, d), &d, 2);
-		else if (t == QTYPE_Q4_K)
-			memcpy(b, &d, 2), memcpy(b + 2, &dmin, 2);
-		else
-			memcpy(b, &d, 2); /* Q8_0, Q5_0: d first */
-	}
-}
+static uint64_t rng = 0x9e3779b97f4a7c15ull; /* quant_fill.h's stream */
 
 enum { ROWS = 40, T_MAX = 40 };
 
@@ -163,11 +58,10 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n, i
 	CHECK(w && a && w16 && packed && x && y && y_ref, "out of memory");
 	if (!(w && a && w16 && packed && x && y && y_ref))
 		goto out;
-	weights_fill(t, w, w_stride * ROWS);
+	quant_fill_weights(t, w, w_stride * ROWS, &rng);
 	quant_r16_pack(t, w, n, ROWS, w16);
 	for (int64_t tk = 0; tk < t_max; tk++) {
-		for (int64_t i = 0; i < n; i++)
-			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_fill_activations(x, n, &rng);
 		quant_quantize_ref(tr->act_type, x, a + (size_t)tk * a_stride, n);
 		quant_gemm_pack_row(tr->act_type, a + (size_t)tk * a_stride, n, tk, packed);
 	}
@@ -210,7 +104,7 @@ out:
 
 int main(void)
 {
-#ifdef R16_SIMDE
+#ifdef INGOT_SIMDE_AVX512
 	struct quant_kernels k;
 	memset(&k, 0, sizeof k);
 	emu_r16_register(&k);

@@ -37,6 +37,7 @@
 
 #include "quant.h"
 #include "quant_int.h"
+#include "quant_fill.h"
 
 #define STREAM_BYTES (256ull << 20)
 #define HOT_BYTES (2ull << 20) /* a slice of a big matrix that stays in L2/L3 */
@@ -62,41 +63,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static uint32_t rng_u32(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
-}
-
-/* Random quant bits with small finite fp16 scales (the scale fields are the
- * only place random bits could make inf/NaN). */
-static void weights_fill(enum qtype t, uint8_t *w, size_t bytes)
-{
-	for (size_t i = 0; i < bytes; i += 4) {
-		uint32_t r = rng_u32();
-		memcpy(w + i, &r, bytes - i < 4 ? bytes - i : 4);
-	}
-	size_t bb = qtype_traits(t)->block_bytes;
-	uint16_t d = f32_to_fp16(0.001f), dmin = f32_to_fp16(0.0005f);
-	for (size_t off = 0; off + bb <= bytes; off += bb) {
-		uint8_t *b = w + off;
-		switch (t) {
-		case QTYPE_Q6_K:
-			memcpy(b + offsetof(struct block_q6_K, d), &d, 2);
-			break;
-		case QTYPE_Q4_K:
-			memcpy(b, &d, 2), memcpy(b + 2, &dmin, 2);
-			break;
-		default: /* Q8_0, Q5_0: d first */
-			memcpy(b, &d, 2);
-			break;
-		}
-	}
-}
+static uint64_t rng = 0x2545f4914f6cdd1dull; /* quant_fill.h's stream */
 
 #define MULTI QUANT_MULTI_MAX /* activation rows of the x4 runs */
 
@@ -226,10 +193,9 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 		fprintf(stderr, "quant_bench: out of memory\n");
 		return -1;
 	}
-	weights_fill(c->type, w, mat_bytes * (size_t)copies);
+	quant_fill_weights(c->type, w, mat_bytes * (size_t)copies, &rng);
 	for (int j = 0; j < MULTI; j++) { /* row 0 is the one the single-row runs use */
-		for (int64_t i = 0; i < c->n; i++)
-			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_fill_activations(x, c->n, &rng);
 		quant_quantize_ref(tr->act_type, x, a + (size_t)j * a_stride, c->n);
 	}
 	matvec(quant_kernels_get(QUANT_ISA_SCALAR), c->type, w, c->n, c->rows, a, yref);
@@ -294,15 +260,14 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 		free(w), free(a), free(packed), free(x), free(y), free(y0);
 		return -1;
 	}
-	weights_fill(c->type, w, row_bytes * (size_t)rows);
+	quant_fill_weights(c->type, w, row_bytes * (size_t)rows, &rng);
 	/* Q8_0, Q5_0, Q4_K, Q6_K: the rows repacked 16 to a tile too, for the
 	 * tables' r16 kernels */
 	void *w16 = quant_r16_type(c->type) ? malloc(quant_r16_bytes(c->type, c->n, rows)) : NULL;
 	if (w16)
 		quant_r16_pack(c->type, w, c->n, rows, w16);
 	for (int64_t t = 0; t < GEMM_T_MAX; t++) {
-		for (int64_t i = 0; i < c->n; i++)
-			x[i] = (float)((int)(rng_u32() % 2001) - 1000) / 1000.0f;
+		quant_fill_activations(x, c->n, &rng);
 		quant_quantize_ref(tr->act_type, x, a + (size_t)t * a_row, c->n);
 		quant_gemm_pack_row(tr->act_type, a + (size_t)t * a_row, c->n, t, packed);
 	}
