@@ -203,9 +203,9 @@ ALWAYS_INLINE void q5_block_groups(const int32_t wq[R16_QUADS][QUANT_R16_ROWS],
 	}
 }
 
-/* Packed groups per pass over a tile (r16_gemm_drive's pass_groups): each
- * block is unpacked once for all of them, and 8 groups' activations (51
- * KB for 640-wide rows) stay in L2. In pairs (the AVX-512 kernel's pass),
+/* Packed groups per pass over a tile (quant_r16_drive.h's
+ * R16_PASS_GROUPS): each block is unpacked once for all of them, and 8
+ * groups' activations (51 KB for 640-wide rows) stay in L2. In pairs (the AVX-512 kernel's pass),
  * each block unpacked for every pair cost 11% of the products from 32
  * tokens on: Q5_0 640 x 2048, T = 128, one thread, Zen 3, 88.5 G
  * multiply-adds/s against the row-major kernel's 94 (which unpacks a
@@ -452,7 +452,7 @@ static inline void r16_store_half(float *yr, int64_t row0, int64_t r0, int64_t r
 			yr[row0 + j] = tmp[j];
 }
 
-/* r16_tile_groups_fn (quant_r16_drive.h): Q5_0 or Q4_K (t a constant). */
+/* R16_TILE_GROUPS (quant_r16_drive.h): Q5_0 or Q4_K (t a constant). */
 ALWAYS_INLINE void avx2_tile_groups(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				    int64_t r0, int64_t r1, int64_t nb, const void *packed,
 				    size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
@@ -481,7 +481,7 @@ ALWAYS_INLINE void avx2_tile_groups(enum qtype t, const void *w, size_t tile_byt
 
 /* ---- one plain row ---- */
 
-/* r16_plain_prepare_fn (quant_r16_drive.h). */
+/* R16_PLAIN_PREPARE (quant_r16_drive.h). */
 static void q5_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_log2, int32_t *corr,
 			     float *da)
 {
@@ -524,7 +524,7 @@ ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_
 	}
 }
 
-/* r16_tile_plain_fn (quant_r16_drive.h): Q5_0 (a Q8_0 row, its blocks
+/* R16_TILE_PLAIN (quant_r16_drive.h): Q5_0 (a Q8_0 row, its blocks
  * prepared) or Q4_K (a Q8_K row). */
 ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				   int64_t r0, int64_t r1, int64_t nb, const void *at,
@@ -541,14 +541,19 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[1]);
 }
 
+#define R16_TILE_GROUPS avx2_tile_groups
+#define R16_TILE_PLAIN avx2_tile_plain
+#define R16_PLAIN_PREPARE q5_plain_prepare
+#define R16_PASS_GROUPS R16_AVX2_PASS_GROUPS
+#include "quant_r16_drive.h" /* again: r16_gemm_drive over the functions above */
+
 #define R16_AVX2_ENTRY(name, type)                                                                \
 	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
 			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
 			 int64_t y_stride, int64_t r_pf)                                            \
 	{                                                                                          \
 		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
-			       r_pf, avx2_tile_groups, avx2_tile_plain, q5_plain_prepare,           \
-			       R16_AVX2_PASS_GROUPS);                                               \
+			       r_pf);                                                               \
 	}
 R16_AVX2_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
 R16_AVX2_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)

@@ -409,13 +409,19 @@ ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes
 	_mm512_mask_storeu_ps(yr + ti * QUANT_R16_ROWS, r16_rows_mask(ti, r0, r1), acc);
 }
 
+#define R16_TILE_GROUPS r16_tile_groups
+#define R16_TILE_PLAIN r16_tile_plain
+#define R16_PLAIN_PREPARE r16_plain_prepare
+#define R16_PASS_GROUPS 2
+#include "quant_r16_drive.h" /* again: r16_gemm_drive over the functions above */
+
 #define R16_ENTRY(name, type)                                                                     \
 	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
 			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
 			 int64_t y_stride, int64_t r_pf)                                            \
 	{                                                                                          \
 		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
-			       r_pf, r16_tile_groups, r16_tile_plain, r16_plain_prepare, 2);        \
+			       r_pf);                                                               \
 	}
 R16_ENTRY(gemm_q8_0_r16, QTYPE_Q8_0)
 R16_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)

@@ -5,11 +5,21 @@
  * (passed two at a time) and plain rows, the activations into chunks
  * that stay in L2, and what each pass prefetches. An ISA file supplies
  * the work on one tile (a pass of groups, or one plain row, and the
- * preparation of a plain row's blocks) as always-inline functions passed
- * as constants, so each entry still compiles to one loop nest.
+ * preparation of a plain row's blocks) as always-inline functions, so each
+ * entry compiles to one loop nest.
  *
  * Include only from an ISA file, after quant_avx2_int.h (or what gives
- * ALWAYS_INLINE and the block structs: quant_int.h). */
+ * ALWAYS_INLINE and the block structs: quant_int.h), twice: first for the
+ * types and helpers its tile functions use; then, after those functions,
+ * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE defined as
+ * their names and R16_PASS_GROUPS as its groups per pass, for
+ * r16_gemm_drive over them. Direct calls, not pointers: GCC inlines an
+ * always_inline function passed as a pointer only when its optimizer has
+ * made the call direct first, which at -O1 (the ASan and TSan builds) it
+ * did not, leaving a call per tile that dispatched on the type, with
+ * ASan's redzones around the tile functions' arrays: that build's decode
+ * layers ran 3-5x slower and test_engine under ASan took 717 s against
+ * 134. */
 #ifndef INGOT_QUANT_R16_DRIVE_H
 #define INGOT_QUANT_R16_DRIVE_H
 
@@ -138,37 +148,46 @@ struct r16_toks {
 	size_t step;
 };
 
-/* Tile ti against the groups of one pass, from g0 (pass_groups of them
- * at most, r16_gemm_drive, and none from c1 on) into y, the lanes of tokens below T and rows in [r0, r1) only; pf:
- * what the pass prefetches. */
+/* The signatures of the functions the second inclusion's macros name.
+ *
+ * R16_TILE_GROUPS: tile ti against the groups of one pass, from g0
+ * (R16_PASS_GROUPS of them at most, and none from c1 on) into y, the
+ * lanes of tokens below T and rows in [r0, r1) only; pf: what the pass
+ * prefetches. */
 typedef void (*r16_tile_groups_fn)(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				   int64_t r0, int64_t r1, int64_t nb, const void *packed,
 				   size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
 				   const struct r16_pf *pf, float *y, int64_t y_stride);
 
-/* Tile ti against one plain activation row at (Q8_0 blocks prepared by
- * the r16_plain_prepare_fn below; Q8_K for the K types) into its row of
- * results yr, rows in [r0, r1) only; stream: prefetch ahead (struct
- * r16_pf). */
+/* R16_TILE_PLAIN: tile ti against one plain activation row at (Q8_0
+ * blocks prepared by R16_PLAIN_PREPARE; Q8_K for the K types) into its
+ * row of results yr, rows in [r0, r1) only; stream: prefetch ahead
+ * (struct r16_pf). */
 typedef void (*r16_tile_plain_fn)(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				  int64_t r0, int64_t r1, int64_t nb, const void *at,
 				  const int32_t *corr, const float *da, bool stream, float *yr);
 
-/* A plain Q8_0 activation row's blocks as the tile kernels take them,
- * made once per call rather than once per tile: corr[b] = -(1 <<
- * off_log2) * the sum of block b's quants, da[b] its scale. */
+/* R16_PLAIN_PREPARE: a plain Q8_0 activation row's blocks as the tile
+ * kernels take them, made once per call rather than once per tile:
+ * corr[b] = -(1 << off_log2) * the sum of block b's quants, da[b] its
+ * scale. */
 typedef void (*r16_plain_prepare_fn)(const struct block_q8_0 *a, int64_t nb, int off_log2,
 				     int32_t *corr, float *da);
 
-/* A gemm entry (quant.h's contract for gemm_r16) over an ISA's tile
- * functions; pass_groups (a constant): the packed groups each pass of
- * tile_groups takes (AVX-512: 2, its 16 tokens' chains in registers). */
+#endif
+
+/* ---- the drive, on the second inclusion ---- */
+#if defined(R16_TILE_GROUPS) && !defined(INGOT_QUANT_R16_DRIVE_PASSES)
+#define INGOT_QUANT_R16_DRIVE_PASSES
+
+/* A gemm entry (quant.h's contract for gemm_r16) over the including ISA
+ * file's tile functions; R16_PASS_GROUPS (a constant): the packed groups
+ * each pass of R16_TILE_GROUPS takes (AVX-512: 2, its 16 tokens' chains in
+ * registers). */
 ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t w_stride,
 				  int64_t r0, int64_t r1, const void *a, size_t a_stride,
 				  const void *packed, int64_t T, float *y, int64_t y_stride,
-				  int64_t r_pf, r16_tile_groups_fn tile_groups,
-				  r16_tile_plain_fn tile_plain, r16_plain_prepare_fn plain_prepare,
-				  int pass_groups)
+				  int64_t r_pf)
 {
 	if (r1 <= r0 || T <= 0)
 		return;
@@ -194,23 +213,24 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 	int32_t corr[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
 	float da[QUANT_GEMM_PACK_MIN - 1][QUANT_R16_MAX_BLOCKS];
 	for (int64_t tk = t_grouped; !kt && tk < T; tk++)
-		plain_prepare((const void *)((const uint8_t *)a + (size_t)tk * a_stride), nb,
+		R16_PLAIN_PREPARE((const void *)((const uint8_t *)a + (size_t)tk * a_stride), nb,
 				  r16_offset_log2(t), corr[tk - t_grouped], da[tk - t_grouped]);
 	/* groups in chunks of at most R16_CHUNK_BYTES of activations, which
 	 * stay in L2 while every tile streams past them once per chunk */
-	int64_t chunk = (int64_t)(R16_CHUNK_BYTES / group_bytes) / pass_groups * pass_groups;
-	chunk = chunk < pass_groups ? pass_groups : chunk;
+	int64_t chunk = (int64_t)(R16_CHUNK_BYTES / group_bytes) / R16_PASS_GROUPS * R16_PASS_GROUPS;
+	chunk = chunk < R16_PASS_GROUPS ? R16_PASS_GROUPS : chunk;
 	for (int64_t c0 = 0; c0 == 0 || c0 < groups; c0 += chunk) {
 		const int64_t c1 = groups - c0 < chunk ? groups : c0 + chunk;
 		const bool last = c1 == groups;
 		const int64_t tile_next = last && tile_pf > tile1 ? tile_pf : tile1;
 		for (int64_t tc0 = tile0; tc0 < tile1; tc0 += R16_TILE_CHUNK) {
 			const int64_t tc1 = tile1 - tc0 < R16_TILE_CHUNK ? tile1 : tc0 + R16_TILE_CHUNK;
-			const int64_t passes = (c1 - c0 + pass_groups - 1) / pass_groups, lines = (int64_t)(tile_bytes / 64);
+			const int64_t passes = (c1 - c0 + R16_PASS_GROUPS - 1) / R16_PASS_GROUPS;
+			const int64_t lines = (int64_t)(tile_bytes / 64);
 			const int64_t run = tc1 - tc0; /* R16_TILE_CHUNK but for the last */
-			for (int64_t g0 = c0; g0 < c1; g0 += pass_groups) {
+			for (int64_t g0 = c0; g0 < c1; g0 += R16_PASS_GROUPS) {
 				/* this pass's share of the next run: lines [line0, line1) */
-				const int64_t p = (g0 - c0) / pass_groups;
+				const int64_t p = (g0 - c0) / R16_PASS_GROUPS;
 				const int64_t line0 = p * lines / passes, line1 = (p + 1) * lines / passes;
 				struct r16_pf pf = { .ahead = g0 == c0,
 						     .lines = (size_t)(line1 - line0),
@@ -221,13 +241,13 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 								    (size_t)(ti + run) * tile_bytes +
 								    64 * (size_t)line0
 							  : NULL;
-					tile_groups(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
+					R16_TILE_GROUPS(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
 							g0, c1, T, &pf, y, y_stride);
 				}
 			}
 			for (int64_t ti = tc0; last && ti < tc1; ti++)
 				for (int64_t tk = t_grouped; tk < T; tk++)
-					tile_plain(t, w, tile_bytes, ti, r0, r1, nb,
+					R16_TILE_PLAIN(t, w, tile_bytes, ti, r0, r1, nb,
 						       (const uint8_t *)a + (size_t)tk * a_stride,
 						       corr[tk - t_grouped], da[tk - t_grouped],
 						       groups == 0 && tk == t_grouped, y + tk * y_stride);
