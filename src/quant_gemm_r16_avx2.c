@@ -547,16 +547,8 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 #define R16_PASS_GROUPS R16_AVX2_PASS_GROUPS
 #include "quant_r16_drive.h" /* again: r16_gemm_drive over the functions above */
 
-#define R16_AVX2_ENTRY(name, type)                                                                \
-	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
-			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
-			 int64_t y_stride, int64_t r_pf)                                            \
-	{                                                                                          \
-		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
-			       r_pf);                                                               \
-	}
-R16_AVX2_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
-R16_AVX2_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)
+R16_GEMM_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
+R16_GEMM_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)
 
 void quant_gemm_r16_avx2_register(struct quant_kernels *k)
 {

@@ -255,4 +255,15 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 	}
 }
 
+/* A gemm entry of quant.h's contract named `name` for type `type` (a
+ * constant) over r16_gemm_drive. */
+#define R16_GEMM_ENTRY(name, type)                                                                \
+	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,        \
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,   \
+			 int64_t y_stride, int64_t r_pf)                                            \
+	{                                                                                          \
+		r16_gemm_drive(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride,     \
+			       r_pf);                                                               \
+	}
+
 #endif
