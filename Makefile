@@ -12,7 +12,7 @@
 #
 # Sources are globbed: every src/*.c except main.c goes into libingot.a,
 # every tests/test_*.c becomes a test binary linked against it. Files named
-# *_avx2.c / *_avxvnni.c / *_avx512.c get their ISA flags; dispatch happens
+# *_avx2.c / *_avxvnni.c / *_avx512.c / *_amx.c get their ISA flags; dispatch happens
 # at run time.
 
 MODE     ?= release
@@ -54,6 +54,7 @@ LDLIBS_ALL = $(LDSAN) $(PKG_LIBS) -lm -pthread $(LDLIBS)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 
 LIB_SRC  := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJ  := $(LIB_SRC:src/%.c=$(BUILD)/obj/%.o)
@@ -90,6 +91,8 @@ $(BUILD)/obj/%_avxvnni.o: src/%_avxvnni.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) $(ISA_avxvnni) -c $< -o $@
 $(BUILD)/obj/%_avx512.o: src/%_avx512.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) $(ISA_avx512) -c $< -o $@
+$(BUILD)/obj/%_amx.o: src/%_amx.c $(wildcard src/*.h) | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) $(ISA_amx) -c $< -o $@
 # the VNNI builds of quant_gemm_avx2.c, and test_quant's build under SIMDe
 # (whose 256-bit vectors, without -mavx, draw GCC's ABI notes, and whose
 # emulated kernels outgrow its variable tracking)
@@ -104,6 +107,11 @@ $(BUILD)/tests/test_ops_simde: src/ops_avx512.c
 $(BUILD)/tests/test_r16_simde: src/quant_gemm_r16_avx512.c
 $(BUILD)/tests/test_r16_simde: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
 $(BUILD)/tests/test_r16_simde: OPT += -O0
+# test_r16_amx compiles src/quant_gemm_r16_amx.c under SIMDe and
+# tests/amx_emu.h (the tile instructions emulated), at -O0 likewise
+$(BUILD)/tests/test_r16_amx: src/quant_gemm_r16_amx.c
+$(BUILD)/tests/test_r16_amx: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
+$(BUILD)/tests/test_r16_amx: OPT += -O0
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 

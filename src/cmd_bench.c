@@ -361,9 +361,10 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 {
 	const double bw = mc->bw;
 	const uint64_t wbytes = mc->wbytes;
-	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels\n",
+	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels "
+	       "(AMX: %s)\n",
 	       c->m->path, c->m->arch->name, wbytes / 1e6, pool_threads(c->pool),
-	       quant_isa_name(quant_kernels_best()->isa));
+	       quant_isa_name(quant_kernels_best()->isa), quant_amx_status());
 	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB; median of %d probes, "
 	       "one before each decode run: %.1f .. %.1f)\n",
 	       bw, pool_threads(c->pool), wbytes / 1e6, c->n_probes, mc->bw_min, mc->bw_max);
@@ -394,7 +395,8 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 		       const struct bench_machine *mc, const struct bench_row *rows, int n)
 {
-	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"prefetch\": %s, "
+	printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"amx\": \"%s\", "
+	       "\"prefetch\": %s, "
 	       "\"stream_bw_gbs\": %.3f, \"stream_bw_min_gbs\": %.3f, \"stream_bw_max_gbs\": %.3f, "
 	       "\"weight_bytes_per_token\": %llu, "
 	       "\"int8_peak_gmacs\": %.3f, \"int8_peak_instr\": \"%s\", "
@@ -402,7 +404,7 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 	       "\"weight_macs_per_prompt_token\": %llu, \"prompt\": %d, \"depth\": %d, "
 	       "\"results\": [",
 	       c->m->path, pool_threads(c->pool), quant_isa_name(quant_kernels_best()->isa),
-	       o->prefetch ? "true" : "false", mc->bw, mc->bw_min, mc->bw_max,
+	       quant_amx_status(), o->prefetch ? "true" : "false", mc->bw, mc->bw_min, mc->bw_max,
 	       (unsigned long long)mc->wbytes, mc->peak, bench_int8_peak_instr(),
 	       (unsigned long long)mc->macs_token, (unsigned long long)mc->macs_prompt, o->prompt,
 	       o->depth);

@@ -3,6 +3,11 @@
  * quant_isa_detect() asks cpuid what the CPU implements and xgetbv whether
  * the OS saves the matching register state (an AVX-512 CPU under an OS or
  * hypervisor that does not enable ZMM state must not run AVX-512 code).
+ * AMX asks one thing more: Linux keeps the tile data out of a process's
+ * saved state until it asks for it (arch_prctl(ARCH_REQ_XCOMP_PERM)), and
+ * a tile instruction before that kills the process; the request is made
+ * once, by the first detection, and the amx table is offered only after
+ * its kernels passed their self-check (quant_gemm_r16_amx_register).
  * Kernel tables are built once, on first use, under pthread_once: every
  * entry starts as a thin wrapper over the scalar reference and the ISA file
  * then overwrites the entries it implements. Tables are immutable after
@@ -10,13 +15,20 @@
  * dot_multi entries start NULL (quant_dot_multi then calls dot per row);
  * an ISA file that replaces a dot entry also sets or clears its dot_multi
  * entry, so the two never come from different ISAs. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define QUANT_X86 1
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define QUANT_AMX_LINUX 1
 #endif
 
 #include "quant.h"
@@ -28,6 +40,7 @@ struct cpu_features {
 	int avx2;    /* AVX2 + FMA + F16C, YMM state enabled */
 	int avxvnni; /* avx2 + AVX-VNNI */
 	int avx512;  /* avx2 + AVX-512 F + BW + VL + DQ + VNNI, ZMM and opmask state enabled */
+	int amx;     /* avx512 + AMX-TILE + AMX-INT8, tile state enabled (XCR0 bits 17, 18) */
 };
 
 #ifdef QUANT_X86
@@ -40,7 +53,7 @@ static uint64_t xcr0_read(void)
 
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0, 0 };
+	struct cpu_features f = { 0, 0, 0, 0 };
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return f;
@@ -56,8 +69,11 @@ static struct cpu_features cpu_features_probe(void)
 	int avx2 = (b >> 5) & 1;
 	int f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
 	int vnni = (c >> 11) & 1;
+	int amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
+	int tile_os = (xcr0 & 0x60000) == 0x60000; /* XTILECFG | XTILEDATA */
 	f.avx2 = ymm_os && avx2 && fma && f16c;
 	f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
+	f.amx = f.avx512 && amx_tile && amx_int8 && tile_os;
 	if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
 		f.avxvnni = f.avx2 && ((a >> 4) & 1);
 	return f;
@@ -65,10 +81,55 @@ static struct cpu_features cpu_features_probe(void)
 #else
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0, 0 };
+	struct cpu_features f = { 0, 0, 0, 0 };
 	return f;
 }
 #endif
+
+/* ---- AMX: the process's permission, asked once ---- */
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_permitted;
+static char amx_why[96] = "not probed";
+
+static void amx_probe(void)
+{
+	struct cpu_features f = cpu_features_probe();
+	amx_permitted = 0;
+	if (!f.avx512) {
+		snprintf(amx_why, sizeof amx_why, "no AVX-512 (the amx table builds on it)");
+		return;
+	}
+#ifdef QUANT_X86
+	unsigned a, b, c, d;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1)) {
+		snprintf(amx_why, sizeof amx_why, "no AMX-TILE / AMX-INT8 in CPUID");
+		return;
+	}
+#endif
+	if (!f.amx) {
+		snprintf(amx_why, sizeof amx_why, "the OS does not enable tile state (XCR0)");
+		return;
+	}
+#ifdef QUANT_AMX_LINUX
+	const long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+	if (syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) != 0) {
+		snprintf(amx_why, sizeof amx_why, "arch_prctl(ARCH_REQ_XCOMP_PERM): %s", strerror(errno));
+		return;
+	}
+	amx_permitted = 1;
+	snprintf(amx_why, sizeof amx_why, "available");
+#else
+	snprintf(amx_why, sizeof amx_why, "tile permission is only asked for on Linux");
+#endif
+}
+
+const char *quant_amx_status(void)
+{
+	pthread_once(&amx_once, amx_probe);
+	(void)quant_kernels_get(QUANT_ISA_AMX); /* the self-check may say more */
+	return amx_why;
+}
 
 static int isa_supported(enum quant_isa isa)
 {
@@ -82,12 +143,15 @@ static int isa_supported(enum quant_isa isa)
 		return f.avxvnni;
 	case QUANT_ISA_AVX512:
 		return f.avx512;
+	case QUANT_ISA_AMX:
+		pthread_once(&amx_once, amx_probe);
+		return f.amx && amx_permitted;
 	default:
 		return 0;
 	}
 }
 
-static const char *const isa_names[QUANT_ISA_COUNT] = { "scalar", "avx2", "avxvnni", "avx512" };
+static const char *const isa_names[QUANT_ISA_COUNT] = { "scalar", "avx2", "avxvnni", "avx512", "amx" };
 
 const char *quant_isa_name(enum quant_isa isa)
 {
@@ -96,20 +160,26 @@ const char *quant_isa_name(enum quant_isa isa)
 
 /* The last ISA of the enum the CPU runs (every table gives the same
  * results; the later ones only differ in speed). INGOT_ISA=scalar|avx2|
- * avxvnni|avx512 picks another the CPU runs; unknown values, and ISAs the
- * CPU lacks, are ignored. */
+ * avxvnni|avx512|amx picks another the CPU runs; unknown values, and ISAs
+ * the CPU lacks, are ignored. The amx table must also have passed its
+ * self-check (tables_build). */
+static int isa_usable(enum quant_isa isa)
+{
+	return isa == QUANT_ISA_AMX ? quant_kernels_get(isa) != NULL : isa_supported(isa);
+}
+
 enum quant_isa quant_isa_detect(void)
 {
 	enum quant_isa best = QUANT_ISA_SCALAR;
 	for (int i = QUANT_ISA_COUNT - 1; i > 0; i--) {
-		if (isa_supported((enum quant_isa)i)) {
+		if (isa_usable((enum quant_isa)i)) {
 			best = (enum quant_isa)i;
 			break;
 		}
 	}
 	const char *env = getenv("INGOT_ISA");
 	for (int i = 0; env && i < QUANT_ISA_COUNT; i++) {
-		if (strcmp(env, isa_names[i]) == 0 && isa_supported((enum quant_isa)i))
+		if (strcmp(env, isa_names[i]) == 0 && isa_usable((enum quant_isa)i))
 			best = (enum quant_isa)i;
 	}
 	return best;
@@ -188,19 +258,25 @@ static void tables_build(void)
 #ifdef QUANT_X86
 		/* every SIMD table: the AVX2 kernels, then the legacy types'
 		 * build for the ISA */
+		const bool avx512 = i == QUANT_ISA_AVX512 || i == QUANT_ISA_AMX;
 		void (*legacy)(struct quant_kernels *, bool) =
-			i == QUANT_ISA_AVX512  ? quant_gemm_avx512_register
+			avx512                   ? quant_gemm_avx512_register
 			: i == QUANT_ISA_AVXVNNI ? quant_gemm_avxvnni_register
 			: i == QUANT_ISA_AVX2    ? quant_gemm_avx2_register
 						 : NULL;
 		if (legacy) {
 			quant_avx2_register(k);
-			(i == QUANT_ISA_AVX512    ? quant_gemm_k_avx512_register
+			(avx512                   ? quant_gemm_k_avx512_register
 			 : i == QUANT_ISA_AVXVNNI ? quant_gemm_k_avxvnni_register
 						  : quant_gemm_k_avx2_register)(k);
 		}
-		if (i == QUANT_ISA_AVX512)
+		if (avx512)
 			quant_gemm_r16_avx512_register(k);
+		if (i == QUANT_ISA_AMX && quant_gemm_r16_amx_register(k) != 0) {
+			snprintf(amx_why, sizeof amx_why, "AMX kernels failed their self-check");
+			table_ok[i] = 0;
+			continue;
+		}
 		if (i == QUANT_ISA_AVX2)
 			quant_gemm_r16_avx2_register(k);
 		tables_narrow[i] = *k;

@@ -101,6 +101,7 @@ enum quant_isa {
 	QUANT_ISA_AVX2,    /* AVX2 + FMA + F16C */
 	QUANT_ISA_AVXVNNI, /* AVX2's, with AVX-VNNI for the legacy types */
 	QUANT_ISA_AVX512,  /* AVX2's, with AVX512-VNNI + VL (F/BW/DQ too) for the legacy types */
+	QUANT_ISA_AMX,     /* AVX-512's, with AMX-INT8 tiles for repacked Q8_0 / Q5_0 batches */
 	QUANT_ISA_COUNT,
 };
 
@@ -275,13 +276,18 @@ void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, flo
  * state) supports and ingot has. The SIMD tables give the same results bit
  * for bit (the VNNI ones differ from AVX2's only in how the legacy types'
  * integer sums are formed). The environment variable
- * INGOT_ISA=scalar|avx2|avxvnni|avx512 picks another the CPU supports
+ * INGOT_ISA=scalar|avx2|avxvnni|avx512|amx picks another the CPU supports
  * (INGOT_ISA=scalar runs the reference everywhere); unknown values and
  * ISAs the CPU lacks are ignored. Cheap (a few cpuid instructions); call it
  * once and keep the table from quant_kernels_best() rather than in a hot
  * loop. */
 enum quant_isa quant_isa_detect(void);
 const char *quant_isa_name(enum quant_isa isa);
+
+/* Why the amx table is or is not offered here, in a few words ("available";
+ * "no AMX-INT8 in CPUID"; "arch_prctl(ARCH_REQ_XCOMP_PERM): <error>";
+ * ...), for bench and info output. Static storage, never NULL. */
+const char *quant_amx_status(void);
 
 /* Kernel table for isa with every NULL entry filled from the reference, or
  * NULL when the CPU cannot run that ISA. quant_kernels_best() never fails

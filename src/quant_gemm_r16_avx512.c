@@ -46,36 +46,7 @@
 #include "quant.h"
 #include "quant_avx2_int.h"
 #include "quant_r16_drive.h"
-
-/* Block b of a tile: its 8 quad vectors of unsigned quants and the 16
- * rows' scales. Q5_0: the low nibbles of 4 vectors give quad vectors 0-3
- * and the high ones 4-7, then 16 is added where bit k of the mask
- * bytes (one vptestmb per quad vector) says the fifth bit is set: 28
- * vector operations per block of 16 rows, shared by every token of the
- * pass. */
-ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
-			     __m512 *dw)
-{
-	const uint8_t *pair = tile + (size_t)(b / 2) * quant_r16_pair_bytes(t);
-	const uint8_t *p = pair + QUANT_R16_SCALES_LINE + (size_t)(b % 2) * quant_r16_block_quant_bytes(t);
-	*dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b % 2) * 32)));
-	if (t == QTYPE_Q8_0) {
-		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-			q[k] = _mm512_loadu_si512(p + 64 * k);
-		return;
-	}
-	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
-	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-		const __m512i nib = _mm512_loadu_si512(p + 64 * v);
-		q[v] = _mm512_and_si512(nib, low4);
-		q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
-	}
-	const __m512i planes = _mm512_loadu_si512(p + 256);
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
-		const __mmask64 hi = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << k)));
-		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
-	}
-}
+#include "quant_r16_avx512.h"
 
 ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)
 {
@@ -350,15 +321,6 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 	}
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
-}
-
-/* The rows of tile ti inside [r0, r1), as a store mask. */
-static inline __mmask16 r16_rows_mask(int64_t ti, int64_t r0, int64_t r1)
-{
-	const int64_t row0 = ti * QUANT_R16_ROWS;
-	const int j0 = r0 > row0 ? (int)(r0 - row0) : 0;
-	const int j1 = r1 < row0 + QUANT_R16_ROWS ? (int)(r1 - row0) : QUANT_R16_ROWS;
-	return (__mmask16)(((1u << j1) - 1) & ~((1u << j0) - 1));
 }
 
 /* Tile ti against the group pair at g0 (or the last group alone, before

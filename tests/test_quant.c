@@ -859,6 +859,7 @@ static void test_r16(void)
 {
 	const struct quant_kernels *simd = quant_kernels_get(QUANT_ISA_AVX2);
 	const struct quant_kernels *k = quant_kernels_get(QUANT_ISA_AVX512);
+	const struct quant_kernels *amx = quant_kernels_get(QUANT_ISA_AMX); /* NULL on most hosts */
 	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q6_K };
 	/* the longest rows make the kernels split the groups into chunks
 	 * (their activations past L2's share): all T there, one row range */
@@ -950,6 +951,10 @@ static void test_r16(void)
 							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", k, t,
 									n, w, stride, a, a_stride, packed, T,
 									ranges[ri][0], ranges[ri][1], "repacked");
+						if (amx && amx->gemm_r16[t] && amx->gemm_r16[t] != k->gemm_r16[t])
+							gemm_check_with(amx->gemm_r16[t], p, "amx r16", amx, t,
+									n, w, stride, a, a_stride, packed, T,
+									ranges[ri][0], ranges[ri][1], "repacked");
 						if (simd->gemm_r16[t])
 							gemm_check_with(simd->gemm_r16[t], p, "avx2 r16", simd, t,
 									n, w, stride, a, a_stride, packed, T,
@@ -960,13 +965,14 @@ static void test_r16(void)
 			}
 		}
 	}
-	int kernels = 0, kernels2 = 0;
+	int kernels = 0, kernels2 = 0, kernels_amx = 0;
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
 		kernels += k && k->gemm_r16[types[ti]] != NULL;
 		kernels2 += simd && simd->gemm_r16[types[ti]] != NULL;
+		kernels_amx += amx && amx->gemm_r16[types[ti]] != k->gemm_r16[types[ti]];
 	}
-	printf("  r16: %d checks%s, %d avx512 kernels, %d avx2 kernels\n", checked,
-	       simd ? "" : " (no SIMD table to compare with)", kernels, kernels2);
+	printf("  r16: %d checks%s, %d avx512 kernels, %d amx kernels, %d avx2 kernels\n", checked,
+	       simd ? "" : " (no SIMD table to compare with)", kernels, kernels_amx, kernels2);
 	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(p2), free(packed);
 }
 
@@ -1189,10 +1195,14 @@ int main(void)
 	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++) {
 		const struct quant_kernels *k = quant_kernels_get((enum quant_isa)isa);
 		if (!k) {
-			printf("SKIP %s: CPU lacks %s\n", quant_isa_name((enum quant_isa)isa),
-			       isa == QUANT_ISA_AVX512    ? "AVX-512 (F/BW/VL/DQ/VNNI)"
-			       : isa == QUANT_ISA_AVXVNNI ? "AVX-VNNI"
-							  : "AVX2/FMA/F16C");
+			if (isa == QUANT_ISA_AMX)
+				printf("SKIP amx: %s (test_r16_amx runs its kernels emulated)\n",
+				       quant_amx_status());
+			else
+				printf("SKIP %s: CPU lacks %s\n", quant_isa_name((enum quant_isa)isa),
+				       isa == QUANT_ISA_AVX512    ? "AVX-512 (F/BW/VL/DQ/VNNI)"
+				       : isa == QUANT_ISA_AVXVNNI ? "AVX-VNNI"
+								  : "AVX2/FMA/F16C");
 			continue;
 		}
 		printf("testing %s kernels\n", quant_isa_name(k->isa));

@@ -1,0 +1,68 @@
+/* quant_r16_avx512.h — the AVX-512 pieces of the repacked kernels that
+ * both their VNNI build (quant_gemm_r16_avx512.c) and their AMX build
+ * (quant_gemm_r16_amx.c) use: a Q8_0 / Q5_0 tile block as 8 quad vectors
+ * of unsigned quants with its 16 rows' scales, and the rows of a tile a
+ * call keeps. Include after quant_r16_drive.h (R16_QUADS), from a file
+ * compiled for AVX512-BW. */
+#ifndef INGOT_QUANT_R16_AVX512_H
+#define INGOT_QUANT_R16_AVX512_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "quant_int.h"
+
+/* Block b's 16 rows' scales (the fp16 ones of its pair's line). */
+ALWAYS_INLINE __m512 r16_scales(enum qtype t, const uint8_t *tile, int64_t b)
+{
+	const uint8_t *pair = tile + (size_t)(b / 2) * quant_r16_pair_bytes(t);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + (size_t)(b % 2) * 32)));
+}
+
+/* Where block b's quants start in a tile. */
+ALWAYS_INLINE const uint8_t *r16_quants(enum qtype t, const uint8_t *tile, int64_t b)
+{
+	return tile + (size_t)(b / 2) * quant_r16_pair_bytes(t) + QUANT_R16_SCALES_LINE +
+	       (size_t)(b % 2) * quant_r16_block_quant_bytes(t);
+}
+
+/* Block b of a tile: its 8 quad vectors of unsigned quants and the 16
+ * rows' scales. Q5_0: the low nibbles of 4 vectors give quad vectors 0-3
+ * and the high ones 4-7, then 16 is added where bit k of the mask
+ * bytes (one vptestmb per quad vector) says the fifth bit is set: 28
+ * vector operations per block of 16 rows, shared by every token of the
+ * pass. */
+ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
+			     __m512 *dw)
+{
+	const uint8_t *p = r16_quants(t, tile, b);
+	*dw = r16_scales(t, tile, b);
+	if (t == QTYPE_Q8_0) {
+		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
+			q[k] = _mm512_loadu_si512(p + 64 * k);
+		return;
+	}
+	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+		const __m512i nib = _mm512_loadu_si512(p + 64 * v);
+		q[v] = _mm512_and_si512(nib, low4);
+		q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
+	}
+	const __m512i planes = _mm512_loadu_si512(p + 256);
+	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
+		const __mmask64 hi = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << k)));
+		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
+	}
+}
+
+/* The rows of tile ti inside [r0, r1), as a store mask. */
+static inline __mmask16 r16_rows_mask(int64_t ti, int64_t r0, int64_t r1)
+{
+	const int64_t row0 = ti * QUANT_R16_ROWS;
+	const int j0 = r0 > row0 ? (int)(r0 - row0) : 0;
+	const int j1 = r1 < row0 + QUANT_R16_ROWS ? (int)(r1 - row0) : QUANT_R16_ROWS;
+	return (__mmask16)(((1u << j1) - 1) & ~((1u << j0) - 1));
+}
+
+#endif
