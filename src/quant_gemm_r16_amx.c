@@ -1,48 +1,55 @@
-/* quant_gemm_r16_amx.c — Q8_0 and Q5_0 weights repacked 16 rows to a tile
- * (quant.h) against 16 tokens at a time on AMX's int8 tiles: the gemm_r16
- * entries of the "amx" kernel table (quant.c: the AVX-512 table with these
- * two entries, offered only where CPUID has AMX-TILE and AMX-INT8, the OS
- * enables the tile state in XCR0 and Linux grants it to the process).
+/* quant_gemm_r16_amx.c — weights repacked 16 rows to a tile (quant.h,
+ * quant_int.h: Q8_0, Q5_0, Q4_K, Q6_K) against 16 tokens at a time on
+ * AMX's int8 tiles: the gemm_r16 entries of the "amx" kernel table
+ * (quant.c: the AVX-512 table with these four entries, offered only where
+ * CPUID has AMX-TILE and AMX-INT8, the OS enables the tile state in XCR0,
+ * Linux grants it to the process, and the self-check below passed).
  *
- * Why the repacked layout fits: a block's 8 quad vectors (quad vector k:
- * row j's unsigned quants 4k .. 4k+3 at bytes 4j .. 4j+3) are the layout
- * of a B tile of 8 rows x 64 bytes, which TDPBSUD reads as 16 columns of 4
- * bytes a row; the A tile is 16 tokens' 32 quants of the block, loaded
- * straight from their plain Q8_0 rows (a_stride apart). One TDPBSUD gives
- * C[token][row] = sum a * u for 16 x 16 pairs (8192 multiply-adds).
+ * Why the repacked layout fits: a tile's quad vectors (quad vector k: row
+ * j's unsigned quants 4k .. 4k+3 at bytes 4j .. 4j+3) are the layout of a
+ * B tile, K / 4 rows x 64 bytes, which TDPBSUD reads as 16 columns of 4
+ * bytes a row; the A tile is 16 tokens' K activation quants, loaded
+ * straight from their plain rows (a_stride apart). One TDPBSUD gives
+ * C[token][row] = sum a * u over the K elements for 16 x 16 pairs.
  *
- * The contract of quant_gemm_avx2.c scales each block's exact sum on its
- * own (acc = fma(dw * da, (float)isum, acc), block by block), so a tile
- * product spans one block (K = 32) and its C tile is stored after each
- * block and finished on AVX-512: per token isum = C + corr (corr = -o *
- * sum a takes the unsigned offset back out exactly: o = 128 for Q8_0, 16
- * for Q5_0; the sums come from the packed groups), then the float step on
- * the 16 rows at once. Same integer sums, same float operations in the
- * same order as the VNNI kernels: every output is bit for bit theirs.
- * Blocks alternate between two sets of tile registers, so a block's
- * product runs while the previous block's float step does.
+ * The contracts (quant_gemm_avx2.c, quant_gemm_k_avx2.c) scale each
+ * block's exact sum on its own, and a K type's sub-blocks each by their
+ * integer scale, so a tile product spans one run of elements under one
+ * scale: a Q8_0 / Q5_0 block or a Q4_K sub-block (K = 32), a Q6_K
+ * sub-block (K = 16, its own tile configuration). After each run the C
+ * tile is stored and finished on AVX-512 as the VNNI kernels finish
+ * theirs: Q8_0 / Q5_0, isum = C + corr (corr = -o * sum a takes the
+ * unsigned offset back out: o = 128, 16) and the float step on 16 rows at
+ * once; K types, S += scale * C, and at a super-block's end the float step
+ * of quant_gemm_r16_avx512.c's r16k_q4k / r16k_q6k (mins or the offset
+ * from the bsum pairs). Same integer sums, same float operations in the
+ * same order: every output is bit for bit the VNNI kernels'. Runs
+ * alternate between two sets of tile registers, so a run's product is
+ * issued before the vector work on the one before it.
  *
- * Per block and 16 tokens this is one tile product and 16 x (a load, an
- * add, a conversion, a multiply, an FMA) against the VNNI kernel's 16 x 8
- * vpdpbusd plus the same float step: about a third of the vector work.
- * NOT MEASURED: no host this project has run on exposes AMX (the Emerald
- * Rapids guests hide it in CPUID and refuse ARCH_REQ_XCOMP_PERM).
+ * Per 32 elements and 16 tokens this is one tile product and ~16 x 5
+ * vector operations against the VNNI kernel's 16 x 8 vpdpbusd plus the
+ * same float step. NOT MEASURED: no host this project has run on exposes
+ * AMX (the Emerald Rapids guests hide it in CPUID and refuse
+ * ARCH_REQ_XCOMP_PERM).
  *
- * Q5_0 tiles are unpacked once per tile into the B layout (r16_block, on
- * the stack: rows of at most AMX_MAX_BLOCKS blocks) for all the tokens.
- * Tokens past the last full 16, rows longer than that, and calls without
+ * All but Q8_0 are unpacked once per tile into the B layout (on the
+ * stack: rows of at most AMX_MAX_BLOCKS * 32 elements) for all the
+ * tokens. Tokens past the last full 16, longer rows, and calls without
  * packed groups go to the kernel the table had before (the AVX-512 one,
- * kept in amx_fallback).
+ * kept in amx_fallback); a call with T % 16 left over so reads its rows
+ * twice.
  *
  * Each call loads the tile configuration and releases the tiles when done
  * (the configuration is per thread, and released tiles cost nothing at a
  * context switch). Tested where AMX is absent: tests/test_r16_amx.c
  * compiles this file against an emulation of the tile instructions written
  * from their specification (tests/amx_emu.h, which also faults on the
- * shape mismatches the hardware faults on) and SIMDe for AVX-512, bit for
- * bit against quant_gemm_r16_ref; and where AMX is present, quant.c
- * offers the table only after quant_gemm_r16_amx_register's self-check
- * against the AVX-512 kernels passed. */
+ * configurations and shapes the hardware faults on) and SIMDe for
+ * AVX-512, bit for bit against quant_gemm_r16_ref; and where AMX is
+ * present, quant.c offers the table only after
+ * quant_gemm_r16_amx_register's self-check against the AVX-512 kernels
+ * passed. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,11 +62,12 @@
 #include "quant_r16_avx512.h"
 
 #define AMX_TOKENS 16     /* tokens in an A tile (its rows) */
-#define AMX_MAX_BLOCKS 64 /* longest Q5_0 row unpacked on the stack: 32 KB */
+#define AMX_MAX_BLOCKS 64 /* longest row unpacked on the stack: 2048 elements, 32 KB */
+#define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
 
 /* Tile registers, as literal numbers (the intrinsics paste them into the
- * instruction): A (16 tokens x 32 bytes), B (8 rows x 64 bytes), C (16 x
- * 16 int32), twice. */
+ * instruction): A (16 tokens x K bytes), B (K / 4 rows x 64 bytes), C (16
+ * x 16 int32), twice. */
 #define TA0 0
 #define TA1 1
 #define TB0 2
@@ -68,47 +76,87 @@
 #define TC1 5
 
 /* LDTILECFG's 64 bytes: palette 1, then each tile's bytes per row and
- * rows. Static and constant: GCC's _tile_loadconfig tells the compiler
- * that it reads 8 bytes, so a configuration built on the stack just
- * before could be partly unwritten. */
+ * rows; one configuration per run length K (32: Q8_0 and Q5_0 blocks,
+ * Q4_K sub-blocks; 16: Q6_K's). Static and constant: GCC's
+ * _tile_loadconfig tells the compiler that it reads 8 bytes, so a
+ * configuration built on the stack just before could be partly unwritten. */
 struct amx_tilecfg {
 	uint8_t palette, start_row, reserved[14];
 	uint16_t colsb[16];
 	uint8_t rows[16];
 };
-static const struct amx_tilecfg amx_cfg __attribute__((aligned(64))) = {
-	.palette = 1,
-	.colsb = { QK, QK, 64, 64, 64, 64 },
-	.rows = { AMX_TOKENS, AMX_TOKENS, QK / 4, QK / 4, AMX_TOKENS, AMX_TOKENS },
-};
+#define AMX_CFG(K)                                                                        \
+	{                                                                                 \
+		.palette = 1, .colsb = { K, K, 64, 64, 64, 64 },                          \
+		.rows = { AMX_TOKENS, AMX_TOKENS, K / 4, K / 4, AMX_TOKENS, AMX_TOKENS }, \
+	}
+static const struct amx_tilecfg amx_cfg32 __attribute__((aligned(64))) = AMX_CFG(32);
+static const struct amx_tilecfg amx_cfg16 __attribute__((aligned(64))) = AMX_CFG(16);
 _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG operand");
 
-/* The entries the table had for Q8_0 and Q5_0 (quant_gemm_r16_amx_register). */
+/* The entries the table had (quant_gemm_r16_amx_register). */
 static quant_gemm_fn amx_fallback[QTYPE_COUNT];
 
-/* Block b's C into tile register tc: A from the 16 tokens' plain rows
- * (their block b's quants at a_blk, a_stride apart), B the block's quad
- * vectors at wq. */
-#define AMX_PRODUCT(ta, tb, tc, a_blk, a_stride, wq)  \
-	do {                                          \
-		_tile_loadd(ta, a_blk, a_stride);     \
-		_tile_loadd(tb, wq, 64);              \
-		_tile_zero(tc);                       \
-		_tile_dpbsud(tc, ta, tb);             \
-	} while (0)
+/* ---- runs: the spans of a row that one tile product covers ----
+ *
+ * A run is K elements under one scale: a Q8_0 / Q5_0 block (K = 32), a
+ * Q4_K sub-block (32), a Q6_K sub-block (16). Its B is K / 4 quad vectors
+ * of 16 rows (in the tile for Q8_0, unpacked into u for the others, run
+ * after run); its A is the 16 tokens' K activation quants of the run, in
+ * their plain rows. */
 
-/* Block b's quad vectors: in the tile (Q8_0) or unpacked at u (Q5_0). */
-ALWAYS_INLINE const uint8_t *amx_b(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t b)
+ALWAYS_INLINE int amx_run_k(enum qtype t)
 {
-	return t == QTYPE_Q8_0 ? r16_quants(t, tile, b) : u + (size_t)b * QUANT_R16_ROWS * QK;
+	return t == QTYPE_Q6_K ? 16 : 32;
 }
 
-/* The float step of block b for the 16 tokens of groups ga, gb (their
- * block b) from the stored C: acc[i] = fma(dw * da_i, (float)(C[i] +
- * corr_i), acc[i]). */
-ALWAYS_INLINE void amx_step(enum qtype t, const uint8_t *tile, int64_t b,
-			    const int32_t c[AMX_TOKENS][QUANT_R16_ROWS], const struct quant_gemm_block *ga,
-			    const struct quant_gemm_block *gb, __m512 acc[AMX_TOKENS])
+ALWAYS_INLINE int64_t amx_runs_per_block(enum qtype t)
+{
+	return t == QTYPE_Q4_K ? QK_K / 32 : t == QTYPE_Q6_K ? QK_K / 16 : 1;
+}
+
+/* Run r's activations in the plain row at a (Q8_0 or Q8_K blocks). */
+ALWAYS_INLINE const uint8_t *amx_run_a(enum qtype t, const uint8_t *a, int64_t r)
+{
+	if (!quant_r16_k_type(t))
+		return a + (size_t)r * sizeof(struct block_q8_0) + offsetof(struct block_q8_0, qs);
+	const int64_t per = amx_runs_per_block(t);
+	return a + (size_t)(r / per) * sizeof(struct block_q8_K) + offsetof(struct block_q8_K, qs) +
+	       (size_t)(r % per) * (size_t)amx_run_k(t);
+}
+
+ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t r)
+{
+	return t == QTYPE_Q8_0 ? r16_quants(t, tile, r) : u + (size_t)r * (size_t)amx_run_k(t) * QUANT_R16_ROWS;
+}
+
+/* Run r's C into tile set r % 2. */
+ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *tile, const uint8_t *u, const uint8_t *a,
+			     size_t a_stride, int64_t r)
+{
+	const uint8_t *ar = amx_run_a(t, a, r), *br = amx_run_b(t, tile, u, r);
+	if (r % 2 == 0) {
+		_tile_loadd(TA0, ar, a_stride);
+		_tile_loadd(TB0, br, 64);
+		_tile_zero(TC0);
+		_tile_dpbsud(TC0, TA0, TB0);
+	} else {
+		_tile_loadd(TA1, ar, a_stride);
+		_tile_loadd(TB1, br, 64);
+		_tile_zero(TC1);
+		_tile_dpbsud(TC1, TA1, TB1);
+	}
+}
+
+/* ---- what follows each product ---- */
+
+/* Q8_0 / Q5_0 block b for the 16 tokens of groups ga, gb (their block b),
+ * from the stored C: acc[i] = fma(dw * da_i, (float)(C[i] + corr_i),
+ * acc[i]). */
+ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b,
+				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS],
+				  const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
+				  __m512 acc[AMX_TOKENS])
 {
 	const __m512 dw = r16_scales(t, tile, b);
 	int32_t corr[AMX_TOKENS] __attribute__((aligned(32)));
@@ -127,44 +175,140 @@ ALWAYS_INLINE void amx_step(enum qtype t, const uint8_t *tile, int64_t b,
 	}
 }
 
-/* One tile against 16 tokens: their plain rows at a (a_stride apart), their
- * two packed groups at g (nb blocks each), into acc. Block b's product
- * goes to the tile set b % 2, issued one block ahead of its float step. */
-ALWAYS_INLINE void amx_tokens16(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
-				const uint8_t *a, size_t a_stride, const struct quant_gemm_block *g,
-				__m512 acc[AMX_TOKENS])
+/* The 16 rows' integer scale of K-type run s of the super-block at sb. */
+ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int64_t s)
 {
-	int32_t c[2][AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
-	const uint8_t *aq = a + offsetof(struct block_q8_0, qs);
-	const size_t ab = sizeof(struct block_q8_0);
-	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
-		acc[i] = _mm512_setzero_ps();
-	AMX_PRODUCT(TA0, TB0, TC0, aq, a_stride, amx_b(t, tile, u, 0));
-	for (int64_t b = 0; b < nb; b += 2) {
-		if (b + 1 < nb)
-			AMX_PRODUCT(TA1, TB1, TC1, aq + (size_t)(b + 1) * ab, a_stride, amx_b(t, tile, u, b + 1));
-		_tile_stored(TC0, c[0], 64);
-		amx_step(t, tile, b, c[0], g + b, g + nb + b, acc);
-		if (b + 1 >= nb)
-			break;
-		if (b + 2 < nb)
-			AMX_PRODUCT(TA0, TB0, TC0, aq + (size_t)(b + 2) * ab, a_stride, amx_b(t, tile, u, b + 2));
-		_tile_stored(TC1, c[1], 64);
-		amx_step(t, tile, b + 1, c[1], g + b + 1, g + nb + b + 1, acc);
+	if (t == QTYPE_Q4_K)
+		return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
+	/* Q6_K: pair s / 2 of row j at 2j: low byte sub-block 2p, high 2p + 1 */
+	const __m512i pr = _mm512_cvtepi8_epi16(
+		_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * (s / 2))));
+	return s % 2 ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
+}
+
+/* The end of a K-type super-block at sb for the 16 tokens of the packed
+ * pair ga, gb: the float step of quant_gemm_r16_avx512.c's r16k_q4k /
+ * r16k_q6k on the sums S (Q4_K: M from the mins into accm; Q6_K: less 32
+ * * the scales against the bsums). */
+ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct quant_gemm_kblock *ga,
+			       const struct quant_gemm_kblock *gb, const __m512i S[AMX_TOKENS],
+			       __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
+{
+	const struct r16_toks tk = { { (const uint8_t *)ga->quads, (const uint8_t *)gb->quads },
+				     { (const uint8_t *)ga->bsum_pairs, (const uint8_t *)gb->bsum_pairs },
+				     { ga->d, gb->d },
+				     sizeof ga->quads[0] };
+	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
+	__m512i pw[8]; /* Q4_K: (m, m); Q6_K: the scale pairs */
+	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+		if (t == QTYPE_Q4_K) {
+			const __m512i m = _mm512_cvtepu8_epi32(
+				_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_MINS + 16 * j)));
+			pw[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		} else {
+			pw[j] = _mm512_cvtepi8_epi16(
+				_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * j)));
+		}
+	}
+	if (t == QTYPE_Q4_K) {
+		const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
+		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
+			acc[i] = r16_step(dw, &tk, i, S[i], acc[i]);
+			accm[i] = r16_step(dmin, &tk, i, r16k_pairs(pw, &tk, i), accm[i]);
+		}
+	} else {
+		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
+			const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, &tk, i), 5));
+			acc[i] = r16_step(dw, &tk, i, s, acc[i]);
+		}
 	}
 }
 
-/* A Q5_0 tile's nb blocks unpacked into u as B tiles (Q8_0: nothing). */
+/* One tile against 16 tokens: their plain rows at a (a_stride apart), their
+ * two packed groups at g (nb blocks or super-blocks each), into out. Run
+ * r's product goes to tile set r % 2, issued one run ahead of the vector
+ * work on the one before. */
+ALWAYS_INLINE void amx_tokens16(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
+				const uint8_t *a, size_t a_stride, const void *g, __m512 out[AMX_TOKENS])
+{
+	int32_t c[AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
+	__m512 acc[AMX_TOKENS], accm[AMX_TOKENS];
+	__m512i S[AMX_TOKENS];
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
+		acc[i] = accm[i] = _mm512_setzero_ps();
+		S[i] = _mm512_setzero_si512();
+	}
+	const int64_t per = amx_runs_per_block(t), runs = nb * per;
+	amx_issue(t, tile, u, a, a_stride, 0);
+	for (int64_t r = 0; r < runs; r++) {
+		if (r + 1 < runs)
+			amx_issue(t, tile, u, a, a_stride, r + 1);
+		if (r % 2 == 0)
+			_tile_stored(TC0, c, 64);
+		else
+			_tile_stored(TC1, c, 64);
+		if (!quant_r16_k_type(t)) {
+			const struct quant_gemm_block *gb = g;
+			amx_block_step(t, tile, r, c, gb + r, gb + nb + r, acc);
+			continue;
+		}
+		const int64_t b = r / per;
+		const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
+		const __m512i sc = amx_run_scale(t, sb, r % per);
+		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
+			S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
+		if (r % per == per - 1) {
+			const struct quant_gemm_kblock *gk = g;
+			amx_sb_step(t, sb, gk + b, gk + nb + b, S, acc, accm);
+			_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
+				S[i] = _mm512_setzero_si512();
+		}
+	}
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
+		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
+}
+
+/* A tile's nb blocks or super-blocks unpacked into u as B tiles, run
+ * after run (Q8_0: nothing, its tile is read as it is). */
 ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uint8_t *u)
 {
-	if (t == QTYPE_Q8_0)
-		return;
+	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		r16_block(t, tile, b, q, &dw);
-		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-			_mm512_storeu_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k, q[k]);
+		if (t == QTYPE_Q8_0) {
+			break;
+		} else if (t == QTYPE_Q5_0) {
+			r16_block(t, tile, b, q, &dw);
+			_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
+				_mm512_storeu_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k, q[k]);
+		} else if (t == QTYPE_Q4_K) { /* quad vector 8s + k: chunk s / 2, nibble s % 2 */
+			const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
+			for (int s = 0; s < 8; s++)
+				_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+					const __m512i nib = _mm512_loadu_si512(
+						sb + QUANT_R16K_Q4_K_QUANTS + 512 * (s / 2) + 64 * k);
+					_mm512_storeu_si512(u + (size_t)b * QK_K * QUANT_R16_ROWS + 64 * (8 * s + k),
+							    _mm512_and_si512(s % 2 ? _mm512_srli_epi16(nib, 4) : nib, low4));
+				}
+		} else { /* Q6_K, quad vector K = 8 rr + k as r16k_q6k puts it together */
+			const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q6_K_SB;
+			for (int rr = 0; rr < 8; rr++) {
+				const __m128i nib_shift = _mm_cvtsi32_si128(rr < 4 ? 0 : 4);
+				const __m128i bits_shift = _mm_cvtsi32_si128(2 * (rr / 2));
+				const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (rr % 4));
+				const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (rr % 2));
+				_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+					const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
+					const __m512i hi = _mm512_and_si512(
+						_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift),
+								  4),
+						top2);
+					_mm512_storeu_si512(u + (size_t)b * QK_K * QUANT_R16_ROWS + 64 * (8 * rr + k),
+							    _mm512_ternarylogic_epi32(lo, hi, low4, 0xec));
+				}
+			}
+		}
 	}
 	/* GCC's tile loads name their address as a register, not as memory
 	 * read: without this the stores to u could be sunk past them, or
@@ -172,22 +316,24 @@ ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uin
 	__asm__ volatile("" ::: "memory");
 }
 
-/* The gemm_r16 contract (quant.h) for t = Q8_0 or Q5_0: the first T / 16
- * * 16 tokens here, 16 at a time over each tile of [r0, r1) (the tile
- * stays in L1 for all of them while the next is prefetched into L2, up to
- * the tiles of r_pf), the rest through amx_fallback[t]. u: room for a
- * Q5_0 tile unpacked (AMX_MAX_BLOCKS blocks of 512 bytes). */
+/* The gemm_r16 contract (quant.h) for t: the first T / 16 * 16 tokens
+ * here, 16 at a time over each tile of [r0, r1) (the tile stays in L1 for
+ * all of them while the next is prefetched into L2, up to the tiles of
+ * r_pf), the rest through amx_fallback[t]. u: AMX_U_BYTES for the tile
+ * unpacked (NULL for Q8_0). */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u)
 {
-	const int64_t nb = n / QK;
-	const size_t group_bytes = (size_t)nb * sizeof(struct quant_gemm_block);
-	const int64_t t16 = packed && nb <= AMX_MAX_BLOCKS ? T / AMX_TOKENS * AMX_TOKENS : 0;
+	const bool kt = quant_r16_k_type(t);
+	const int64_t nb = n / (kt ? QK_K : QK);
+	const size_t group_bytes =
+		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
+	const int64_t t16 = packed && n <= AMX_MAX_BLOCKS * QK ? T / AMX_TOKENS * AMX_TOKENS : 0;
 	if (t16 > 0 && r0 < r1) {
 		const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 		const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
-		_tile_loadconfig(&amx_cfg);
+		_tile_loadconfig(amx_run_k(t) == 16 ? &amx_cfg16 : &amx_cfg32);
 		for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
 			const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
 			if (ti + 1 < tiles_end)
@@ -198,8 +344,7 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 			for (int64_t t0 = 0; t0 < t16; t0 += AMX_TOKENS) {
 				__m512 acc[AMX_TOKENS];
 				amx_tokens16(t, tile, u, nb, (const uint8_t *)a + (size_t)t0 * a_stride, a_stride,
-					     (const struct quant_gemm_block *)((const uint8_t *)packed +
-									       (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes),
+					     (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes,
 					     acc);
 				for (int i = 0; i < AMX_TOKENS; i++)
 					_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
@@ -217,57 +362,63 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	}
 }
 
-static void gemm_q8_0_amx(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			  const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			  int64_t y_stride, int64_t r_pf)
-{
-	amx_gemm(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf, NULL);
-}
-
-static void gemm_q5_0_amx(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,
-			  const void *a, size_t a_stride, const void *packed, int64_t T, float *y,
-			  int64_t y_stride, int64_t r_pf)
-{
-	uint8_t u[AMX_MAX_BLOCKS * QUANT_R16_ROWS * QK] __attribute__((aligned(64)));
-	amx_gemm(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf, u);
-}
+#define AMX_ENTRY(fn, type, unpacked)                                                               \
+	static void fn(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a, \
+		       size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride,     \
+		       int64_t r_pf)                                                                   \
+	{                                                                                              \
+		uint8_t u[unpacked ? AMX_U_BYTES : 1] __attribute__((aligned(64)));                     \
+		amx_gemm(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf,      \
+			 unpacked ? u : NULL);                                                          \
+	}
+AMX_ENTRY(gemm_q8_0_amx, QTYPE_Q8_0, 0)
+AMX_ENTRY(gemm_q5_0_amx, QTYPE_Q5_0, 1)
+AMX_ENTRY(gemm_q4_K_amx, QTYPE_Q4_K, 1)
+AMX_ENTRY(gemm_q6_K_amx, QTYPE_Q6_K, 1)
 
 /* ---- the self-check ---- */
 
-enum { CHECK_N = 3 * QK, CHECK_ROWS = 2 * QUANT_R16_ROWS, CHECK_T = AMX_TOKENS + 4 };
+enum { CHECK_N = 2 * QK_K, CHECK_ROWS = 2 * QUANT_R16_ROWS, CHECK_T = AMX_TOKENS + 4 };
 
-/* A small matrix of type t (random quants and scales from a fixed
- * stream) against CHECK_T tokens, through amx and through the fallback:
- * whether every output agrees bit for bit. */
+/* A small matrix of type t (random quants, fixed normal scales) against
+ * CHECK_T tokens, through amx and through the fallback: whether every
+ * output agrees bit for bit. */
 static bool amx_check_type(enum qtype t, quant_gemm_fn amx)
 {
 	static uint8_t w[CHECK_ROWS * (CHECK_N / QK) * sizeof(struct block_q8_0)];
-	static uint8_t w16[CHECK_ROWS * (CHECK_N / QK) * (QUANT_R16_ROWS * QK + 64)];
-	static uint8_t a[CHECK_T * (CHECK_N / QK) * sizeof(struct block_q8_0)];
-	static struct quant_gemm_block packed[(CHECK_T + QUANT_GEMM_GROUP - 1) / QUANT_GEMM_GROUP * (CHECK_N / QK)];
+	static uint8_t w16[2 * 9216] __attribute__((aligned(64)));
+	static uint8_t a[CHECK_T * (CHECK_N / QK_K) * sizeof(struct block_q8_K)];
+	static uint8_t packed[16384] __attribute__((aligned(64)));
 	static float x[CHECK_N], y[2][CHECK_T * CHECK_ROWS];
-	const size_t block_bytes = qtype_traits(t)->block_bytes, row_bytes = (CHECK_N / QK) * block_bytes;
-	const size_t a_stride = (CHECK_N / QK) * sizeof(struct block_q8_0);
+	const struct qtype_traits *tr = qtype_traits(t);
+	const enum qtype at = tr->act_type;
+	const int64_t nb = CHECK_N / tr->block_elems;
+	const size_t row_bytes = (size_t)nb * tr->block_bytes;
+	uint64_t a_stride = 0;
+	if (qtype_row_bytes(at, CHECK_N, &a_stride) != 0 || a_stride * CHECK_T > sizeof a ||
+	    row_bytes * CHECK_ROWS > sizeof w || quant_r16_bytes(t, CHECK_N, CHECK_ROWS) > sizeof w16 ||
+	    quant_gemm_pack_bytes(at, CHECK_N, CHECK_T) > sizeof packed)
+		return false;
 	uint64_t s = 0x2545f4914f6cdd1dull;
 	for (size_t i = 0; i < CHECK_ROWS * row_bytes; i++) {
 		s = s * 6364136223846793005ull + 1442695040888963407ull;
 		w[i] = (uint8_t)(s >> 56);
 	}
-	for (int64_t i = 0; i < CHECK_ROWS * (CHECK_N / QK); i++) {
-		/* each block's fp16 scale a normal number */
-		const uint16_t d = (uint16_t)(0x2000 + (i * 37) % 0x1000);
-		memcpy(w + (size_t)i * block_bytes, &d, sizeof d);
+	/* each block's fp16 scales normal numbers (Q4_K: d and dmin first;
+	 * Q6_K: d last) */
+	const size_t d_at = t == QTYPE_Q6_K ? offsetof(struct block_q6_K, d) : 0;
+	for (int64_t i = 0; i < CHECK_ROWS * nb; i++) {
+		const uint16_t d[2] = { (uint16_t)(0x2000 + (i * 37) % 0x1000), (uint16_t)(0x1c00 + (i * 53) % 0x400) };
+		memcpy(w + (size_t)i * tr->block_bytes + d_at, d, t == QTYPE_Q4_K ? sizeof d : sizeof d[0]);
 	}
-	if (quant_r16_bytes(t, CHECK_N, CHECK_ROWS) > sizeof w16)
-		return false;
 	quant_r16_pack(t, w, CHECK_N, CHECK_ROWS, w16);
 	for (int tk = 0; tk < CHECK_T; tk++) {
 		for (int e = 0; e < CHECK_N; e++) {
 			s = s * 6364136223846793005ull + 1442695040888963407ull;
 			x[e] = (float)((int64_t)(s >> 40) - (1 << 23)) / (float)(1 << 20);
 		}
-		quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, CHECK_N);
-		quant_gemm_pack_row(QTYPE_Q8_0, a + (size_t)tk * a_stride, CHECK_N, tk, packed);
+		quant_quantize_ref(at, x, a + (size_t)tk * a_stride, CHECK_N);
+		quant_gemm_pack_row(at, a + (size_t)tk * a_stride, CHECK_N, tk, packed);
 	}
 	amx(CHECK_N, w16, row_bytes, 0, CHECK_ROWS, a, a_stride, packed, CHECK_T, y[0], CHECK_ROWS, 0);
 	amx_fallback[t](CHECK_N, w16, row_bytes, 0, CHECK_ROWS, a, a_stride, packed, CHECK_T, y[1],
@@ -285,12 +436,14 @@ static bool amx_check_type(enum qtype t, quant_gemm_fn amx)
  * are now k's, -1 (k unchanged) when not. */
 int QUANT_GEMM_R16_AMX_REGISTER(struct quant_kernels *k)
 {
-	amx_fallback[QTYPE_Q8_0] = k->gemm_r16[QTYPE_Q8_0];
-	amx_fallback[QTYPE_Q5_0] = k->gemm_r16[QTYPE_Q5_0];
-	if (!amx_fallback[QTYPE_Q8_0] || !amx_fallback[QTYPE_Q5_0] ||
-	    !amx_check_type(QTYPE_Q8_0, gemm_q8_0_amx) || !amx_check_type(QTYPE_Q5_0, gemm_q5_0_amx))
-		return -1;
-	k->gemm_r16[QTYPE_Q8_0] = gemm_q8_0_amx;
-	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_amx;
+	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q6_K };
+	static const quant_gemm_fn entries[] = { gemm_q8_0_amx, gemm_q5_0_amx, gemm_q4_K_amx, gemm_q6_K_amx };
+	for (int i = 0; i < 4; i++) {
+		amx_fallback[types[i]] = k->gemm_r16[types[i]];
+		if (!amx_fallback[types[i]] || !amx_check_type(types[i], entries[i]))
+			return -1;
+	}
+	for (int i = 0; i < 4; i++)
+		k->gemm_r16[types[i]] = entries[i];
 	return 0;
 }

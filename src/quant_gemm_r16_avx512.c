@@ -48,13 +48,6 @@
 #include "quant_r16_drive.h"
 #include "quant_r16_avx512.h"
 
-ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)
-{
-	int32_t v;
-	memcpy(&v, base + (size_t)k * tk->step + 4 * (size_t)(i % QUANT_GEMM_GROUP), sizeof v);
-	return _mm512_set1_epi32(v);
-}
-
 /* s[i] += token i's products with the nq quad vectors q (its quads k0 ..
  * k0 + nq - 1), for nt tokens (a constant at each instance: 1, 8 or 16).
  * Each token is one chain of dependent vpdpbusd; the chains interleave
@@ -68,13 +61,6 @@ ALWAYS_INLINE void r16_chains(const __m512i *q, int nq, const struct r16_toks *t
 	_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++)
 		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 			s[i] = _mm512_dpbusd_epi32(s[i], q[k], r16_bcast(tk->x[i / 8], tk, i, k0 + k));
-}
-
-/* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
-ALWAYS_INLINE __m512 r16_step(__m512 dw, const struct r16_toks *tk, int i, __m512i S, __m512 acc)
-{
-	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
-	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
 }
 
 /* nt tokens' blocks against the 16 rows (Q8_0, Q5_0): token i's sums start
@@ -194,16 +180,6 @@ ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r
 	r16_chains(q, nq, tk, k0, nt, s);
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(s[i], sc));
-}
-
-/* sum_j w[j] * token i's bsum pair j, by vpdpwssd (Q4_K: M; Q6_K: the
- * offset sum sum_s sc_s * bsum_s). */
-ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16_toks *tk, int i)
-{
-	__m512i m = _mm512_setzero_si512();
-	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-		m = _mm512_dpwssd_epi32(m, w[j], r16_bcast(tk->p[i / 8], tk, i, j));
-	return m;
 }
 
 /* One Q4_K super-block at sb against nt tokens into acc, accm. */

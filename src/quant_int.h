@@ -212,9 +212,9 @@ void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-V
  * (quant_gemm_r16_avx512.c); of Q5_0 and Q4_K (quant_gemm_r16_avx2.c). */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
 void quant_gemm_r16_avx2_register(struct quant_kernels *k);   /* AVX2: Q5_0, Q4_K */
-/* The AMX entries of Q8_0 and Q5_0 over k's AVX-512 ones (kept for what
- * they leave), once each passed a self-check against those: 0, or -1
- * with k unchanged (quant_gemm_r16_amx.c). */
+/* The AMX gemm_r16 entries (all four types) over k's AVX-512 ones (kept
+ * for what they leave), once each passed a self-check against those: 0,
+ * or -1 with k unchanged (quant_gemm_r16_amx.c). */
 int quant_gemm_r16_amx_register(struct quant_kernels *k);
 
 /* ---- Q4_K and Q6_K repacked 16 rows to a tile (quant_r16k.c) ----

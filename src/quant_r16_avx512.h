@@ -1,8 +1,9 @@
 /* quant_r16_avx512.h — the AVX-512 pieces of the repacked kernels that
  * both their VNNI build (quant_gemm_r16_avx512.c) and their AMX build
  * (quant_gemm_r16_amx.c) use: a Q8_0 / Q5_0 tile block as 8 quad vectors
- * of unsigned quants with its 16 rows' scales, and the rows of a tile a
- * call keeps. Include after quant_r16_drive.h (R16_QUADS), from a file
+ * of unsigned quants with its 16 rows' scales, a token's broadcast quad,
+ * the contract's float step, the K types' bsum-pair sums, and the rows of
+ * a tile a call keeps. Include after quant_r16_drive.h (R16_QUADS), from a file
  * compiled for AVX512-BW. */
 #ifndef INGOT_QUANT_R16_AVX512_H
 #define INGOT_QUANT_R16_AVX512_H
@@ -54,6 +55,30 @@ ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m51
 		const __mmask64 hi = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << k)));
 		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
 	}
+}
+
+ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)
+{
+	int32_t v;
+	memcpy(&v, base + (size_t)k * tk->step + 4 * (size_t)(i % QUANT_GEMM_GROUP), sizeof v);
+	return _mm512_set1_epi32(v);
+}
+
+/* The float step of the contract for token i: acc = fma(dw * da, S, acc). */
+ALWAYS_INLINE __m512 r16_step(__m512 dw, const struct r16_toks *tk, int i, __m512i S, __m512 acc)
+{
+	const __m512 da = _mm512_set1_ps(tk->d[i / 8][i % QUANT_GEMM_GROUP]);
+	return _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(S), acc);
+}
+
+/* sum_j w[j] * token i's bsum pair j, by vpdpwssd (Q4_K: M; Q6_K: the
+ * offset sum sum_s sc_s * bsum_s). */
+ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16_toks *tk, int i)
+{
+	__m512i m = _mm512_setzero_si512();
+	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+		m = _mm512_dpwssd_epi32(m, w[j], r16_bcast(tk->p[i / 8], tk, i, j));
+	return m;
 }
 
 /* The rows of tile ti inside [r0, r1), as a store mask. */

@@ -9,8 +9,9 @@
  * reference here, counting the tokens it is given: a case passes only if
  * the outputs match, the emulation saw no fault (a configuration or a
  * product shape the hardware would refuse), and every full 16 tokens went
- * through the tiles. Q8_0 and Q5_0, rows of an even and an odd number of
- * blocks, the longest row the tiles take and one block more, T from one
+ * through the tiles. Every repacked type (Q8_0, Q5_0, Q4_K, Q6_K), rows of
+ * an even and an odd number of blocks, the longest row the tiles take and
+ * one block more, T from one
  * token (all fallback) through 48 (three tile passes) with 1..15
  * leftovers, row ranges cutting tiles at both ends and the padded last
  * tile, with and without a next range (r_pf). Built at -O0 like
@@ -42,19 +43,19 @@
 static uint64_t rng = 0x853c49e6748fea9bull; /* quant_fill.h's stream */
 static int64_t fallback_tokens;              /* tokens the fallback was given */
 
-static void ref_q8_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a,
-		     size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride, int64_t r_pf)
-{
-	fallback_tokens += T;
-	quant_gemm_r16_ref(QTYPE_Q8_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
-}
-
-static void ref_q5_0(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a,
-		     size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride, int64_t r_pf)
-{
-	fallback_tokens += T;
-	quant_gemm_r16_ref(QTYPE_Q5_0, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
-}
+#define REF_WRAPPER(name, type)                                                                   \
+	static void name(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1,         \
+			 const void *a, size_t a_stride, const void *packed, int64_t T, float *y,  \
+			 int64_t y_stride, int64_t r_pf)                                            \
+	{                                                                                          \
+		fallback_tokens += T;                                                              \
+		quant_gemm_r16_ref(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y,        \
+				   y_stride);                                                      \
+	}
+REF_WRAPPER(ref_q8_0, QTYPE_Q8_0)
+REF_WRAPPER(ref_q5_0, QTYPE_Q5_0)
+REF_WRAPPER(ref_q4_K, QTYPE_Q4_K)
+REF_WRAPPER(ref_q6_K, QTYPE_Q6_K)
 
 enum { ROWS = 40, T_MAX = 48 };
 
@@ -63,26 +64,33 @@ enum { ROWS = 40, T_MAX = 48 };
 static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
 {
 	const struct qtype_traits *tr = qtype_traits(t);
-	const int64_t nb = n / QK;
-	const size_t w_stride = (size_t)nb * tr->block_bytes, a_stride = (size_t)nb * sizeof(struct block_q8_0);
+	const enum qtype at = tr->act_type;
+	const int64_t nb = n / tr->block_elems;
+	const size_t w_stride = (size_t)nb * tr->block_bytes;
+	uint64_t a_row = 0;
+	qtype_row_bytes(at, (uint64_t)n, &a_row);
+	const size_t a_stride = (size_t)a_row;
 	uint8_t *w = malloc(w_stride * ROWS), *a = malloc(a_stride * T_MAX);
 	void *w16 = malloc(quant_r16_bytes(t, n, ROWS));
-	void *packed = malloc(quant_gemm_pack_bytes(QTYPE_Q8_0, n, T_MAX));
+	void *packed = malloc(quant_gemm_pack_bytes(at, n, T_MAX));
 	float *x = malloc(sizeof(float) * (size_t)n);
 	float *y = malloc(sizeof(float) * ROWS * T_MAX), *y_ref = malloc(sizeof(float) * ROWS * T_MAX);
 	CHECK(w && a && w16 && packed && x && y && y_ref, "out of memory");
 	if (!(w && a && w16 && packed && x && y && y_ref))
 		goto out;
 	quant_fill_weights(t, w, w_stride * ROWS, &rng);
-	for (int64_t i = 0; i < ROWS * nb; i++) { /* scales that differ by row and block */
-		const uint16_t d = f32_to_fp16(0.0005f + 0.0001f * (float)(quant_fill_u32(&rng) % 32));
-		memcpy(w + (size_t)i * tr->block_bytes, &d, sizeof d);
+	/* scales that differ by row and block (Q4_K: d and dmin first; Q6_K: d last) */
+	const size_t d_at = t == QTYPE_Q6_K ? offsetof(struct block_q6_K, d) : 0;
+	for (int64_t i = 0; i < ROWS * nb; i++) {
+		const uint16_t d[2] = { f32_to_fp16(0.0005f + 0.0001f * (float)(quant_fill_u32(&rng) % 32)),
+					f32_to_fp16(0.0002f + 0.0001f * (float)(quant_fill_u32(&rng) % 8)) };
+		memcpy(w + (size_t)i * tr->block_bytes + d_at, d, t == QTYPE_Q4_K ? sizeof d : sizeof d[0]);
 	}
 	quant_r16_pack(t, w, n, ROWS, w16);
 	for (int64_t tk = 0; tk < T_MAX; tk++) {
 		quant_fill_activations(x, n, &rng);
-		quant_quantize_ref(QTYPE_Q8_0, x, a + (size_t)tk * a_stride, n);
-		quant_gemm_pack_row(QTYPE_Q8_0, a + (size_t)tk * a_stride, n, tk, packed);
+		quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
+		quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 	}
 	static const int64_t Ts[] = { 1, 4, 15, 16, 17, 20, 24, 31, 32, 33, 40, 48 };
 	static const int64_t ranges[][3] = { /* r0, r1, r_pf */
@@ -102,7 +110,7 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
 			const int64_t to_fallback = fallback_tokens;
 			quant_gemm_r16_ref(t, n, w16, w_stride, r0, r1, a, a_stride, pk, T, y_ref, ROWS);
 			cases++;
-			const int64_t want_fallback = nb <= AMX_MAX_BLOCKS ? T % AMX_TOKENS : T;
+			const int64_t want_fallback = n <= AMX_MAX_BLOCKS * QK ? T % AMX_TOKENS : T;
 			CHECK(amx_emu_faults == faults, "%s n=%lld T=%lld: %d tile faults", tr->name,
 			      (long long)n, (long long)T, amx_emu_faults - faults);
 			CHECK(to_fallback == want_fallback, "%s n=%lld T=%lld: %lld tokens to the fallback, not %lld",
@@ -177,16 +185,20 @@ int main(void)
 	memset(&k, 0, sizeof k);
 	k.gemm_r16[QTYPE_Q8_0] = ref_q8_0;
 	k.gemm_r16[QTYPE_Q5_0] = ref_q5_0;
+	k.gemm_r16[QTYPE_Q4_K] = ref_q4_K;
+	k.gemm_r16[QTYPE_Q6_K] = ref_q6_K;
 	CHECK(emu_amx_register(&k) == 0, "the AMX kernels' self-check failed");
-	CHECK(k.gemm_r16[QTYPE_Q8_0] != ref_q8_0 && k.gemm_r16[QTYPE_Q5_0] != ref_q5_0,
+	CHECK(k.gemm_r16[QTYPE_Q8_0] != ref_q8_0 && k.gemm_r16[QTYPE_Q5_0] != ref_q5_0 &&
+		      k.gemm_r16[QTYPE_Q4_K] != ref_q4_K && k.gemm_r16[QTYPE_Q6_K] != ref_q6_K,
 	      "registration did not install the AMX entries");
 	CHECK(amx_emu_faults == 0, "%d tile faults in the self-check", amx_emu_faults);
-	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0 };
+	static const enum qtype types[] = { QTYPE_Q8_0, QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q6_K };
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-		check_case(&k, types[i], 640);                      /* an even number of blocks */
-		check_case(&k, types[i], 608);                      /* odd: a pair of one last */
-		check_case(&k, types[i], QK * AMX_MAX_BLOCKS);      /* the longest the tiles take */
-		check_case(&k, types[i], QK * (AMX_MAX_BLOCKS + 1)); /* all to the fallback */
+		const int64_t bs = qtype_traits(types[i])->block_elems;
+		check_case(&k, types[i], bs == QK ? 640 : 512);       /* an even number of blocks */
+		check_case(&k, types[i], bs == QK ? 608 : 768);       /* odd (Q8_0, Q5_0: a pair of one last) */
+		check_case(&k, types[i], QK * AMX_MAX_BLOCKS);        /* the longest the tiles take */
+		check_case(&k, types[i], QK * AMX_MAX_BLOCKS + bs);   /* all to the fallback */
 	}
 #else
 	printf("SKIP: SIMDe headers not installed (apt-get install libsimde-dev)\n");
