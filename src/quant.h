@@ -101,7 +101,7 @@ enum quant_isa {
 	QUANT_ISA_AVX2,    /* AVX2 + FMA + F16C */
 	QUANT_ISA_AVXVNNI, /* AVX2's, with AVX-VNNI for the legacy types */
 	QUANT_ISA_AVX512,  /* AVX2's, with AVX512-VNNI + VL (F/BW/DQ too) for the legacy types */
-	QUANT_ISA_AMX,     /* AVX-512's, with AMX-INT8 tiles for repacked batches of 16+ tokens */
+	QUANT_ISA_AMX,     /* AVX-512's, with AMX-INT8 tiles for repacked batches (packed groups) */
 	QUANT_ISA_COUNT,
 };
 

@@ -1,6 +1,7 @@
 /* quant_gemm_r16_amx.c — weights repacked 16 rows to a tile (quant.h,
- * quant_int.h: Q8_0, Q5_0, Q4_K, Q6_K) against 16 tokens at a time on
- * AMX's int8 tiles: the gemm_r16 entries of the "amx" kernel table
+ * quant_int.h: Q8_0, Q5_0, Q4_K, Q6_K) against 16 tokens at a time (and
+ * a last group of fewer) on AMX's int8 tiles: the gemm_r16 entries of the
+ * "amx" kernel table
  * (quant.c: the AVX-512 table with these four entries, offered only where
  * CPUID has AMX-TILE and AMX-INT8, the OS enables the tile state in XCR0,
  * Linux grants it to the process, and the self-check below passed).
@@ -25,7 +26,7 @@
  * from the bsum pairs). Same integer sums, same float operations in the
  * same order: every output is bit for bit the VNNI kernels'. Runs
  * alternate between two sets of tile registers, so a run's product is
- * issued before the vector work on the one before it.
+ * issued before the vector work on the one before it (groups of 16).
  *
  * Per 32 elements and 16 tokens this is one tile product and ~16 x 5
  * vector operations against the VNNI kernel's 16 x 8 vpdpbusd plus the
@@ -35,10 +36,11 @@
  *
  * All but Q8_0 are unpacked once per tile into the B layout (on the
  * stack: rows of at most AMX_MAX_BLOCKS * 32 elements) for all the
- * tokens. Tokens past the last full 16, longer rows, and calls without
- * packed groups go to the kernel the table had before (the AVX-512 one,
- * kept in amx_fallback); a call with T % 16 left over so reads its rows
- * twice.
+ * tokens. The tokens go 16 at a time, the last m < 16 as one group on
+ * tiles of m rows of their own (configured per call), so every weight is
+ * read once per call. Longer rows, and calls without packed groups (T < 4,
+ * a stream of the weights bound by the memory), go to the kernel the
+ * table had before (the AVX-512 one, kept in amx_fallback).
  *
  * Each call loads the tile configuration and releases the tiles when done
  * (the configuration is per thread, and released tiles cost nothing at a
@@ -67,32 +69,44 @@
 
 /* Tile registers, as literal numbers (the intrinsics paste them into the
  * instruction): A (16 tokens x K bytes), B (K / 4 rows x 64 bytes), C (16
- * x 16 int32), twice. */
+ * x 16 int32), twice; and A and C of a last group of m < 16 tokens. */
 #define TA0 0
 #define TA1 1
 #define TB0 2
 #define TB1 3
 #define TC0 4
 #define TC1 5
+#define TAM 6
+#define TCM 7
 
 /* LDTILECFG's 64 bytes: palette 1, then each tile's bytes per row and
- * rows; one configuration per run length K (32: Q8_0 and Q5_0 blocks,
- * Q4_K sub-blocks; 16: Q6_K's). Static and constant: GCC's
- * _tile_loadconfig tells the compiler that it reads 8 bytes, so a
- * configuration built on the stack just before could be partly unwritten. */
+ * rows. Written per call (K: 32 for Q8_0 and Q5_0 blocks and Q4_K
+ * sub-blocks, 16 for Q6_K's; m: the last group's tokens, 0 for none). */
 struct amx_tilecfg {
 	uint8_t palette, start_row, reserved[14];
 	uint16_t colsb[16];
 	uint8_t rows[16];
 };
-#define AMX_CFG(K)                                                                        \
-	{                                                                                 \
-		.palette = 1, .colsb = { K, K, 64, 64, 64, 64 },                          \
-		.rows = { AMX_TOKENS, AMX_TOKENS, K / 4, K / 4, AMX_TOKENS, AMX_TOKENS }, \
-	}
-static const struct amx_tilecfg amx_cfg32 __attribute__((aligned(64))) = AMX_CFG(32);
-static const struct amx_tilecfg amx_cfg16 __attribute__((aligned(64))) = AMX_CFG(16);
 _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG operand");
+
+ALWAYS_INLINE void amx_configure(struct amx_tilecfg *cfg, int K, int m)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->palette = 1;
+	for (int i = 0; i < 2; i++) {
+		cfg->colsb[TA0 + i] = (uint16_t)K, cfg->rows[TA0 + i] = AMX_TOKENS;
+		cfg->colsb[TB0 + i] = 64, cfg->rows[TB0 + i] = (uint8_t)(K / 4);
+		cfg->colsb[TC0 + i] = 64, cfg->rows[TC0 + i] = AMX_TOKENS;
+	}
+	if (m) {
+		cfg->colsb[TAM] = (uint16_t)K, cfg->rows[TAM] = (uint8_t)m;
+		cfg->colsb[TCM] = 64, cfg->rows[TCM] = (uint8_t)m;
+	}
+	/* GCC's _tile_loadconfig tells the compiler it reads 8 bytes: the
+	 * other stores must be in memory before it */
+	__asm__ volatile("" ::: "memory");
+	_tile_loadconfig(cfg);
+}
 
 /* The entries the table had (quant_gemm_r16_amx_register). */
 static quant_gemm_fn amx_fallback[QTYPE_COUNT];
@@ -130,12 +144,17 @@ ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *tile, const 
 	return t == QTYPE_Q8_0 ? r16_quants(t, tile, r) : u + (size_t)r * (size_t)amx_run_k(t) * QUANT_R16_ROWS;
 }
 
-/* Run r's C into tile set r % 2. */
+/* Run r's C into tile set r % 2, or (partial) into TCM from TAM. */
 ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *tile, const uint8_t *u, const uint8_t *a,
-			     size_t a_stride, int64_t r)
+			     size_t a_stride, int64_t r, bool partial)
 {
 	const uint8_t *ar = amx_run_a(t, a, r), *br = amx_run_b(t, tile, u, r);
-	if (r % 2 == 0) {
+	if (partial) {
+		_tile_loadd(TAM, ar, a_stride);
+		_tile_loadd(TB0, br, 64);
+		_tile_zero(TCM);
+		_tile_dpbsud(TCM, TAM, TB0);
+	} else if (r % 2 == 0) {
 		_tile_loadd(TA0, ar, a_stride);
 		_tile_loadd(TB0, br, 64);
 		_tile_zero(TC0);
@@ -224,14 +243,20 @@ ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct qua
 	}
 }
 
-/* One tile against 16 tokens: their plain rows at a (a_stride apart), their
- * two packed groups at g (nb blocks or super-blocks each), into out. Run
- * r's product goes to tile set r % 2, issued one run ahead of the vector
- * work on the one before. */
-ALWAYS_INLINE void amx_tokens16(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
-				const uint8_t *a, size_t a_stride, const void *g, __m512 out[AMX_TOKENS])
+/* One tile against m tokens (16, or fewer in a call's last group): their
+ * plain rows at a (a_stride apart), their packed groups at g0 and g1 (nb
+ * blocks or super-blocks each; g1 = g0 when m <= 8), into out[0 .. 16)
+ * (the lanes past m are computed from stale data and dropped). A group
+ * of 16 issues run r's product into tile set r % 2 one run ahead of the
+ * vector work on the one before; a last group uses TAM and TCM in turn. */
+ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
+			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
+			      __m512 out[AMX_TOKENS])
 {
 	int32_t c[AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
+	const bool partial = m < AMX_TOKENS;
+	if (partial) /* its rows past m are never stored to */
+		memset(c, 0, sizeof c);
 	__m512 acc[AMX_TOKENS], accm[AMX_TOKENS];
 	__m512i S[AMX_TOKENS];
 	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
@@ -239,17 +264,23 @@ ALWAYS_INLINE void amx_tokens16(enum qtype t, const uint8_t *tile, const uint8_t
 		S[i] = _mm512_setzero_si512();
 	}
 	const int64_t per = amx_runs_per_block(t), runs = nb * per;
-	amx_issue(t, tile, u, a, a_stride, 0);
+	if (!partial)
+		amx_issue(t, tile, u, a, a_stride, 0, false);
 	for (int64_t r = 0; r < runs; r++) {
-		if (r + 1 < runs)
-			amx_issue(t, tile, u, a, a_stride, r + 1);
-		if (r % 2 == 0)
-			_tile_stored(TC0, c, 64);
-		else
-			_tile_stored(TC1, c, 64);
+		if (partial) {
+			amx_issue(t, tile, u, a, a_stride, r, true);
+			_tile_stored(TCM, c, 64);
+		} else {
+			if (r + 1 < runs)
+				amx_issue(t, tile, u, a, a_stride, r + 1, false);
+			if (r % 2 == 0)
+				_tile_stored(TC0, c, 64);
+			else
+				_tile_stored(TC1, c, 64);
+		}
 		if (!quant_r16_k_type(t)) {
-			const struct quant_gemm_block *gb = g;
-			amx_block_step(t, tile, r, c, gb + r, gb + nb + r, acc);
+			const struct quant_gemm_block *ga = g0, *gb = g1;
+			amx_block_step(t, tile, r, c, ga + r, gb + r, acc);
 			continue;
 		}
 		const int64_t b = r / per;
@@ -258,8 +289,8 @@ ALWAYS_INLINE void amx_tokens16(enum qtype t, const uint8_t *tile, const uint8_t
 		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 			S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
 		if (r % per == per - 1) {
-			const struct quant_gemm_kblock *gk = g;
-			amx_sb_step(t, sb, gk + b, gk + nb + b, S, acc, accm);
+			const struct quant_gemm_kblock *ga = g0, *gb = g1;
+			amx_sb_step(t, sb, ga + b, gb + b, S, acc, accm);
 			_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 				S[i] = _mm512_setzero_si512();
 		}
@@ -316,50 +347,49 @@ ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uin
 	__asm__ volatile("" ::: "memory");
 }
 
-/* The gemm_r16 contract (quant.h) for t: the first T / 16 * 16 tokens
- * here, 16 at a time over each tile of [r0, r1) (the tile stays in L1 for
- * all of them while the next is prefetched into L2, up to the tiles of
- * r_pf), the rest through amx_fallback[t]. u: AMX_U_BYTES for the tile
- * unpacked (NULL for Q8_0). */
+/* The gemm_r16 contract (quant.h) for t: with packed groups (T >= 4) and
+ * rows of at most AMX_MAX_BLOCKS blocks, all T tokens here, 16 at a time
+ * and then the rest as one group, over each tile of [r0, r1) (the tile
+ * stays in L1 for all of them while the next is prefetched into L2, up to
+ * the tiles of r_pf); otherwise amx_fallback[t]. u: AMX_U_BYTES for the
+ * tile unpacked (NULL for Q8_0). */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u)
 {
+	if (!packed || n > AMX_MAX_BLOCKS * QK) {
+		amx_fallback[t](n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf);
+		return;
+	}
+	if (r0 >= r1 || T <= 0)
+		return;
 	const bool kt = quant_r16_k_type(t);
 	const int64_t nb = n / (kt ? QK_K : QK);
 	const size_t group_bytes =
 		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
-	const int64_t t16 = packed && n <= AMX_MAX_BLOCKS * QK ? T / AMX_TOKENS * AMX_TOKENS : 0;
-	if (t16 > 0 && r0 < r1) {
-		const size_t tile_bytes = quant_r16_tile_bytes(t, n);
-		const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
-		_tile_loadconfig(amx_run_k(t) == 16 ? &amx_cfg16 : &amx_cfg32);
-		for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
-			const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-			if (ti + 1 < tiles_end)
-				for (size_t o = 0; o < tile_bytes; o += 64)
-					__builtin_prefetch(tile + tile_bytes + o, 0, 2); /* prefetcht1 */
-			amx_unpack(t, tile, nb, u);
-			const __mmask16 rows = r16_rows_mask(ti, r0, r1);
-			for (int64_t t0 = 0; t0 < t16; t0 += AMX_TOKENS) {
-				__m512 acc[AMX_TOKENS];
-				amx_tokens16(t, tile, u, nb, (const uint8_t *)a + (size_t)t0 * a_stride, a_stride,
-					     (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes,
-					     acc);
-				for (int i = 0; i < AMX_TOKENS; i++)
-					_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
-			}
+	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
+	const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
+	struct amx_tilecfg cfg __attribute__((aligned(64)));
+	amx_configure(&cfg, amx_run_k(t), (int)(T % AMX_TOKENS));
+	for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
+		const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+		if (ti + 1 < tiles_end)
+			for (size_t o = 0; o < tile_bytes; o += 64)
+				__builtin_prefetch(tile + tile_bytes + o, 0, 2); /* prefetcht1 */
+		amx_unpack(t, tile, nb, u);
+		const __mmask16 rows = r16_rows_mask(ti, r0, r1);
+		for (int64_t t0 = 0; t0 < T; t0 += AMX_TOKENS) {
+			const int m = (int)(T - t0 < AMX_TOKENS ? T - t0 : AMX_TOKENS);
+			const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
+			const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
+			__m512 acc[AMX_TOKENS];
+			amx_tokens(t, tile, u, nb, (const uint8_t *)a + (size_t)t0 * a_stride, a_stride, g0, g1, m,
+				   acc);
+			for (int i = 0; i < m; i++)
+				_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
 		}
-		_tile_release();
 	}
-	if (t16 < T) {
-		const int64_t rest = T - t16;
-		const void *pk = rest >= QUANT_GEMM_PACK_MIN
-					 ? (const uint8_t *)packed + (size_t)(t16 / QUANT_GEMM_GROUP) * group_bytes
-					 : NULL;
-		amx_fallback[t](n, w, w_stride, r0, r1, (const uint8_t *)a + (size_t)t16 * a_stride, a_stride,
-				pk, rest, y + t16 * y_stride, y_stride, r_pf);
-	}
+	_tile_release();
 }
 
 #define AMX_ENTRY(fn, type, unpacked)                                                               \
