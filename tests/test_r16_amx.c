@@ -60,6 +60,21 @@ REF_WRAPPER(ref_q6_K, QTYPE_Q6_K)
 
 enum { ROWS = 40, T_MAX = 48 };
 
+/* After each kernel call of quant_fill_r16_cases: no tile fault, and every
+ * token the tiles take (all, from packed groups on) went through them. */
+static void after_call(void *ctx, int64_t T)
+{
+	const struct quant_fill_r16 *c = ctx;
+	const int64_t want = T >= QUANT_GEMM_PACK_MIN && c->n <= AMX_MAX_BLOCKS * QK ? 0 : T;
+	CHECK(amx_emu_faults == 0, "%s n=%lld T=%lld: %d tile faults", qtype_traits(c->t)->name,
+	      (long long)c->n, (long long)T, amx_emu_faults);
+	CHECK(fallback_tokens == want, "%s n=%lld T=%lld: %lld tokens to the fallback, not %lld",
+	      qtype_traits(c->t)->name, (long long)c->n, (long long)T, (long long)fallback_tokens,
+	      (long long)want);
+	amx_emu_faults = 0;
+	fallback_tokens = 0;
+}
+
 /* One type and row length: every T and range below, the emulated kernel
  * against the reference, a sentinel outside the range untouched. */
 static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
@@ -94,41 +109,12 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
 		quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 	}
 	static const int64_t Ts[] = { 1, 3, 4, 8, 9, 15, 16, 17, 20, 24, 31, 32, 33, 40, 48 };
-	static const int64_t ranges[][3] = { /* r0, r1, r_pf */
-		{ 0, ROWS, ROWS }, { 3, 37, 40 }, { 16, 32, 0 }, { 5, 6, 21 }, { 33, 40, 40 }
-	};
-	int bad = 0, cases = 0;
-	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
-		const int64_t T = Ts[ti];
-		const void *pk = T >= QUANT_GEMM_PACK_MIN ? packed : NULL;
-		for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
-			const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1], r_pf = ranges[ri][2];
-			for (int64_t i = 0; i < ROWS * T; i++)
-				y[i] = y_ref[i] = -7.25f; /* the sentinel */
-			fallback_tokens = 0;
-			const int faults = amx_emu_faults;
-			k->gemm_r16[t](n, w16, w_stride, r0, r1, a, a_stride, pk, T, y, ROWS, r_pf);
-			const int64_t to_fallback = fallback_tokens;
-			quant_gemm_r16_ref(t, n, w16, w_stride, r0, r1, a, a_stride, pk, T, y_ref, ROWS);
-			cases++;
-			const int64_t want_fallback = pk && n <= AMX_MAX_BLOCKS * QK ? 0 : T;
-			CHECK(amx_emu_faults == faults, "%s n=%lld T=%lld: %d tile faults", tr->name,
-			      (long long)n, (long long)T, amx_emu_faults - faults);
-			CHECK(to_fallback == want_fallback, "%s n=%lld T=%lld: %lld tokens to the fallback, not %lld",
-			      tr->name, (long long)n, (long long)T, (long long)to_fallback, (long long)want_fallback);
-			if (memcmp(y, y_ref, sizeof(float) * (size_t)(ROWS * T)) != 0 && bad++ < 3)
-				for (int64_t i = 0; i < ROWS * T; i++)
-					if (memcmp(&y[i], &y_ref[i], sizeof y[i]) != 0) {
-						fprintf(stderr,
-							"%s n=%lld T=%lld rows [%lld, %lld): token %lld row %lld: "
-							"%.9g, reference %.9g\n",
-							tr->name, (long long)n, (long long)T, (long long)r0,
-							(long long)r1, (long long)(i / ROWS),
-							(long long)(i % ROWS), y[i], y_ref[i]);
-						break;
-					}
-		}
-	}
+	const struct quant_fill_r16 c = { t, n, ROWS, w16, w_stride, a, packed, a_stride, y, y_ref };
+	int cases;
+	amx_emu_faults = 0;
+	fallback_tokens = 0;
+	const int bad = quant_fill_r16_cases(k->gemm_r16[t], &c, Ts, sizeof Ts / sizeof Ts[0], after_call,
+					     (void *)&c, &cases);
 	CHECK(bad == 0, "%s n=%lld: %d of %d cases differ from the reference", tr->name, (long long)n,
 	      bad, cases);
 	printf("  %s n=%lld: %d cases\n", tr->name, (long long)n, cases);

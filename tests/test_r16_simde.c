@@ -66,34 +66,12 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n, i
 		quant_gemm_pack_row(tr->act_type, a + (size_t)tk * a_stride, n, tk, packed);
 	}
 	static const int64_t Ts[] = { 1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 21, 33, 40 };
-	static const int64_t ranges[][3] = { /* r0, r1, r_pf */
-		{ 0, ROWS, ROWS }, { 3, 37, 40 }, { 16, 32, 0 }, { 5, 6, 21 }, { 33, 40, 40 }
-	};
-	int bad = 0, cases = 0;
-	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0] && Ts[ti] <= t_max; ti++) {
-		const int64_t T = Ts[ti];
-		const void *pk = T >= QUANT_GEMM_PACK_MIN ? packed : NULL;
-		for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
-			const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1], r_pf = ranges[ri][2];
-			for (int64_t i = 0; i < ROWS * T; i++)
-				y[i] = y_ref[i] = -7.25f; /* the sentinel */
-			k->gemm_r16[t](n, w16, w_stride, r0, r1, a, (size_t)a_stride, pk, T, y, ROWS, r_pf);
-			quant_gemm_r16_ref(t, n, w16, w_stride, r0, r1, a, (size_t)a_stride, pk, T, y_ref,
-					   ROWS);
-			cases++;
-			if (memcmp(y, y_ref, sizeof(float) * (size_t)(ROWS * T)) != 0 && bad++ < 3)
-				for (int64_t i = 0; i < ROWS * T; i++)
-					if (memcmp(&y[i], &y_ref[i], sizeof y[i]) != 0) {
-						fprintf(stderr,
-							"%s n=%lld T=%lld rows [%lld, %lld): token %lld row %lld: "
-							"%.9g, reference %.9g\n",
-							tr->name, (long long)n, (long long)T, (long long)r0,
-							(long long)r1, (long long)(i / ROWS),
-							(long long)(i % ROWS), y[i], y_ref[i]);
-						break;
-					}
-		}
-	}
+	size_t nT = 0;
+	while (nT < sizeof Ts / sizeof Ts[0] && Ts[nT] <= t_max)
+		nT++;
+	const struct quant_fill_r16 c = { t, n, ROWS, w16, w_stride, a, packed, (size_t)a_stride, y, y_ref };
+	int cases;
+	const int bad = quant_fill_r16_cases(k->gemm_r16[t], &c, Ts, nT, NULL, NULL, &cases);
 	CHECK(bad == 0, "%s n=%lld: %d of %d cases differ from the reference", tr->name, (long long)n,
 	      bad, cases);
 	printf("  %s n=%lld: %d cases\n", tr->name, (long long)n, cases);
