@@ -20,6 +20,7 @@ LDLIBS_F := $(PKG_LD) -lm -pthread
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avxvnni := $(ISA_avx2) -mavxvnni
 ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 
 LIB_OBJ    := $(patsubst src/%.c,$(B)/obj/%.o,$(filter-out src/main.c,$(wildcard src/*.c)))
 HELPERS    := harness_fuzz harness_gguf harness_tokenizer harness_grammar harness_seeds \
@@ -37,6 +38,8 @@ $(B)/obj/%_avxvnni.o: src/%_avxvnni.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) $(ISA_avxvnni) -c $< -o $@
 $(B)/obj/%_avx512.o: src/%_avx512.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) $(ISA_avx512) -c $< -o $@
+$(B)/obj/%_amx.o: src/%_amx.c $(HDRS) | $(B)/obj
+	$(CLANG) $(CFLAGS_F) $(ISA_amx) -c $< -o $@
 $(B)/obj/quant_gemm_avxvnni.o $(B)/obj/quant_gemm_avx512.o: src/quant_gemm_avx2.c
 $(B)/obj/%.o: src/%.c $(HDRS) | $(B)/obj
 	$(CLANG) $(CFLAGS_F) -c $< -o $@
