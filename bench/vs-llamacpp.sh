@@ -47,6 +47,7 @@ ing = json.load(open(os.path.join(out, "ingot.json")))
 res = {(r["runner"], r["batch"]): r for r in ing["results"]}
 print("stream read bandwidth (ingot's probe, same run): %.1f GB/s; weights %.1f MB/token"
       % (ing["stream_bw_gbs"], ing["weight_bytes_per_token"] / 1e6))
+print("ingot kernels: %s (AMX: %s)" % (ing.get("isa", "?"), ing.get("amx", "?")))
 print("%-28s %12s %12s %12s %8s" % ("figure", "llama.cpp", "ingot mega", "ingot graph", "ratio"))
 def row(name, ref, key, field):
     m = res.get(("mega", key), {}).get(field)
