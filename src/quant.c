@@ -40,7 +40,8 @@ struct cpu_features {
 	int avx2;    /* AVX2 + FMA + F16C, YMM state enabled */
 	int avxvnni; /* avx2 + AVX-VNNI */
 	int avx512;  /* avx2 + AVX-512 F + BW + VL + DQ + VNNI, ZMM and opmask state enabled */
-	int amx;     /* avx512 + AMX-TILE + AMX-INT8, tile state enabled (XCR0 bits 17, 18) */
+	int amx_cpu; /* AMX-TILE + AMX-INT8 in CPUID */
+	int amx;     /* avx512 + amx_cpu, tile state enabled (XCR0 bits 17, 18) */
 };
 
 #ifdef QUANT_X86
@@ -53,7 +54,7 @@ static uint64_t xcr0_read(void)
 
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0, 0, 0 };
+	struct cpu_features f = { 0, 0, 0, 0, 0 };
 	unsigned a, b, c, d;
 	if (!__get_cpuid(1, &a, &b, &c, &d))
 		return f;
@@ -69,11 +70,11 @@ static struct cpu_features cpu_features_probe(void)
 	int avx2 = (b >> 5) & 1;
 	int f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
 	int vnni = (c >> 11) & 1;
-	int amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
 	int tile_os = (xcr0 & 0x60000) == 0x60000; /* XTILECFG | XTILEDATA */
+	f.amx_cpu = ((d >> 24) & 1) && ((d >> 25) & 1);
 	f.avx2 = ymm_os && avx2 && fma && f16c;
 	f.avx512 = f.avx2 && zmm_os && f512 && dq && bw && vl && vnni;
-	f.amx = f.avx512 && amx_tile && amx_int8 && tile_os;
+	f.amx = f.avx512 && f.amx_cpu && tile_os;
 	if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
 		f.avxvnni = f.avx2 && ((a >> 4) & 1);
 	return f;
@@ -81,7 +82,7 @@ static struct cpu_features cpu_features_probe(void)
 #else
 static struct cpu_features cpu_features_probe(void)
 {
-	struct cpu_features f = { 0, 0, 0, 0 };
+	struct cpu_features f = { 0, 0, 0, 0, 0 };
 	return f;
 }
 #endif
@@ -100,13 +101,10 @@ static void amx_probe(void)
 		snprintf(amx_why, sizeof amx_why, "no AVX-512 (the amx table builds on it)");
 		return;
 	}
-#ifdef QUANT_X86
-	unsigned a, b, c, d;
-	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1)) {
+	if (!f.amx_cpu) {
 		snprintf(amx_why, sizeof amx_why, "no AMX-TILE / AMX-INT8 in CPUID");
 		return;
 	}
-#endif
 	if (!f.amx) {
 		snprintf(amx_why, sizeof amx_why, "the OS does not enable tile state (XCR0)");
 		return;
@@ -126,8 +124,7 @@ static void amx_probe(void)
 
 const char *quant_amx_status(void)
 {
-	pthread_once(&amx_once, amx_probe);
-	(void)quant_kernels_get(QUANT_ISA_AMX); /* the self-check may say more */
+	(void)quant_kernels_get(QUANT_ISA_AMX); /* the probe, then the self-check */
 	return amx_why;
 }
 
@@ -145,7 +142,7 @@ static int isa_supported(enum quant_isa isa)
 		return f.avx512;
 	case QUANT_ISA_AMX:
 		pthread_once(&amx_once, amx_probe);
-		return f.amx && amx_permitted;
+		return amx_permitted;
 	default:
 		return 0;
 	}
@@ -158,28 +155,24 @@ const char *quant_isa_name(enum quant_isa isa)
 	return (unsigned)isa < QUANT_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
-/* The last ISA of the enum the CPU runs (every table gives the same
- * results; the later ones only differ in speed). INGOT_ISA=scalar|avx2|
- * avxvnni|avx512|amx picks another the CPU runs; unknown values, and ISAs
- * the CPU lacks, are ignored. The amx table must also have passed its
- * self-check (tables_build). */
-static int isa_usable(enum quant_isa isa)
-{
-	return isa == QUANT_ISA_AMX ? quant_kernels_get(isa) != NULL : isa_supported(isa);
-}
+/* The last ISA of the enum whose table was built (the CPU runs it; the
+ * amx table also passed its self-check; every table gives the same
+ * results, the later ones only differ in speed). INGOT_ISA=scalar|avx2|
+ * avxvnni|avx512|amx picks another of those; unknown values, and ISAs the
+ * CPU lacks, are ignored. */
 
 enum quant_isa quant_isa_detect(void)
 {
 	enum quant_isa best = QUANT_ISA_SCALAR;
 	for (int i = QUANT_ISA_COUNT - 1; i > 0; i--) {
-		if (isa_usable((enum quant_isa)i)) {
+		if (quant_kernels_get((enum quant_isa)i)) {
 			best = (enum quant_isa)i;
 			break;
 		}
 	}
 	const char *env = getenv("INGOT_ISA");
 	for (int i = 0; env && i < QUANT_ISA_COUNT; i++) {
-		if (strcmp(env, isa_names[i]) == 0 && isa_usable((enum quant_isa)i))
+		if (strcmp(env, isa_names[i]) == 0 && quant_kernels_get((enum quant_isa)i))
 			best = (enum quant_isa)i;
 	}
 	return best;

@@ -278,9 +278,11 @@ void quant_dot_multi(const struct quant_kernels *k, enum qtype t, int64_t n, flo
  * integer sums are formed). The environment variable
  * INGOT_ISA=scalar|avx2|avxvnni|avx512|amx picks another the CPU supports
  * (INGOT_ISA=scalar runs the reference everywhere); unknown values and
- * ISAs the CPU lacks are ignored. Cheap (a few cpuid instructions); call it
- * once and keep the table from quant_kernels_best() rather than in a hot
- * loop. */
+ * ISAs the CPU lacks are ignored. The first call builds the tables
+ * (quant_kernels_get: on an AMX host that asks for the tile permission and
+ * runs the AMX self-check); later ones are a few cpuid instructions. Call
+ * it once and keep the table from quant_kernels_best() rather than in a
+ * hot loop. */
 enum quant_isa quant_isa_detect(void);
 const char *quant_isa_name(enum quant_isa isa);
 

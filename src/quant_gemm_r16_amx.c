@@ -21,9 +21,10 @@
  * tile is stored and finished on AVX-512 as the VNNI kernels finish
  * theirs: Q8_0 / Q5_0, isum = C + corr (corr = -o * sum a takes the
  * unsigned offset back out: o = 128, 16) and the float step on 16 rows at
- * once; K types, S += scale * C, and at a super-block's end the float step
- * of quant_gemm_r16_avx512.c's r16k_q4k / r16k_q6k (mins or the offset
- * from the bsum pairs). Same integer sums, same float operations in the
+ * once; K types, S += scale * C, and at a super-block's end r16k_finish
+ * (mins or the offset from the bsum pairs). The unpacking, corrections
+ * and float steps are the VNNI kernels' own (quant_r16_avx512.h). Same
+ * integer sums, same float operations in the
  * same order: every output is bit for bit the VNNI kernels'. Runs
  * alternate between two sets of tile registers, so a run's product is
  * issued before the vector work on the one before it (groups of 16).
@@ -171,44 +172,34 @@ ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *tile, const uint8_t *u
 
 /* Q8_0 / Q5_0 block b for the 16 tokens of groups ga, gb (their block b),
  * from the stored C: acc[i] = fma(dw * da_i, (float)(C[i] + corr_i),
- * acc[i]). */
+ * acc[i]), r16_step as the VNNI kernels take it. */
 ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b,
 				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS],
 				  const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
 				  __m512 acc[AMX_TOKENS])
 {
 	const __m512 dw = r16_scales(t, tile, b);
-	int32_t corr[AMX_TOKENS] __attribute__((aligned(32)));
-	const int k = r16_offset_log2(t);
-	_mm256_store_si256((__m256i *)corr,
-			   _mm256_sub_epi32(_mm256_setzero_si256(),
-					    _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)ga->sums), k)));
-	_mm256_store_si256((__m256i *)&corr[QUANT_GEMM_GROUP],
-			   _mm256_sub_epi32(_mm256_setzero_si256(),
-					    _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)gb->sums), k)));
-	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
-		const float *d = i < QUANT_GEMM_GROUP ? ga->d : gb->d;
-		const __m512i s = _mm512_add_epi32(_mm512_load_si512(c[i]), _mm512_set1_epi32(corr[i]));
-		acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[i % QUANT_GEMM_GROUP])),
-					 _mm512_cvtepi32_ps(s), acc[i]);
-	}
+	const struct r16_toks tk = { .d = { ga->d, gb->d } };
+	int32_t corr[AMX_TOKENS];
+	r16_group_corr(t, ga, corr);
+	r16_group_corr(t, gb, corr + QUANT_GEMM_GROUP);
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
+		acc[i] = r16_step(dw, &tk, i, _mm512_add_epi32(_mm512_load_si512(c[i]), _mm512_set1_epi32(corr[i])),
+				  acc[i]);
 }
 
 /* The 16 rows' integer scale of K-type run s of the super-block at sb. */
-ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int64_t s)
+ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int s)
 {
 	if (t == QTYPE_Q4_K)
-		return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
-	/* Q6_K: pair s / 2 of row j at 2j: low byte sub-block 2p, high 2p + 1 */
-	const __m512i pr = _mm512_cvtepi8_epi16(
-		_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * (s / 2))));
-	return s % 2 ? _mm512_srai_epi32(pr, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
+		return r16k_q4k_scale(sb, s);
+	__m512i lo, hi;
+	r16k_q6k_scales(sb, s / 2, &lo, &hi);
+	return s % 2 ? hi : lo;
 }
 
 /* The end of a K-type super-block at sb for the 16 tokens of the packed
- * pair ga, gb: the float step of quant_gemm_r16_avx512.c's r16k_q4k /
- * r16k_q6k on the sums S (Q4_K: M from the mins into accm; Q6_K: less 32
- * * the scales against the bsums). */
+ * pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end one. */
 ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct quant_gemm_kblock *ga,
 			       const struct quant_gemm_kblock *gb, const __m512i S[AMX_TOKENS],
 			       __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
@@ -217,30 +208,7 @@ ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct qua
 				     { (const uint8_t *)ga->bsum_pairs, (const uint8_t *)gb->bsum_pairs },
 				     { ga->d, gb->d },
 				     sizeof ga->quads[0] };
-	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
-	__m512i pw[8]; /* Q4_K: (m, m); Q6_K: the scale pairs */
-	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-		if (t == QTYPE_Q4_K) {
-			const __m512i m = _mm512_cvtepu8_epi32(
-				_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_MINS + 16 * j)));
-			pw[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-		} else {
-			pw[j] = _mm512_cvtepi8_epi16(
-				_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * j)));
-		}
-	}
-	if (t == QTYPE_Q4_K) {
-		const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
-		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
-			acc[i] = r16_step(dw, &tk, i, S[i], acc[i]);
-			accm[i] = r16_step(dmin, &tk, i, r16k_pairs(pw, &tk, i), accm[i]);
-		}
-	} else {
-		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
-			const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, &tk, i), 5));
-			acc[i] = r16_step(dw, &tk, i, s, acc[i]);
-		}
-	}
+	r16k_finish(t, sb, &tk, AMX_TOKENS, S, acc, accm);
 }
 
 /* One tile against m tokens (16, or fewer in a call's last group): their
@@ -285,7 +253,7 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 		}
 		const int64_t b = r / per;
 		const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
-		const __m512i sc = amx_run_scale(t, sb, r % per);
+		const __m512i sc = amx_run_scale(t, sb, (int)(r % per));
 		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 			S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
 		if (r % per == per - 1) {
@@ -300,45 +268,31 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 }
 
 /* A tile's nb blocks or super-blocks unpacked into u as B tiles, run
- * after run (Q8_0: nothing, its tile is read as it is). */
+ * after run, with the VNNI kernels' unpacking (Q8_0: nothing, its tile is
+ * read as it is). */
 ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uint8_t *u)
 {
-	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
+	if (t == QTYPE_Q8_0)
+		return;
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		if (t == QTYPE_Q8_0) {
-			break;
-		} else if (t == QTYPE_Q5_0) {
+		if (t == QTYPE_Q5_0) {
 			r16_block(t, tile, b, q, &dw);
 			_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
 				_mm512_storeu_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k, q[k]);
-		} else if (t == QTYPE_Q4_K) { /* quad vector 8s + k: chunk s / 2, nibble s % 2 */
-			const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
-			for (int s = 0; s < 8; s++)
-				_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-					const __m512i nib = _mm512_loadu_si512(
-						sb + QUANT_R16K_Q4_K_QUANTS + 512 * (s / 2) + 64 * k);
-					_mm512_storeu_si512(u + (size_t)b * QK_K * QUANT_R16_ROWS + 64 * (8 * s + k),
-							    _mm512_and_si512(s % 2 ? _mm512_srli_epi16(nib, 4) : nib, low4));
-				}
-		} else { /* Q6_K, quad vector K = 8 rr + k as r16k_q6k puts it together */
-			const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q6_K_SB;
-			for (int rr = 0; rr < 8; rr++) {
-				const __m128i nib_shift = _mm_cvtsi32_si128(rr < 4 ? 0 : 4);
-				const __m128i bits_shift = _mm_cvtsi32_si128(2 * (rr / 2));
-				const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (rr % 4));
-				const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (rr % 2));
-				_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-					const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
-					const __m512i hi = _mm512_and_si512(
-						_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift),
-								  4),
-						top2);
-					_mm512_storeu_si512(u + (size_t)b * QK_K * QUANT_R16_ROWS + 64 * (8 * rr + k),
-							    _mm512_ternarylogic_epi32(lo, hi, low4, 0xec));
-				}
-			}
+			continue;
+		}
+		/* K types: 8 runs of 8 quad vectors, as the VNNI kernels take them */
+		const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
+		uint8_t *ub = u + (size_t)b * QK_K * QUANT_R16_ROWS;
+		for (int r = 0; r < 8; r++) {
+			if (t == QTYPE_Q4_K)
+				r16k_q4k_quads(sb, r, q);
+			else
+				r16k_q6k_quads(sb, r, q);
+			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+				_mm512_storeu_si512(ub + 64 * (8 * r + k), q[k]);
 		}
 	}
 	/* GCC's tile loads name their address as a register, not as memory

@@ -103,9 +103,7 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 		struct r16_toks tk = { .step = sizeof g->quads[0] };
 		_Pragma("GCC unroll 2") for (int gi = 0; gi < ng; gi++) {
 			const struct quant_gemm_block *blk = g + (size_t)gi * (size_t)nb + b;
-			const __m256i sums = _mm256_loadu_si256((const __m256i *)blk->sums);
-			_mm256_store_si256((__m256i *)&corr[gi * QUANT_GEMM_GROUP],
-					   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, r16_offset_log2(t))));
+			r16_group_corr(t, blk, &corr[gi * QUANT_GEMM_GROUP]);
 			tk.x[gi] = (const uint8_t *)blk->quads;
 			tk.d[gi] = blk->d;
 		}
@@ -186,76 +184,35 @@ ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r
 ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
 			    __m512 *accm)
 {
-	const __m512i low4 = _mm512_set1_epi8(0x0f);
 	__m512i S[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		S[i] = _mm512_setzero_si512();
-	_Pragma("GCC unroll 1") for (int c = 0; c < 4; c++) {
-		const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)c;
+	_Pragma("GCC unroll 1") for (int c = 0; c < 4; c++)
 		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 			const int s = 2 * c + h; /* the sub-block */
 			__m512i q[8];
-			_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-				const __m512i nib = _mm512_loadu_si512(v + 64 * k);
-				q[k] = _mm512_and_si512(h ? _mm512_srli_epi16(nib, 4) : nib, low4);
-			}
-			const __m512i sc = _mm512_cvtepu8_epi32(
-				_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
-			r16k_run(q, 8, sc, tk, 8 * s, nt, S);
+			r16k_q4k_quads(sb, s, q);
+			r16k_run(q, 8, r16k_q4k_scale(sb, s), tk, 8 * s, nt, S);
 		}
-	}
-	__m512i mw[8]; /* (m, m) */
-	_Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {
-		const __m512i m = _mm512_cvtepu8_epi32(
-			_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_MINS + 16 * s)));
-		mw[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-	}
-	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
-	const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
-		acc[i] = r16_step(dw, tk, i, S[i], acc[i]);
-		accm[i] = r16_step(dmin, tk, i, r16k_pairs(mw, tk, i), accm[i]);
-	}
+	r16k_finish(QTYPE_Q4_K, sb, tk, nt, S, acc, accm);
 }
 
 /* One Q6_K super-block at sb against nt tokens into acc: S = sum sc * u *
- * a - 32 * sum sc * bsum, u = q + 32 put together from its nibble and its
- * 2-bit part (quad vector K: nibble vector K % 32, low or high; 2-bit
- * vector K % 16, bits 2 (K / 16)). */
+ * a - 32 * sum sc * bsum (r16k_q6k_quads, r16k_finish). */
 ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc)
 {
-	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
 	__m512i S[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		S[i] = _mm512_setzero_si512();
 	_Pragma("GCC unroll 1") for (int r = 0; r < 8; r++) { /* quads 8r .. 8r + 7 */
-		const __m128i nib_shift = _mm_cvtsi32_si128(r < 4 ? 0 : 4);
-		const __m128i bits_shift = _mm_cvtsi32_si128(2 * (r / 2));
-		const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (r % 4));
-		const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (r % 2));
-		__m512i q[8];
-		_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-			const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
-			const __m512i hi = _mm512_and_si512(
-				_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift), 4),
-				top2);
-			q[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xec); /* (lo & low4) | hi */
-		}
+		__m512i q[8], lo, hi;
+		r16k_q6k_quads(sb, r, q);
 		/* scale pair r: sub-blocks 2r (quads 8r .. 8r + 3), 2r + 1 */
-		const __m512i pr = _mm512_cvtepi8_epi16(
-			_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * r)));
-		r16k_run(q, 4, _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16), tk, 8 * r, nt, S);
-		r16k_run(q + 4, 4, _mm512_srai_epi32(pr, 16), tk, 8 * r + 4, nt, S);
+		r16k_q6k_scales(sb, r, &lo, &hi);
+		r16k_run(q, 4, lo, tk, 8 * r, nt, S);
+		r16k_run(q + 4, 4, hi, tk, 8 * r + 4, nt, S);
 	}
-	__m512i pw[8];
-	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-		pw[j] = _mm512_cvtepi8_epi16(
-			_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * j)));
-	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
-		const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, tk, i), 5));
-		acc[i] = r16_step(dw, tk, i, s, acc[i]);
-	}
+	r16k_finish(QTYPE_Q6_K, sb, tk, nt, S, acc, NULL);
 }
 
 /* nt tokens (a constant: 1, 8 or 16) against a K-type tile of nsb super-

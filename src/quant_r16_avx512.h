@@ -2,8 +2,9 @@
  * both their VNNI build (quant_gemm_r16_avx512.c) and their AMX build
  * (quant_gemm_r16_amx.c) use: a Q8_0 / Q5_0 tile block as 8 quad vectors
  * of unsigned quants with its 16 rows' scales, a token's broadcast quad,
- * the contract's float step, the K types' bsum-pair sums, and the rows of
- * a tile a call keeps. Include after quant_r16_drive.h (R16_QUADS), from a file
+ * the contract's float step, a packed group's offset corrections, a K-type
+ * super-block's quad vectors, scales and closing float step, and the rows
+ * of a tile a call keeps. Include after quant_r16_drive.h (R16_QUADS), from a file
  * compiled for AVX512-BW. */
 #ifndef INGOT_QUANT_R16_AVX512_H
 #define INGOT_QUANT_R16_AVX512_H
@@ -79,6 +80,98 @@ ALWAYS_INLINE __m512i r16k_pairs(const __m512i w[8], const struct r16_toks *tk, 
 	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
 		m = _mm512_dpwssd_epi32(m, w[j], r16_bcast(tk->p[i / 8], tk, i, j));
 	return m;
+}
+
+/* The offset corrections of a packed group block's 8 tokens (Q8_0, Q5_0):
+ * corr[l] = -o * the sum of token l's quants, o = 1 << r16_offset_log2(t)
+ * (exact: the unsigned offset taken back out). */
+ALWAYS_INLINE void r16_group_corr(enum qtype t, const struct quant_gemm_block *blk,
+				  int32_t corr[QUANT_GEMM_GROUP])
+{
+	const __m256i sums = _mm256_loadu_si256((const __m256i *)blk->sums);
+	_mm256_storeu_si256((__m256i *)corr,
+			    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, r16_offset_log2(t))));
+}
+
+/* ---- Q4_K and Q6_K super-blocks (layout in quant_int.h) ---- */
+
+/* Q4_K sub-block s's 8 quad vectors (quads 8s .. 8s + 7) of the
+ * super-block at sb: the low (s even) or high nibbles of chunk s / 2. */
+ALWAYS_INLINE void r16k_q4k_quads(const uint8_t *sb, int s, __m512i q[8])
+{
+	const __m512i low4 = _mm512_set1_epi8(0x0f);
+	const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)(s / 2);
+	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+		const __m512i nib = _mm512_loadu_si512(v + 64 * k);
+		q[k] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(nib, 4) : nib, low4);
+	}
+}
+
+/* The 16 rows' scales of Q4_K sub-block s, as int32. */
+ALWAYS_INLINE __m512i r16k_q4k_scale(const uint8_t *sb, int s)
+{
+	return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
+}
+
+/* Q6_K quads 8r .. 8r + 7 of the super-block at sb, u = q + 32 put
+ * together from its nibble and its 2-bit part (quad vector K: nibble
+ * vector K % 32, low or high; 2-bit vector K % 16, bits 2 (K / 16)). */
+ALWAYS_INLINE void r16k_q6k_quads(const uint8_t *sb, int r, __m512i q[8])
+{
+	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
+	const __m128i nib_shift = _mm_cvtsi32_si128(r < 4 ? 0 : 4);
+	const __m128i bits_shift = _mm_cvtsi32_si128(2 * (r / 2));
+	const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (r % 4));
+	const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (r % 2));
+	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+		const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
+		const __m512i hi = _mm512_and_si512(
+			_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift), 4), top2);
+		q[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xec); /* (lo & low4) | hi */
+	}
+}
+
+/* The 16 rows' scales of Q6_K sub-blocks 2p (*lo) and 2p + 1 (*hi), as
+ * int32 (pair p of row j at 32p + 2j). */
+ALWAYS_INLINE void r16k_q6k_scales(const uint8_t *sb, int p, __m512i *lo, __m512i *hi)
+{
+	const __m512i pr = _mm512_cvtepi8_epi16(
+		_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * p)));
+	*lo = _mm512_srai_epi32(_mm512_slli_epi32(pr, 16), 16);
+	*hi = _mm512_srai_epi32(pr, 16);
+}
+
+/* The end of a super-block at sb for nt tokens (tk) with sums S: the
+ * contract's float step on 16 rows at once (Q4_K: S against d into acc,
+ * M from the mins against the bsum pairs, against dmin, into accm; Q6_K:
+ * S less 32 * the scales against the bsums, into acc). */
+ALWAYS_INLINE void r16k_finish(enum qtype t, const uint8_t *sb, const struct r16_toks *tk, int nt,
+			       const __m512i *S, __m512 *acc, __m512 *accm)
+{
+	__m512i pw[8]; /* Q4_K: (m, m); Q6_K: the scale pairs */
+	_Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+		if (t == QTYPE_Q4_K) {
+			const __m512i m = _mm512_cvtepu8_epi32(
+				_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_MINS + 16 * j)));
+			pw[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		} else {
+			pw[j] = _mm512_cvtepi8_epi16(
+				_mm256_loadu_si256((const __m256i *)(sb + QUANT_R16K_Q6_K_SCALES + 32 * j)));
+		}
+	}
+	const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sb));
+	if (t == QTYPE_Q4_K) {
+		const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sb + 32)));
+		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
+			acc[i] = r16_step(dw, tk, i, S[i], acc[i]);
+			accm[i] = r16_step(dmin, tk, i, r16k_pairs(pw, tk, i), accm[i]);
+		}
+		return;
+	}
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
+		const __m512i s = _mm512_sub_epi32(S[i], _mm512_slli_epi32(r16k_pairs(pw, tk, i), 5));
+		acc[i] = r16_step(dw, tk, i, s, acc[i]);
+	}
 }
 
 /* The rows of tile ti inside [r0, r1), as a store mask. */

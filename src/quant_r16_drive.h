@@ -180,6 +180,15 @@ typedef void (*r16_plain_prepare_fn)(const struct block_q8_0 *a, int64_t nb, int
 #if defined(R16_TILE_GROUPS) && !defined(INGOT_QUANT_R16_DRIVE_PASSES)
 #define INGOT_QUANT_R16_DRIVE_PASSES
 
+/* the named functions have the signatures above (typeof: nothing is
+ * called through a pointer) */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_GROUPS), r16_tile_groups_fn),
+	       "R16_TILE_GROUPS: r16_tile_groups_fn");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN), r16_tile_plain_fn),
+	       "R16_TILE_PLAIN: r16_tile_plain_fn");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&R16_PLAIN_PREPARE), r16_plain_prepare_fn),
+	       "R16_PLAIN_PREPARE: r16_plain_prepare_fn");
+
 /* A gemm entry (quant.h's contract for gemm_r16) over the including ISA
  * file's tile functions; R16_PASS_GROUPS (a constant): the packed groups
  * each pass of R16_TILE_GROUPS takes (AVX-512: 2, its 16 tokens' chains in
