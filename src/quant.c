@@ -160,7 +160,6 @@ const char *quant_isa_name(enum quant_isa isa)
  * results, the later ones only differ in speed). INGOT_ISA=scalar|avx2|
  * avxvnni|avx512|amx picks another of those; unknown values, and ISAs the
  * CPU lacks, are ignored. */
-
 enum quant_isa quant_isa_detect(void)
 {
 	enum quant_isa best = QUANT_ISA_SCALAR;

@@ -15,8 +15,8 @@
  * token (no packed groups: all fallback) through 48 (three groups of 16),
  * last groups of 1 to 15 tokens, row ranges cutting tiles at both ends
  * and the padded last tile, with and without a next range (r_pf). Built
- * at -O0 like test_r16_simde (SIMDe's 512-bit emulation compiles slowly
- * optimized). The registration's own self-check runs first, against the
+ * like test_r16_simde (-O0 in release, where SIMDe's 512-bit emulation
+ * compiles slowly optimized; -O1 under ASan). The registration's own self-check runs first, against the
  * reference. */
 #include <immintrin.h> /* before SIMDe and the emulation, which replace parts of it */
 #include <math.h>

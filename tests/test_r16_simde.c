@@ -12,9 +12,10 @@
  * last tile, a next range (r_pf), and rows long enough that the groups go
  * in two chunks; nothing outside the range written.
  *
- * Built at -O0 (Makefile): SIMDe's 512-bit emulation inside these
- * always-inline kernels took GCC 2.5 minutes at -O1 and over 13 at -O2,
- * against seconds here. What SIMDe 0.7 lacks (a few intrinsics, a fused
+ * Built at -O0 in release (Makefile): SIMDe's 512-bit emulation inside
+ * these always-inline kernels took GCC 2.5 minutes at -O1 and over 13 at
+ * -O2, against seconds here. Under ASan it keeps ASan's -O1, which there
+ * compiles faster than -O0. What SIMDe 0.7 lacks (a few intrinsics, a fused
  * FMA) comes from simde_avx512.h. */
 #include <immintrin.h> /* before SIMDe, whose aliases would clash */
 #include <math.h>
