@@ -1,6 +1,7 @@
 /* cli.c — command table and helpers shared by the subcommands. */
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,6 +103,24 @@ int cli_threads(int requested)
 		return cpus;
 	}
 	return requested;
+}
+
+void cli_bad_value(const char *who, const struct option *lo, int opt, const char *arg,
+		   const char *want)
+{
+	const char *name = NULL;
+	for (; lo && lo->name; lo++)
+		if (!lo->flag && lo->val == opt) {
+			name = lo->name;
+			break;
+		}
+	if (name)
+		fprintf(stderr, "%s: bad value '%s' for --%s", who, arg, name);
+	else
+		fprintf(stderr, "%s: bad value '%s' for -%c", who, arg, opt);
+	if (want)
+		fprintf(stderr, " (%s)", want);
+	fputc('\n', stderr);
 }
 
 /* Default context: the trained length, capped so the KV cache stays under

@@ -26,6 +26,14 @@ int cli_model_path(const char *arg, char *buf, size_t cap);
  * capped (with a note on stderr) at the CPUs we may run on. */
 int cli_threads(int requested);
 
+struct option;
+
+/* Prints "WHO: bad value 'ARG' for --NAME" to stderr, NAME being the long
+ * name lo gives the option getopt_long returned as opt (or "-C" for a
+ * short option without one), then " (WANT)" when want is not NULL. */
+void cli_bad_value(const char *who, const struct option *lo, int opt, const char *arg,
+		   const char *want);
+
 /* Reads all of stdin / the file at path into a NUL-terminated buffer the
  * caller frees with ing_free(); *len excludes the NUL. NULL on failure. */
 char *cli_read_stdin(size_t *len);

@@ -22,6 +22,7 @@
  *
  * --profile adds where the time goes: the same decode and prefill runs on
  * the graph runner, whose ops are separate dispatches, timed per op kind. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,25 +74,40 @@ static int usage(void)
 	return 2;
 }
 
+/* A decimal integer in [lo, hi], the whole of s; -1 otherwise. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* A comma-separated list of such integers (at most max): how many, or -1. */
 static int parse_ints(const char *s, int *out, int max, int lo, int hi)
 {
 	int n = 0;
 	char buf[256];
+	if (strlen(s) >= sizeof buf)
+		return -1;
 	snprintf(buf, sizeof buf, "%s", s);
 	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-		char *end;
-		long v = strtol(tok, &end, 10);
-		if (*end || v < lo || v > hi || n == max)
+		if (n == max || parse_int(tok, lo, hi, &out[n]))
 			return -1;
-		out[n++] = (int)v;
+		n++;
 	}
-	return n;
+	return n > 0 ? n : -1;
 }
 
 static int parse_runners(const char *s, int *out)
 {
 	int n = 0;
 	char buf[256];
+	if (strlen(s) >= sizeof buf)
+		return -1;
 	snprintf(buf, sizeof buf, "%s", s);
 	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
 		int k = runner_kind_parse(tok);
@@ -99,43 +115,68 @@ static int parse_runners(const char *s, int *out)
 			return -1;
 		out[n++] = k;
 	}
-	return n;
+	return n > 0 ? n : -1;
 }
 
+enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE,
+       O_KV_DTYPE, O_DEPTH };
+
+static const struct option bench_options[] = {
+	{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
+	{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
+	{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
+	{ "profile", 0, 0, O_PROFILE }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE },
+	{ "depth", 1, 0, O_DEPTH }, { 0 }
+};
+
+/* One option's value into o: NULL, or what the value should have been. */
+static const char *parse_opt(struct bench_opts *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'm': o->model = arg; return NULL;
+	case 't': return parse_int(arg, 1, 1024, &o->threads) ? "1 .. 1024" : NULL;
+	case O_BATCH:
+		o->n_batches = parse_ints(arg, o->batches, MAX_LIST, 1, 256);
+		return o->n_batches < 1 ? "a list of batch sizes 1 .. 256, e.g. 1,8,32" : NULL;
+	case O_RUNNER:
+		o->n_runners = parse_runners(arg, o->runners);
+		return o->n_runners < 1 ? "a list of mega, graph" : NULL;
+	case O_PROMPT: return parse_int(arg, 1, 8192, &o->prompt) ? "1 .. 8192 tokens" : NULL;
+	case O_GEN: return parse_int(arg, 1, 4096, &o->gen) ? "1 .. 4096 steps" : NULL;
+	case O_RUNS: return parse_int(arg, 1, 64, &o->runs) ? "1 .. 64" : NULL;
+	case O_DEPTH: return parse_int(arg, 0, 32768, &o->depth) ? "0 .. 32768 tokens" : NULL;
+	case O_JSON: o->json = 1; return NULL;
+	case O_PROFILE: o->profile = 1; return NULL;
+	case O_KV_DTYPE:
+		return fwd_kv_type_parse(arg, &o->kv_type) ? "f16, f32, q8_0 or auto" : NULL;
+	case O_PREFETCH:
+		o->prefetch = !strcmp(arg, "on");
+		return strcmp(arg, "on") && strcmp(arg, "off") ? "on or off" : NULL;
+	}
+	return "?";
+}
+
+/* 0, or -1 with the reason on stderr. */
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
-	enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE,
-	       O_KV_DTYPE, O_DEPTH };
-	static const struct option lo[] = {
-		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "batch", 1, 0, O_BATCH },
-		{ "runner", 1, 0, O_RUNNER }, { "prompt", 1, 0, O_PROMPT }, { "gen", 1, 0, O_GEN },
-		{ "runs", 1, 0, O_RUNS }, { "json", 0, 0, O_JSON }, { "prefetch", 1, 0, O_PREFETCH },
-		{ "profile", 0, 0, O_PROFILE }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE },
-		{ "depth", 1, 0, O_DEPTH }, { 0 }
-	};
 	*o = (struct bench_opts){ .runners = { RUNNER_MEGA, RUNNER_GRAPH }, .n_runners = 2,
 				  .batches = { 1 }, .n_batches = 1, .prompt = 512, .gen = 32,
 				  .runs = 5, .prefetch = 1, .kv_type = FWD_KV_DEFAULT };
-	int opt, bad = 0;
-	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'm': o->model = optarg; break;
-		case 't': bad |= (o->threads = atoi(optarg)) < 1 || o->threads > 1024; break;
-		case O_BATCH: bad |= (o->n_batches = parse_ints(optarg, o->batches, MAX_LIST, 1, 256)) < 1; break;
-		case O_RUNNER: bad |= (o->n_runners = parse_runners(optarg, o->runners)) < 1; break;
-		case O_PROMPT: bad |= (o->prompt = atoi(optarg)) < 1 || o->prompt > 8192; break;
-		case O_GEN: bad |= (o->gen = atoi(optarg)) < 1 || o->gen > 4096; break;
-		case O_RUNS: bad |= (o->runs = atoi(optarg)) < 1 || o->runs > 64; break;
-		case O_DEPTH: bad |= (o->depth = atoi(optarg)) < 0 || o->depth > 32768 ||
-				     strspn(optarg, "0123456789") != strlen(optarg); break;
-		case O_JSON: o->json = 1; break;
-		case O_PROFILE: o->profile = 1; break;
-		case O_KV_DTYPE: bad |= fwd_kv_type_parse(optarg, &o->kv_type) != 0; break;
-		case O_PREFETCH: o->prefetch = !strcmp(optarg, "on"); bad |= strcmp(optarg, "on") && strcmp(optarg, "off"); break;
-		default: return -1;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "m:t:", bench_options, NULL)) != -1) {
+		if (opt == '?') /* getopt_long has said what */
+			return -1;
+		const char *want = parse_opt(o, opt, optarg);
+		if (want) {
+			cli_bad_value("ingot bench", bench_options, opt, optarg, want);
+			return -1;
 		}
 	}
-	return bad || optind != argc ? -1 : 0;
+	if (optind != argc) {
+		fprintf(stderr, "ingot bench: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
 }
 
 #define MAX_PROBES 256

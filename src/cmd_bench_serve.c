@@ -130,10 +130,24 @@ static int parse_args(int argc, char **argv, struct bs_opts *o)
 			      .max_tokens = 64, .seed = 1};
 	optind = 1;
 	int c;
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1)
-		if (parse_opt(o, c, optarg))
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c == '?') /* getopt_long has said what */
 			return -1;
-	return optind == argc && o->url[0] ? 0 : -1;
+		if (parse_opt(o, c, optarg)) {
+			cli_bad_value("ingot bench serve", lo, c, optarg,
+				      c == 'u' ? "http://HOST:PORT or https://..." : NULL);
+			return -1;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "ingot bench serve: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	if (!o->url[0]) {
+		fprintf(stderr, "ingot bench serve: give the server with --url http://HOST:PORT\n");
+		return -1;
+	}
+	return 0;
 }
 
 /* Headers every request carries; NULL out of memory. */
@@ -614,10 +628,8 @@ int cmd_bench_serve(int argc, char **argv)
 {
 	struct bs_opts o;
 	char model[512], err[512];
-	if (parse_args(argc, argv, &o)) {
-		fprintf(stderr, "ingot bench serve: bad arguments (--url must be http://HOST:PORT)\n");
+	if (parse_args(argc, argv, &o))
 		return usage();
-	}
 	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
 		fprintf(stderr, "ingot bench serve: libcurl failed to start\n");
 		return 1;

@@ -90,28 +90,35 @@ static int parse_args(int argc, char **argv, struct bs_opts *o)
 		case 'j': o->json = 1; break;
 		case 'K':
 			if (!num_ok || v < 1 || v > SPEC_MAX_K)
-				return -1;
+				goto bad;
 			o->spec_max = (int)v;
 			break;
 		case 'n':
 			if (!num_ok || v < 1 || v > 100000)
-				return -1;
+				goto bad;
 			o->max_tokens = (int)v;
 			break;
 		case 'R':
 			if (!num_ok || v < 1 || v > 50)
-				return -1;
+				goto bad;
 			o->runs = (int)v;
 			break;
 		case 't':
 			if (!num_ok || v < 1 || v > 1024)
-				return -1;
+				goto bad;
 			o->threads = (int)v;
 			break;
-		default: return -1;
+		default: return -1; /* getopt_long has said what */
 		}
 	}
-	return optind == argc ? 0 : -1;
+	if (optind != argc) {
+		fprintf(stderr, "ingot bench spec: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+bad:
+	cli_bad_value("ingot bench spec", lo, opt, optarg, NULL);
+	return -1;
 }
 
 /* Reads WORKLOAD.jsonl: one {"prompt", "max_tokens"} per line. */
@@ -372,7 +379,7 @@ int cmd_bench_spec(int argc, char **argv)
 	struct cli_session s = { 0 };
 	struct spec_seq *spec = NULL;
 	struct bs_result res = { 0 };
-	/* the context: the longest prompt plus its output */
+	/* the context: the longest prompt plus its output (below) */
 	struct fwd_config fc = { .max_batch = 256, .max_logits = o.spec_max + 1, .n_ctx = 0,
 				 .n_seq = 1, .kv_type = FWD_KV_DEFAULT };
 	struct tokenizer *tk = NULL;
@@ -383,6 +390,10 @@ int cmd_bench_spec(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		if ((int64_t)p[i].ids.n + p[i].max_tokens + 1 > fc.n_ctx)
 			fc.n_ctx = (int64_t)p[i].ids.n + p[i].max_tokens + 1;
+	/* and measure_verify_cost's steps of up to spec_max + 1 rows after the
+	 * first prompt (more than its output when -n is small) */
+	if (n > 0 && (int64_t)p[0].ids.n + o.spec_max + 1 > fc.n_ctx)
+		fc.n_ctx = (int64_t)p[0].ids.n + o.spec_max + 1;
 	if (cli_session_open(&s, path, &fc, o.threads, kind, "ingot bench spec", &err) ||
 	    spec_seq_create((enum spec_method)method, o.spec_max, fc.n_ctx, NULL, &spec, &err) ||
 	    bench(&s, &o, spec, p, n, &res, &err))

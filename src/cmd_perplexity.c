@@ -99,7 +99,7 @@ static int parse_args(int argc, char **argv, struct ppl_opts *o)
 			continue;
 		} else {
 			if (opt != '?')
-				fprintf(stderr, "ingot perplexity: bad value '%s' for an option\n", optarg);
+				cli_bad_value("ingot perplexity", lo, opt, optarg, NULL);
 			return -1;
 		}
 	}

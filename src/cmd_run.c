@@ -76,6 +76,19 @@ enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRE
        O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX, O_DRAFT,
        O_KV_DTYPE };
 
+static const struct option run_options[] = {
+	{ "model", 1, 0, 'm' }, { "prompt", 1, 0, 'p' }, { "file", 1, 0, 'f' },
+	{ "n-predict", 1, 0, 'n' }, { "threads", 1, 0, 't' }, { "chat", 0, 0, O_CHAT },
+	{ "ids", 0, 0, O_IDS }, { "temp", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK },
+	{ "top-p", 1, 0, O_TOPP }, { "min-p", 1, 0, O_MINP },
+	{ "repeat-penalty", 1, 0, O_REP }, { "repeat-last-n", 1, 0, O_REPN },
+	{ "presence-penalty", 1, 0, O_PRES }, { "frequency-penalty", 1, 0, O_FREQ },
+	{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
+	{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
+	{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
+	{ "draft-model", 1, 0, O_DRAFT }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
+};
+
 static int parse_opt(struct run_opts *o, int opt, const char *arg)
 {
 	double v;
@@ -111,7 +124,7 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	else if (opt == O_FREQ && !parse_num(arg, -2, 2, &v)) o->sp.frequency_penalty = (float)v;
 	else if (opt == O_SEED && !parse_num(arg, 0, 18446744073709551615.0, &v)) o->sp.seed = strtoull(arg, NULL, 10);
 	else {
-		fprintf(stderr, "ingot run: bad value '%s' for an option\n", arg);
+		cli_bad_value("ingot run", run_options, opt, arg, NULL);
 		return -1;
 	}
 	return 0;
@@ -119,23 +132,11 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
-	static const struct option lo[] = {
-		{ "model", 1, 0, 'm' }, { "prompt", 1, 0, 'p' }, { "file", 1, 0, 'f' },
-		{ "n-predict", 1, 0, 'n' }, { "threads", 1, 0, 't' }, { "chat", 0, 0, O_CHAT },
-		{ "ids", 0, 0, O_IDS }, { "temp", 1, 0, O_TEMP }, { "top-k", 1, 0, O_TOPK },
-		{ "top-p", 1, 0, O_TOPP }, { "min-p", 1, 0, O_MINP },
-		{ "repeat-penalty", 1, 0, O_REP }, { "repeat-last-n", 1, 0, O_REPN },
-		{ "presence-penalty", 1, 0, O_PRES }, { "frequency-penalty", 1, 0, O_FREQ },
-		{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
-		{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
-		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-		{ "draft-model", 1, 0, O_DRAFT }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
-	};
 	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega", .spec = "none",
 				.spec_max = 16, .kv_type = FWD_KV_DEFAULT,
 				.sp = sample_params_default() };
 	int opt;
-	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", lo, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", run_options, NULL)) != -1)
 		if (opt == '?' || parse_opt(o, opt, optarg))
 			return -1;
 	if (optind != argc || (!o->prompt && !o->prompt_file) || (o->prompt && o->prompt_file)) {

@@ -136,6 +136,27 @@ static int origins_parse(struct serve_opts *o, const char *arg)
 	return 0;
 }
 
+static const struct option serve_options[] = {
+	{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "host", 1, 0, O_HOST },
+	{ "port", 1, 0, O_PORT }, { "api-key", 1, 0, O_KEY },
+	{ "max-num-seqs", 1, 0, O_SEQS }, { "max-waiting", 1, 0, O_WAIT },
+	{ "kv-cache-mb", 1, 0, O_KV }, { "max-model-len", 1, 0, O_LEN },
+	{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
+	{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
+	{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
+	{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
+	{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
+	{ "chat-template", 1, 0, O_TEMPLATE },
+	{ "max-num-batched-tokens", 1, 0, O_BATCHED },
+	{ "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { "allowed-origins", 1, 0, O_ORIGINS },
+	{ "disable-access-log", 0, 0, O_NO_ACCESS_LOG },
+	{ "disable-uvicorn-access-log", 0, 0, O_NO_ACCESS_LOG }, /* vLLM's name */
+	{ "disable-log-stats", 0, 0, O_NO_LOG_STATS },
+	{ "log-stats-interval", 1, 0, O_STATS_INTERVAL },
+	{ "responses-store-mb", 1, 0, O_STORE_MB }, { "ssl-keyfile", 1, 0, O_SSL_KEY },
+	{ "ssl-certfile", 1, 0, O_SSL_CERT }, { 0 }
+};
+
 static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 {
 	long v = 0;
@@ -180,7 +201,7 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 	else if (opt == O_STATS_INTERVAL && !num(arg, 1, 86400, &v)) o->stats_interval_s = v;
 	else if (opt == O_STORE_MB && !num(arg, 0, 1L << 20, &v)) o->store_mb = v;
 	else {
-		fprintf(stderr, "ingot serve: bad value '%s' for an option\n", arg);
+		cli_bad_value("ingot serve", serve_options, opt, arg, NULL);
 		return -1;
 	}
 	return 0;
@@ -188,32 +209,12 @@ static int parse_opt(struct serve_opts *o, int opt, const char *arg)
 
 static int parse_args(int argc, char **argv, struct serve_opts *o)
 {
-	static const struct option lo[] = {
-		{ "model", 1, 0, 'm' }, { "threads", 1, 0, 't' }, { "host", 1, 0, O_HOST },
-		{ "port", 1, 0, O_PORT }, { "api-key", 1, 0, O_KEY },
-		{ "max-num-seqs", 1, 0, O_SEQS }, { "max-waiting", 1, 0, O_WAIT },
-		{ "kv-cache-mb", 1, 0, O_KV }, { "max-model-len", 1, 0, O_LEN },
-		{ "served-model-name", 1, 0, O_NAME }, { "max-body-mb", 1, 0, O_BODY },
-		{ "timeout", 1, 0, O_TIMEOUT }, { "runner", 1, 0, O_RUNNER },
-		{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-		{ "draft-model", 1, 0, O_DRAFT }, { "mixed-prefill-tokens", 1, 0, O_MIXED },
-		{ "otlp-endpoint", 1, 0, O_OTLP }, { "max-connections", 1, 0, O_CONN },
-		{ "chat-template", 1, 0, O_TEMPLATE },
-		{ "max-num-batched-tokens", 1, 0, O_BATCHED },
-		{ "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { "allowed-origins", 1, 0, O_ORIGINS },
-		{ "disable-access-log", 0, 0, O_NO_ACCESS_LOG },
-		{ "disable-uvicorn-access-log", 0, 0, O_NO_ACCESS_LOG }, /* vLLM's name */
-		{ "disable-log-stats", 0, 0, O_NO_LOG_STATS },
-		{ "log-stats-interval", 1, 0, O_STATS_INTERVAL },
-		{ "responses-store-mb", 1, 0, O_STORE_MB }, { "ssl-keyfile", 1, 0, O_SSL_KEY },
-		{ "ssl-certfile", 1, 0, O_SSL_CERT }, { 0 }
-	};
 	*o = (struct serve_opts){ .runner = "mega", .spec = "none", .ec = engine_config_default(),
 				  .sc = server_config_default(), .log_stats = true,
 				  .stats_interval_s = 10, .store_mb = 64 };
 	o->sc.access_log = true;
 	int opt;
-	while ((opt = getopt_long(argc, argv, "m:t:", lo, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, "m:t:", serve_options, NULL)) != -1)
 		if (opt == '?' || parse_opt(o, opt, optarg))
 			return -1;
 	if (optind != argc) {

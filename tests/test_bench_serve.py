@@ -92,7 +92,9 @@ def main():
     check("bad URL exits nonzero with a message",
           p.returncode != 0 and "--url" in p.stderr, (p.returncode, p.stderr))
     p = bench(dead_url(), "--workload", "nope")
-    check("unknown workload is a usage error", p.returncode == 2, (p.returncode, p.stderr))
+    check("unknown workload is a usage error, the option named",
+          p.returncode == 2 and "bad value 'nope' for --workload" in p.stderr,
+          (p.returncode, p.stderr))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Black-box tests of the ingot CLI on the default model: pull (idempotent),
 info, run (greedy determinism, seeded sampling, chat, errors), bench (JSON
-shape, the op profile; figures are not judged), exit codes."""
+shape, the op profile, bench spec; figures are not judged), exit codes and
+the messages that name a bad option."""
 import json
 import os
 import subprocess
@@ -57,7 +58,8 @@ def main():
     r = ingot("frobnicate")
     check("unknown command -> exit 2", r.returncode == 2, r.stderr)
     r = ingot("run", "-p", "x", "--top-p", "7")
-    check("bad option value -> exit 2", r.returncode == 2, r.stderr)
+    check("bad option value -> exit 2, the option named", r.returncode == 2 and
+          "bad value '7' for --top-p" in r.stderr, r.stderr)
     r = ingot("run")
     check("run without prompt -> exit 2", r.returncode == 2, r.stderr)
     for cmd in (["run", "-p", "x"], ["bench"], ["perplexity", "-f", "/dev/null"]):
@@ -152,10 +154,28 @@ def main():
           r.returncode == 0 and j.get("depth") == 40 and
           sorted(x["runner"] for x in j.get("results", [])) == ["graph", "mega"] and
           all(x["decode_tok_s"] > 0 for x in j.get("results", [])), r.stdout + r.stderr)
-    for bad in (["--batch", "0"], ["--depth", "-1"], ["--depth", "4x"]):
+    for bad in (["--batch", "0"], ["--batch", "1,x"], ["--depth", "-1"], ["--depth", "4x"],
+                ["-t", "2x"], ["--runner", "mega,fast"], ["--prefetch", "maybe"]):
         r = ingot("bench", *bad)
-        check("bench %s: a usage error" % " ".join(bad), r.returncode == 2 and
+        check("bench %s: the option and its value named, then the usage" % " ".join(bad),
+              r.returncode == 2 and "bad value '%s' for --" % bad[1] in r.stderr and
               "usage" in r.stderr, r.stderr)
+    # bench spec: a short output (-n 4) still leaves its verify-cost steps
+    # of up to spec-max + 1 rows room in the context
+    r = ingot("bench", "spec", "-w", "chat", "--runs", "1", "-n", "4", "--json")
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        j = {}
+    check("bench spec -n 4 --json: identical output, a verify cost per draft length",
+          r.returncode == 0 and j.get("identical_output") is True and
+          len(j.get("t_ratio", [])) == j.get("spec_max", 0) + 1, r.stdout + r.stderr)
+    r = ingot("bench", "spec", "--runs", "0")
+    check("bench spec --runs 0: the option named", r.returncode == 2 and
+          "bad value '0' for --runs" in r.stderr, r.stderr)
+    r = ingot("bench", "--runs", "1", "stray")
+    check("bench: a stray argument named", r.returncode == 2 and
+          "unexpected argument 'stray'" in r.stderr, r.stderr)
 
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
