@@ -134,9 +134,10 @@ typedef void (*quant_dot_multi_fn)(int64_t n, float *out, const void *w, const v
  * QUANT_GEMM_GROUP tokens (rows 0 .. T - T % QUANT_GEMM_GROUP) regrouped by
  * quant_gemm_pack_row into `packed`; from T >= QUANT_GEMM_PACK_MIN on, all T
  * rows are packed and `packed` is required, below it is NULL. A partial
- * last group of QUANT_GEMM_PACK_MIN or more tokens is computed as a group
- * (its other lanes hold whatever the buffer held and are computed and
- * dropped); fewer leftover tokens go one by one through a kernel that
+ * last group of QUANT_GEMM_PACK_MIN or more tokens may be computed as a
+ * group (its other lanes hold whatever the buffer held and are computed
+ * and dropped; the kernel decides from how many tokens on, e.g. the AVX2
+ * Q8_0 kernel from 7); fewer leftover tokens go through a kernel that
  * reads the plain rows. The activation rows are packed in the weight
  * type's act_type: Q8_0 (Q4_0, Q5_0, Q8_0 weights) or Q8_K (Q4_K, Q6_K).
  *
@@ -154,9 +155,10 @@ typedef void (*quant_gemm_fn)(int64_t n, const void *w, size_t w_stride, int64_t
 /* The rows worth verifying out of T in one step of a speculating
  * sequence: T itself, except that 1 .. QUANT_GEMM_PACK_MIN - 1 rows past a
  * full group are dropped (T > QUANT_GEMM_GROUP). Leftover rows cost a pass
- * over every weight row per two of them (measured: about half a batch-1
- * step each pass), more than the deepest, least likely draft tokens are
- * worth; from QUANT_GEMM_PACK_MIN on they run as one more group. */
+ * over every weight row per two of them (four for the AVX2 Q8_0 kernel;
+ * measured: about half a batch-1 step each pass), more than the deepest,
+ * least likely draft tokens are worth; from QUANT_GEMM_PACK_MIN on they
+ * run as one more group (or passes as good). */
 int64_t quant_gemm_rows_trim(int64_t T);
 
 /* Bytes of a packed buffer for `rows` activation rows of format act

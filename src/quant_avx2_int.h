@@ -277,9 +277,9 @@ static inline __m256i q6k_quarter(__m256i l, __m256i qh, int k)
  * loses at T = 512 (79), its Q8_K activations no longer fitting L2. */
 #define GEMM_TILE_GROUPS 8
 
-/* Plain activation rows per rows8 pass (each weight block unpacked once
- * for them). */
-#define ROWS8_MAX_TOKENS 2
+/* The most plain activation rows a rows8 pass takes (each weight block
+ * unpacked once for them; rows8_tokens below). */
+#define ROWS8_MAX_TOKENS 4
 
 /* What a family of weight types plugs into gemm_tiles (always-inline
  * functions, called with the type t as a constant, so each type's gemm
@@ -299,6 +299,38 @@ typedef void (*gemm_rows8_fn)(enum qtype t, int64_t n, const void *w, size_t w_s
 typedef void (*gemm_tail_fn)(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r,
 			     const void *a, size_t a_stride, int64_t T, float *y, int64_t y_stride);
 
+/* Plain activation rows one rows8 pass of type t takes (up to
+ * ROWS8_MAX_TOKENS, each instance a constant), and the fewest tokens of a
+ * partial last group that go through tok rather than rows8 passes (at
+ * least QUANT_GEMM_PACK_MIN: below it nothing is packed). Q8_0 without
+ * VNNI: 4 and 7. Its tok pass computes all 8 lanes of a group with the
+ * sign trick, so a group of 4 cost as much as one of 8, while a rows8 pass
+ * unpacks a block once for all its tokens. Measured on the Zen 3 host
+ * (Q8_0 640 x 2048, one thread, cache-resident, best of 200 calls, G
+ * multiply-adds/s, before -> after): T = 3 (2 + 1 rows) 33.5-33.9 -> 35.3-
+ * 36.8, T = 4 (tok) 24.8 -> 40.9-41.2, T = 5 30.8 -> 39.0, T = 6 37.0 ->
+ * 40.5-41.0; T = 7 stays with tok (42.9 against 41.1 for 4 + 3), and 2 per
+ * pass gave T = 4 37.3. The K types' rows8 lost at 4 rows (Q6_K T = 4
+ * 28.6-34.7 against tok's 30.4-31.3), and with VNNI tok forms Q8_0's
+ * products in one instruction: both keep 2 and QUANT_GEMM_PACK_MIN. */
+ALWAYS_INLINE int rows8_tokens(enum qtype t)
+{
+#ifndef QUANT_GEMM_VNNI
+	if (t == QTYPE_Q8_0)
+		return 4;
+#endif
+	return 2;
+}
+
+ALWAYS_INLINE int64_t tok_group_min(enum qtype t)
+{
+#ifndef QUANT_GEMM_VNNI
+	if (t == QTYPE_Q8_0)
+		return 7;
+#endif
+	return QUANT_GEMM_PACK_MIN;
+}
+
 /* The two tok passes of an 8-row tile (rows r, r + 4) against ng groups;
  * the first carries the tile's prefetch. */
 ALWAYS_INLINE void tok_tile(gemm_tok_fn tok, enum qtype t, int64_t n, const void *w,
@@ -311,10 +343,10 @@ ALWAYS_INLINE void tok_tile(gemm_tok_fn tok, enum qtype t, int64_t n, const void
 
 /* The gemm entry (quant.h) over a type's kernels: rows in tiles of 8; for
  * each tile of up to GEMM_TILE_GROUPS groups of tokens, two tok passes of
- * 4 rows, then rows8 for the tokens past the groups (two at a time), the
- * row tile two ahead prefetched during the first pass (each tile, 8 x 680
- * bytes for the default model's LM head, stays in L1 meanwhile); rows past
- * the last full tile go through tail. With more than GEMM_TILE_GROUPS
+ * 4 rows, then rows8 for the tokens past the groups (rows8_tokens at a
+ * time), the row tile two ahead prefetched during the first pass (each
+ * tile, 8 x 680 bytes for the default model's LM head, stays in L1
+ * meanwhile); rows past the last full tile go through tail. With more than GEMM_TILE_GROUPS
  * groups (prefill) the weights are read once per token tile. group_bytes:
  * the packed bytes of one group of 8 tokens. The prefetches run on past
  * the last tile into rows up to r_pf (quant.h). */
@@ -323,7 +355,7 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 			      size_t group_bytes, int64_t T, float *y, int64_t y_stride, int64_t r_pf,
 			      gemm_tok_fn tok, gemm_rows8_fn rows8, gemm_tail_fn tail)
 {
-	const int64_t groups = quant_gemm_groups(T, packed != NULL);
+	const int64_t groups = quant_gemm_groups(T, packed != NULL, tok_group_min(t));
 	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t r_end = r1 - (r1 - r0) % 8;
 	for (int64_t g0 = 0; g0 == 0 || g0 < groups; g0 += GEMM_TILE_GROUPS) {
@@ -357,10 +389,17 @@ ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_s
 				else
 					tok_tile(tok, t, n, w, w_stride, r, g, ng, t0, T, y, y_stride, pf);
 			}
-			for (int64_t tk = t_left; tk < T; tk += ROWS8_MAX_TOKENS) {
+			for (int64_t tk = t_left, nt; tk < T; tk += nt) {
 				const void *at = (const uint8_t *)a + tk * a_stride;
 				const struct prefetch_plan *p = g1 == g0 && tk == t_left ? pf : NULL;
-				if (T - tk >= 2)
+				nt = T - tk < rows8_tokens(t) ? T - tk : rows8_tokens(t);
+				if (rows8_tokens(t) >= 4 && nt == 4)
+					rows8(t, n, w, w_stride, r, at, a_stride, 4, y + tk * y_stride, y_stride,
+					      p);
+				else if (rows8_tokens(t) >= 3 && nt == 3)
+					rows8(t, n, w, w_stride, r, at, a_stride, 3, y + tk * y_stride, y_stride,
+					      p);
+				else if (nt == 2)
 					rows8(t, n, w, w_stride, r, at, a_stride, 2, y + tk * y_stride, y_stride,
 					      p);
 				else

@@ -12,11 +12,11 @@
  * 32 * 128 * 127 < 2^24, so the conversion is exact as well). The kernels
  * differ only in what they put in the vector lanes:
  *
- *  - rows8 (8 weight rows in the lanes, one or two tokens per pass):
- *    decode, and up to 3 tokens after the last full group of 8 (from 4
- *    on, the partial group goes through tok with its missing lanes
- *    dropped: a rows8 pass cost about half a decode step, a tok pass over
- *    a group 1.8 steps). Each row's block dot is formed by the
+ *  - rows8 (8 weight rows in the lanes, one or two tokens per pass;
+ *    Q8_0 up to four): decode, and the tokens after the last full group
+ *    of 8 (up to 3; Q8_0 up to 6: from there on the partial group goes
+ *    through tok with its missing lanes dropped; see rows8_tokens in
+ *    quant_avx2_int.h). Each row's block dot is formed by the
  *    sign trick (|q| * sign(a, q), vpmaddubsw, vpmaddwd) in 8 int32 lanes,
  *    and the 8 rows' lanes are summed by an unpack tree into one vector of
  *    8 isum_b (vphaddd would do it in fewer instructions but runs at 0.4

@@ -129,13 +129,15 @@ struct quant_gemm_block {
 static_assert(sizeof(struct quant_gemm_block) == 320, "packed block layout");
 
 /* The groups a gemm kernel computes for T tokens (quant.h): the full
- * groups, and a partial last one of QUANT_GEMM_PACK_MIN or more tokens
- * (its other lanes computed and dropped); none without packed rows. */
-static inline int64_t quant_gemm_groups(int64_t T, bool packed)
+ * groups, and a partial last one of group_min (>= QUANT_GEMM_PACK_MIN:
+ * below it nothing is packed) or more tokens (its other lanes computed
+ * and dropped; fewer go through the kernel's plain-row path); none
+ * without packed rows. */
+static inline int64_t quant_gemm_groups(int64_t T, bool packed, int64_t group_min)
 {
 	if (!packed)
 		return 0;
-	return T / QUANT_GEMM_GROUP + (T % QUANT_GEMM_GROUP >= QUANT_GEMM_PACK_MIN);
+	return T / QUANT_GEMM_GROUP + (T % QUANT_GEMM_GROUP >= group_min);
 }
 
 /* Group g of Q8_K rows: a quant_gemm_kblock per 256-element super-block,

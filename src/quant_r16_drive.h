@@ -205,7 +205,7 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const size_t group_bytes =
 		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
-	const int64_t groups = quant_gemm_groups(T, packed != NULL);
+	const int64_t groups = quant_gemm_groups(T, packed != NULL, QUANT_GEMM_PACK_MIN);
 	const int64_t t_grouped = groups * QUANT_GEMM_GROUP < T ? groups * QUANT_GEMM_GROUP : T;
 	const int64_t tile0 = r0 / QUANT_R16_ROWS, tile1 = (r1 - 1) / QUANT_R16_ROWS + 1;
 	/* the tiles the caller reads next (rows [r1, r_pf), quant.h): the last
