@@ -449,9 +449,12 @@ static int check_batch(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 
 /* Attention units: tiles of up to R adjacent rows of one sequence, each
  * with all query heads of one KV head, so one pass over the K/V rows
- * serves R * group queries. When that leaves fewer than two units per
- * thread (decoding one or two sequences), a unit is one head of a tile
- * instead, so every thread gets work. Returns the number of units. */
+ * serves R * group queries. When that leaves threads idle or unevenly
+ * loaded (fewer than two units a thread, not a multiple of the threads:
+ * decoding a few sequences), a unit takes fewer heads of a tile (the
+ * largest divisor of the group that fixes it), so every thread gets work
+ * and each still reads the rows once for as many heads as it can: one
+ * sequence on two threads, two heads each. Returns the number of units. */
 static int64_t plan_attn(struct fwd *f)
 {
 	const struct model_hparams *hp = f->hp;
@@ -468,8 +471,15 @@ static int64_t plan_attn(struct fwd *f)
 		f->tile_row[f->n_tiles] = (int32_t)t;
 		f->tile_len[f->n_tiles++] = 1;
 	}
-	if (f->n_tiles * hp->n_head_kv < 2 * (int64_t)f->cfg.n_threads)
-		hpu = 1;
+	const int64_t nth = f->cfg.n_threads;
+	while (hpu > 1) {
+		const int64_t units = f->n_tiles * (hp->n_head / hpu);
+		if (units >= 2 * nth || units % nth == 0)
+			break;
+		do /* the next divisor of the group down (1 at the latest) */
+			hpu--;
+		while (group % hpu);
+	}
 	f->attn_hpu = hpu;
 	return f->n_tiles * (hp->n_head / hpu);
 }
