@@ -47,6 +47,13 @@
  * 16 --runs 3 --profile`, two alternating rounds): gate_up 2.37-2.88 ->
  * 1.77-1.79 ms, qkv 0.94-1.09 -> 0.71-0.72 ms.
  *
+ * Two plain rows (a batch of 2 or 3, a verify step of 2 or 3 rows) share
+ * each Q5_0 tile's unpacking (q5_plain2): `quant_bench --quick`, Q5_0 640
+ * x 2048, T = 2, 36.4 -> 51.5 G multiply-adds/s; `ingot bench --batch
+ * 2,3 --runner graph --prompt 16 --runs 3 --profile`, two alternating
+ * rounds: gate_up 2.17-2.18 -> 1.73-1.87 ms at batch 2, 3.13-3.27 ->
+ * 2.79-2.80 at batch 3.
+ *
  * Q4_K, the same shapes (its own section below): quant_bench --quick, one
  * thread, cache-resident, 2048 x 640, G multiply-adds/s, row-major ->
  * this: T = 1 22.8 -> 52.9, T = 2 33.9 -> 57.0, T = 8 72.3 -> 83.5, T = 32
@@ -524,6 +531,52 @@ ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_
 	}
 }
 
+/* Two plain Q8_0 rows a, b (their blocks prepared) against one Q5_0
+ * tile: q5_plain's arithmetic for each, with every nibble vector unpacked
+ * once for both (the unpacking costs about as much as one token's
+ * products). Nibble vector v outer, the halves inner: the four quads of
+ * v broadcast once for both halves, 8 int16 sums in registers. */
+ALWAYS_INLINE void q5_plain2(const uint8_t *tile, int64_t nb, const struct block_q8_0 *a,
+			     const struct block_q8_0 *b, const int32_t *corr_a,
+			     const int32_t *corr_b, const float *da_a, const float *da_b,
+			     const struct r16_pf *pf, __m256 acc_a[2], __m256 acc_b[2])
+{
+	const size_t block_bytes = quant_r16_pair_bytes(QTYPE_Q5_0) / 2;
+	acc_a[0] = acc_a[1] = acc_b[0] = acc_b[1] = _mm256_setzero_ps();
+	for (int64_t i = 0; i < nb; i++) {
+		r16_prefetch_stream(pf, tile + (size_t)i * block_bytes, block_bytes);
+		const uint8_t *p = q5_block_quants(tile, i);
+		__m256i lo[2][2], hi[2][2]; /* [token][half] */
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+			lo[0][h] = hi[0][h] = lo[1][h] = hi[1][h] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+			const __m256i xal = quad_bcast((const uint8_t *)a[i].qs, 4, v);
+			const __m256i xah = quad_bcast((const uint8_t *)a[i].qs, 4, v + 4);
+			const __m256i xbl = quad_bcast((const uint8_t *)b[i].qs, 4, v);
+			const __m256i xbh = quad_bcast((const uint8_t *)b[i].qs, 4, v + 4);
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+				const __m256i masks = load256(p + 256 + 32 * h);
+				const __m256i nib = load256(p + 64 * v + 32 * h);
+				const __m256i ql = q5_half(nib, masks, v);
+				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), masks, v + 4);
+				lo[0][h] = _mm256_add_epi16(lo[0][h], _mm256_maddubs_epi16(ql, xal));
+				hi[0][h] = _mm256_add_epi16(hi[0][h], _mm256_maddubs_epi16(qh, xah));
+				lo[1][h] = _mm256_add_epi16(lo[1][h], _mm256_maddubs_epi16(ql, xbl));
+				hi[1][h] = _mm256_add_epi16(hi[1][h], _mm256_maddubs_epi16(qh, xbh));
+			}
+		}
+		__m256 dw[2];
+		q5_block_scales(tile, i, dw);
+		const __m256i ca = _mm256_set1_epi32(corr_a[i]), cb = _mm256_set1_epi32(corr_b[i]);
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			acc_a[h] = r16_float_step(dw[h], da_a[i], halves_sum(lo[0][h], hi[0][h], ca),
+						  acc_a[h]);
+			acc_b[h] = r16_float_step(dw[h], da_b[i], halves_sum(lo[1][h], hi[1][h], cb),
+						  acc_b[h]);
+		}
+	}
+}
+
 /* R16_TILE_PLAIN (quant_r16_drive.h): Q5_0 (a Q8_0 row, its blocks
  * prepared) or Q4_K (a Q8_K row). */
 ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
@@ -541,8 +594,31 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[1]);
 }
 
+/* R16_TILE_PLAIN2 (quant_r16_drive.h): two plain rows at once, Q5_0
+ * only (Q4_K's nibbles unpack in two instructions: it takes one row at a
+ * time). */
+ALWAYS_INLINE bool avx2_tile_plain2(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				    int64_t r0, int64_t r1, int64_t nb, const void *at,
+				    const void *bt, const int32_t *corr_a, const int32_t *corr_b,
+				    const float *da_a, const float *da_b, bool stream, float *ya,
+				    float *yb)
+{
+	if (t != QTYPE_Q5_0)
+		return false;
+	const struct r16_pf pf = { .stream = stream };
+	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+	__m256 acc_a[2], acc_b[2];
+	q5_plain2(tile, nb, at, bt, corr_a, corr_b, da_a, da_b, &pf, acc_a, acc_b);
+	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+		r16_store_half(ya, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc_a[h]);
+		r16_store_half(yb, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc_b[h]);
+	}
+	return true;
+}
+
 #define R16_TILE_GROUPS avx2_tile_groups
 #define R16_TILE_PLAIN avx2_tile_plain
+#define R16_TILE_PLAIN2 avx2_tile_plain2
 #define R16_PLAIN_PREPARE q5_plain_prepare
 #define R16_PASS_GROUPS R16_AVX2_PASS_GROUPS
 #include "quant_r16_drive.h" /* again: r16_gemm_drive over the functions above */

@@ -11,9 +11,9 @@
  * Include only from an ISA file, after quant_avx2_int.h (or what gives
  * ALWAYS_INLINE and the block structs: quant_int.h), twice: first for the
  * types and helpers its tile functions use; then, after those functions,
- * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE defined as
- * their names and R16_PASS_GROUPS as its groups per pass, for
- * r16_gemm_drive over them. Direct calls, not pointers: GCC inlines an
+ * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE (and
+ * optionally R16_TILE_PLAIN2) defined as their names and R16_PASS_GROUPS
+ * as its groups per pass, for r16_gemm_drive over them. Direct calls, not pointers: GCC inlines an
  * always_inline function passed as a pointer only when its optimizer has
  * made the call direct first, which at -O1 (the ASan and TSan builds) it
  * did not, leaving a call per tile that dispatched on the type, with
@@ -167,6 +167,16 @@ typedef void (*r16_tile_plain_fn)(enum qtype t, const void *w, size_t tile_bytes
 				  int64_t r0, int64_t r1, int64_t nb, const void *at,
 				  const int32_t *corr, const float *da, bool stream, float *yr);
 
+/* R16_TILE_PLAIN2 (optional): R16_TILE_PLAIN for two plain rows at once
+ * (at, bt, their prepared blocks, results into ya, yb; stream for the
+ * pair's pass), where sharing the tile's unpacking pays; returns false,
+ * having done nothing, for a type it leaves to R16_TILE_PLAIN. */
+typedef bool (*r16_tile_plain2_fn)(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				   int64_t r0, int64_t r1, int64_t nb, const void *at,
+				   const void *bt, const int32_t *corr_a, const int32_t *corr_b,
+				   const float *da_a, const float *da_b, bool stream, float *ya,
+				   float *yb);
+
 /* R16_PLAIN_PREPARE: a plain Q8_0 activation row's blocks as the tile
  * kernels take them, made once per call rather than once per tile:
  * corr[b] = -(1 << off_log2) * the sum of block b's quants, da[b] its
@@ -188,6 +198,10 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN), r16_til
 	       "R16_TILE_PLAIN: r16_tile_plain_fn");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_PLAIN_PREPARE), r16_plain_prepare_fn),
 	       "R16_PLAIN_PREPARE: r16_plain_prepare_fn");
+#ifdef R16_TILE_PLAIN2
+_Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN2), r16_tile_plain2_fn),
+	       "R16_TILE_PLAIN2: r16_tile_plain2_fn");
+#endif
 
 /* A gemm entry (quant.h's contract for gemm_r16) over the including ISA
  * file's tile functions; R16_PASS_GROUPS (a constant): the packed groups
@@ -255,11 +269,23 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 				}
 			}
 			for (int64_t ti = tc0; last && ti < tc1; ti++)
-				for (int64_t tk = t_grouped; tk < T; tk++)
-					R16_TILE_PLAIN(t, w, tile_bytes, ti, r0, r1, nb,
-						       (const uint8_t *)a + (size_t)tk * a_stride,
-						       corr[tk - t_grouped], da[tk - t_grouped],
-						       groups == 0 && tk == t_grouped, y + tk * y_stride);
+				for (int64_t tk = t_grouped; tk < T; tk++) {
+					const uint8_t *at = (const uint8_t *)a + (size_t)tk * a_stride;
+					const bool stream = groups == 0 && tk == t_grouped;
+#ifdef R16_TILE_PLAIN2
+					if (tk + 1 < T &&
+					    R16_TILE_PLAIN2(t, w, tile_bytes, ti, r0, r1, nb, at, at + a_stride,
+							    corr[tk - t_grouped], corr[tk + 1 - t_grouped],
+							    da[tk - t_grouped], da[tk + 1 - t_grouped], stream,
+							    y + tk * y_stride, y + (tk + 1) * y_stride)) {
+						tk++;
+						continue;
+					}
+#endif
+					R16_TILE_PLAIN(t, w, tile_bytes, ti, r0, r1, nb, at,
+						       corr[tk - t_grouped], da[tk - t_grouped], stream,
+						       y + tk * y_stride);
+				}
 		}
 	}
 }
