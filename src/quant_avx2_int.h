@@ -346,8 +346,9 @@ ALWAYS_INLINE void tok_tile(gemm_tok_fn tok, enum qtype t, int64_t n, const void
  * 4 rows, then rows8 for the tokens past the groups (rows8_tokens at a
  * time), the row tile two ahead prefetched during the first pass (each
  * tile, 8 x 680 bytes for the default model's LM head, stays in L1
- * meanwhile); rows past the last full tile go through tail. With more than GEMM_TILE_GROUPS
- * groups (prefill) the weights are read once per token tile. group_bytes:
+ * meanwhile); rows past the last full tile go through tail. With more
+ * than GEMM_TILE_GROUPS groups (prefill) the weights are read once per
+ * token tile. group_bytes:
  * the packed bytes of one group of 8 tokens. The prefetches run on past
  * the last tile into rows up to r_pf (quant.h). */
 ALWAYS_INLINE void gemm_tiles(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,

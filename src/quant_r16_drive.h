@@ -13,13 +13,13 @@
  * types and helpers its tile functions use; then, after those functions,
  * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE (and
  * optionally R16_TILE_PLAIN2) defined as their names and R16_PASS_GROUPS
- * as its groups per pass, for r16_gemm_drive over them. Direct calls, not pointers: GCC inlines an
- * always_inline function passed as a pointer only when its optimizer has
- * made the call direct first, which at -O1 (the ASan and TSan builds) it
- * did not, leaving a call per tile that dispatched on the type, with
- * ASan's redzones around the tile functions' arrays: that build's decode
- * layers ran 3-5x slower and test_engine under ASan took 717 s against
- * 134. */
+ * as its groups per pass, for r16_gemm_drive over them. Direct calls, not
+ * pointers: GCC inlines an always_inline function passed as a pointer
+ * only when its optimizer has made the call direct first, which at -O1
+ * (the ASan and TSan builds) it did not, leaving a call per tile that
+ * dispatched on the type, with ASan's redzones around the tile functions'
+ * arrays: that build's decode layers ran 3-5x slower and test_engine
+ * under ASan took 717 s against 134. */
 #ifndef INGOT_QUANT_R16_DRIVE_H
 #define INGOT_QUANT_R16_DRIVE_H
 
