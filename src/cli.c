@@ -1,8 +1,10 @@
 /* cli.c — command table and helpers shared by the subcommands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -103,6 +105,17 @@ int cli_threads(int requested)
 		return cpus;
 	}
 	return requested;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
 }
 
 void cli_bad_value(const char *who, const struct option *lo, int opt, const char *arg,

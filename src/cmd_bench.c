@@ -22,7 +22,6 @@
  *
  * --profile adds where the time goes: the same decode and prefill runs on
  * the graph runner, whose ops are separate dispatches, timed per op kind. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,19 +73,8 @@ static int usage(void)
 	return 2;
 }
 
-/* A decimal integer in [lo, hi], the whole of s; -1 otherwise. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (end == s || *end || errno || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-/* A comma-separated list of such integers (at most max): how many, or -1. */
+/* A comma-separated list of at most max integers in [lo, hi]: how many,
+ * or -1. */
 static int parse_ints(const char *s, int *out, int max, int lo, int hi)
 {
 	int n = 0;
@@ -95,7 +83,7 @@ static int parse_ints(const char *s, int *out, int max, int lo, int hi)
 		return -1;
 	snprintf(buf, sizeof buf, "%s", s);
 	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-		if (n == max || parse_int(tok, lo, hi, &out[n]))
+		if (n == max || cli_parse_int(tok, lo, hi, &out[n]))
 			return -1;
 		n++;
 	}
@@ -134,17 +122,17 @@ static const char *parse_opt(struct bench_opts *o, int opt, const char *arg)
 {
 	switch (opt) {
 	case 'm': o->model = arg; return NULL;
-	case 't': return parse_int(arg, 1, 1024, &o->threads) ? "1 .. 1024" : NULL;
+	case 't': return cli_parse_int(arg, 1, 1024, &o->threads) ? "1 .. 1024" : NULL;
 	case O_BATCH:
 		o->n_batches = parse_ints(arg, o->batches, MAX_LIST, 1, 256);
 		return o->n_batches < 1 ? "a list of batch sizes 1 .. 256, e.g. 1,8,32" : NULL;
 	case O_RUNNER:
 		o->n_runners = parse_runners(arg, o->runners);
 		return o->n_runners < 1 ? "a list of mega, graph" : NULL;
-	case O_PROMPT: return parse_int(arg, 1, 8192, &o->prompt) ? "1 .. 8192 tokens" : NULL;
-	case O_GEN: return parse_int(arg, 1, 4096, &o->gen) ? "1 .. 4096 steps" : NULL;
-	case O_RUNS: return parse_int(arg, 1, 64, &o->runs) ? "1 .. 64" : NULL;
-	case O_DEPTH: return parse_int(arg, 0, 32768, &o->depth) ? "0 .. 32768 tokens" : NULL;
+	case O_PROMPT: return cli_parse_int(arg, 1, 8192, &o->prompt) ? "1 .. 8192 tokens" : NULL;
+	case O_GEN: return cli_parse_int(arg, 1, 4096, &o->gen) ? "1 .. 4096 steps" : NULL;
+	case O_RUNS: return cli_parse_int(arg, 1, 64, &o->runs) ? "1 .. 64" : NULL;
+	case O_DEPTH: return cli_parse_int(arg, 0, 32768, &o->depth) ? "0 .. 32768 tokens" : NULL;
 	case O_JSON: o->json = 1; return NULL;
 	case O_PROFILE: o->profile = 1; return NULL;
 	case O_KV_DTYPE:

@@ -77,16 +77,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (!*s || *end || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 /* Checks and normalises the base URL; -1 if it is not http(s)://... */
 static int set_url(struct bs_opts *o, const char *url)
 {
@@ -108,9 +98,9 @@ static int parse_opt(struct bs_opts *o, int c, const char *arg)
 	switch (c) {
 	case 'u': return set_url(o, arg);
 	case 'w': return (o->kind = bs_kind_parse(arg)) < 0 ? -1 : 0;
-	case 'c': return parse_int(arg, 1, 4096, &o->concurrency);
-	case 'n': return parse_int(arg, 1, 1000000, &o->requests);
-	case 'x': return parse_int(arg, 1, 1 << 20, &o->max_tokens);
+	case 'c': return cli_parse_int(arg, 1, 4096, &o->concurrency);
+	case 'n': return cli_parse_int(arg, 1, 1000000, &o->requests);
+	case 'x': return cli_parse_int(arg, 1, 1 << 20, &o->max_tokens);
 	case 's': o->seed = strtoull(arg, NULL, 10); return 0;
 	case 'k': o->api_key = arg; return 0;
 	case 'm': o->model = arg; return 0;
