@@ -48,7 +48,7 @@
  * 1.77-1.79 ms, qkv 0.94-1.09 -> 0.71-0.72 ms.
  *
  * Two plain rows (a batch of 2 or 3, a verify step of 2 or 3 rows) share
- * each Q5_0 tile's unpacking (q5_plain2): `quant_bench --quick`, Q5_0 640
+ * each Q5_0 tile's unpacking (q5_plain): `quant_bench --quick`, Q5_0 640
  * x 2048, T = 2, 36.4 -> 51.5 G multiply-adds/s; `ingot bench --batch
  * 2,3 --runner graph --prompt 16 --runs 3 --profile`, two alternating
  * rounds: gate_up 2.17-2.18 -> 1.73-1.87 ms at batch 2, 3.13-3.27 ->
@@ -500,79 +500,48 @@ static void q5_plain_prepare(const struct block_q8_0 *a, int64_t nb, int off_log
 	}
 }
 
-/* One plain Q8_0 row a (its blocks prepared) against one Q5_0 tile, each
- * nibble vector unpacked and multiplied in registers. */
-ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_q8_0 *a,
-			    const int32_t *corr, const float *da, const struct r16_pf *pf, __m256 acc[2])
+/* nt (1 or 2, a constant at each instance) plain Q8_0 rows a[c] (their
+ * blocks prepared: corr[c], da[c]) against one Q5_0 tile into acc[c],
+ * each nibble vector unpacked in registers once for all of them (the
+ * unpacking costs about as much as one row's products). Nibble vector v
+ * outer, the halves inner: v's quads broadcast once for both halves. */
+ALWAYS_INLINE void q5_plain(const uint8_t *tile, int64_t nb, const struct block_q8_0 *const *a,
+			    const int32_t *const *corr, const float *const *da, int nt,
+			    const struct r16_pf *pf, __m256 acc[][2])
 {
 	const size_t block_bytes = quant_r16_pair_bytes(QTYPE_Q5_0) / 2;
-	acc[0] = acc[1] = _mm256_setzero_ps();
-	for (int64_t b = 0; b < nb; b++) {
-		r16_prefetch_stream(pf, tile + (size_t)b * block_bytes, block_bytes);
-		const uint8_t *p = q5_block_quants(tile, b);
-		__m256 dw[2];
-		q5_block_scales(tile, b, dw);
-		__m256i x[R16_QUADS];
-		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-			x[k] = quad_bcast((const uint8_t *)a[b].qs, 4, k);
-		const __m256i cb = _mm256_set1_epi32(corr[b]);
-		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-			__m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-			const __m256i masks = load256(p + 256 + 32 * h);
-			_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-				const __m256i nib = load256(p + 64 * v + 32 * h);
-				const __m256i ql = q5_half(nib, masks, v);
-				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), masks, v + 4);
-				lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ql, x[v]));
-				hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(qh, x[v + 4]));
-			}
-			acc[h] = r16_float_step(dw[h], da[b], halves_sum(lo, hi, cb), acc[h]);
-		}
-	}
-}
-
-/* Two plain Q8_0 rows a, b (their blocks prepared) against one Q5_0
- * tile: q5_plain's arithmetic for each, with every nibble vector unpacked
- * once for both (the unpacking costs about as much as one token's
- * products). Nibble vector v outer, the halves inner: the four quads of
- * v broadcast once for both halves, 8 int16 sums in registers. */
-ALWAYS_INLINE void q5_plain2(const uint8_t *tile, int64_t nb, const struct block_q8_0 *a,
-			     const struct block_q8_0 *b, const int32_t *corr_a,
-			     const int32_t *corr_b, const float *da_a, const float *da_b,
-			     const struct r16_pf *pf, __m256 acc_a[2], __m256 acc_b[2])
-{
-	const size_t block_bytes = quant_r16_pair_bytes(QTYPE_Q5_0) / 2;
-	acc_a[0] = acc_a[1] = acc_b[0] = acc_b[1] = _mm256_setzero_ps();
+	FOR_COLS(c, nt)
+		acc[c][0] = acc[c][1] = _mm256_setzero_ps();
 	for (int64_t i = 0; i < nb; i++) {
 		r16_prefetch_stream(pf, tile + (size_t)i * block_bytes, block_bytes);
 		const uint8_t *p = q5_block_quants(tile, i);
-		__m256i lo[2][2], hi[2][2]; /* [token][half] */
-		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-			lo[0][h] = hi[0][h] = lo[1][h] = hi[1][h] = _mm256_setzero_si256();
+		__m256i lo[2][2], hi[2][2]; /* [row][half] */
+		FOR_COLS(c, nt)
+			lo[c][0] = hi[c][0] = lo[c][1] = hi[c][1] = _mm256_setzero_si256();
 		_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-			const __m256i xal = quad_bcast((const uint8_t *)a[i].qs, 4, v);
-			const __m256i xah = quad_bcast((const uint8_t *)a[i].qs, 4, v + 4);
-			const __m256i xbl = quad_bcast((const uint8_t *)b[i].qs, 4, v);
-			const __m256i xbh = quad_bcast((const uint8_t *)b[i].qs, 4, v + 4);
+			__m256i xl[2], xh[2];
+			FOR_COLS(c, nt) {
+				xl[c] = quad_bcast((const uint8_t *)a[c][i].qs, 4, v);
+				xh[c] = quad_bcast((const uint8_t *)a[c][i].qs, 4, v + 4);
+			}
 			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 				const __m256i masks = load256(p + 256 + 32 * h);
 				const __m256i nib = load256(p + 64 * v + 32 * h);
 				const __m256i ql = q5_half(nib, masks, v);
 				const __m256i qh = q5_half(_mm256_srli_epi16(nib, 4), masks, v + 4);
-				lo[0][h] = _mm256_add_epi16(lo[0][h], _mm256_maddubs_epi16(ql, xal));
-				hi[0][h] = _mm256_add_epi16(hi[0][h], _mm256_maddubs_epi16(qh, xah));
-				lo[1][h] = _mm256_add_epi16(lo[1][h], _mm256_maddubs_epi16(ql, xbl));
-				hi[1][h] = _mm256_add_epi16(hi[1][h], _mm256_maddubs_epi16(qh, xbh));
+				FOR_COLS(c, nt) {
+					lo[c][h] = _mm256_add_epi16(lo[c][h], _mm256_maddubs_epi16(ql, xl[c]));
+					hi[c][h] = _mm256_add_epi16(hi[c][h], _mm256_maddubs_epi16(qh, xh[c]));
+				}
 			}
 		}
 		__m256 dw[2];
 		q5_block_scales(tile, i, dw);
-		const __m256i ca = _mm256_set1_epi32(corr_a[i]), cb = _mm256_set1_epi32(corr_b[i]);
-		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-			acc_a[h] = r16_float_step(dw[h], da_a[i], halves_sum(lo[0][h], hi[0][h], ca),
-						  acc_a[h]);
-			acc_b[h] = r16_float_step(dw[h], da_b[i], halves_sum(lo[1][h], hi[1][h], cb),
-						  acc_b[h]);
+		FOR_COLS(c, nt) {
+			const __m256i cb = _mm256_set1_epi32(corr[c][i]);
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+				acc[c][h] = r16_float_step(dw[h], da[c][i], halves_sum(lo[c][h], hi[c][h], cb),
+							   acc[c][h]);
 		}
 	}
 }
@@ -585,13 +554,13 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 {
 	const struct r16_pf pf = { .stream = stream };
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	__m256 acc[2];
+	__m256 acc[1][2];
 	if (t == QTYPE_Q4_K)
-		q4k_plain(tile, nb, at, &pf, acc);
+		q4k_plain(tile, nb, at, &pf, acc[0]);
 	else
-		q5_plain(tile, nb, at, corr, da, &pf, acc);
-	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0]);
-	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[1]);
+		q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at }, &corr, &da, 1, &pf, acc);
+	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0][0]);
+	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[0][1]);
 }
 
 /* R16_TILE_PLAIN2 (quant_r16_drive.h): two plain rows at once, Q5_0
@@ -607,11 +576,13 @@ ALWAYS_INLINE bool avx2_tile_plain2(enum qtype t, const void *w, size_t tile_byt
 		return false;
 	const struct r16_pf pf = { .stream = stream };
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	__m256 acc_a[2], acc_b[2];
-	q5_plain2(tile, nb, at, bt, corr_a, corr_b, da_a, da_b, &pf, acc_a, acc_b);
+	__m256 acc[2][2];
+	q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at, bt },
+		 (const int32_t *const[]){ corr_a, corr_b }, (const float *const[]){ da_a, da_b }, 2,
+		 &pf, acc);
 	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-		r16_store_half(ya, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc_a[h]);
-		r16_store_half(yb, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc_b[h]);
+		r16_store_half(ya, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc[0][h]);
+		r16_store_half(yb, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc[1][h]);
 	}
 	return true;
 }
