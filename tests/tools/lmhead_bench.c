@@ -5,7 +5,10 @@
  * apart from the rest of the step. Wall time of each round, and G
  * multiply-adds/s.
  *
- *   lmhead_bench [--threads N] [--tokens T] [--piece ROWS] [--rounds R]
+ *   lmhead_bench [--threads N] [--tokens T] [--piece ROWS] [--rounds R] [--amx]
+ *
+ * --amx: the amx table's kernel instead of the AVX-512 one (exits 2 where
+ * the CPU or the OS does not offer it).
  *
  * Random quants with one sane scale; the results are not checked (that is
  * test_quant's job). The 178 MB of weights do not fit in any cache, so
@@ -67,9 +70,11 @@ static uint8_t rng_byte(void)
 int main(int argc, char **argv)
 {
 	int nth = 2, rounds = 5;
+	enum quant_isa isa = QUANT_ISA_AVX512;
 	int64_t T = 16, piece = 2048;
 	static const struct option opts[] = { { "threads", 1, 0, 'j' }, { "tokens", 1, 0, 't' },
 					       { "piece", 1, 0, 'p' }, { "rounds", 1, 0, 'r' },
+					       { "amx", 0, 0, 'x' },
 					       { 0, 0, 0, 0 } };
 	for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
 		if (c == 'j')
@@ -80,6 +85,8 @@ int main(int argc, char **argv)
 			piece = atoll(optarg);
 		else if (c == 'r')
 			rounds = atoi(optarg);
+		else if (c == 'x')
+			isa = QUANT_ISA_AMX;
 		else
 			return 1;
 	}
@@ -88,9 +95,9 @@ int main(int argc, char **argv)
 			T_MAX);
 		return 1;
 	}
-	struct bench b = { .k = quant_kernels_get(QUANT_ISA_AVX512), .T = T, .piece = piece };
+	struct bench b = { .k = quant_kernels_get(isa), .T = T, .piece = piece };
 	if (!b.k || !b.k->gemm_r16[QTYPE_Q8_0]) {
-		fprintf(stderr, "lmhead_bench: no repacked Q8_0 kernel on this CPU\n");
+		fprintf(stderr, "lmhead_bench: no %s repacked Q8_0 kernel on this CPU\n", quant_isa_name(isa));
 		return 2;
 	}
 	size_t row_bytes = 0;
