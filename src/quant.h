@@ -211,7 +211,12 @@ void quant_gemm_pack_row(enum qtype act, const void *row, int64_t n, int64_t t, 
  * whether it is one of the K types (layout in quant_int.h: super-blocks,
  * Q8_K activations, the contract of quant_gemm_k_avx2.c). */
 bool quant_r16_type(enum qtype t);
-bool quant_r16_k_type(enum qtype t);
+/* (inline: the kernels test it in their inner loops, where a call would
+ * spill every vector register) */
+static inline bool quant_r16_k_type(enum qtype t)
+{
+	return t == QTYPE_Q4_K || t == QTYPE_Q6_K;
+}
 
 /* Bytes of one block's quants for a tile's 16 rows (Q8_0 512, Q5_0 256 of
  * nibbles + 64 of masks), and of a block pair with its line of scales. */

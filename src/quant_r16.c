@@ -23,11 +23,6 @@ bool quant_r16_type(enum qtype t)
 	return t == QTYPE_Q8_0 || t == QTYPE_Q5_0 || quant_r16_k_type(t);
 }
 
-bool quant_r16_k_type(enum qtype t)
-{
-	return t == QTYPE_Q4_K || t == QTYPE_Q6_K;
-}
-
 size_t quant_r16_tile_bytes(enum qtype t, int64_t n)
 {
 	if (!quant_r16_type(t) || n <= 0 || n % qtype_traits(t)->block_elems ||
