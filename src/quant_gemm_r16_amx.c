@@ -1,17 +1,16 @@
 /* quant_gemm_r16_amx.c — weights repacked 16 rows to a tile (quant.h,
- * quant_int.h: Q8_0, Q5_0, Q4_K, Q6_K) against 16 tokens at a time (and
- * a last group of fewer) on AMX's int8 tiles: the gemm_r16 entries of the
- * "amx" kernel table
+ * quant_int.h: Q8_0, Q5_0, Q4_K, Q6_K) against 16 tokens at a time on
+ * AMX's int8 tiles: the gemm_r16 entries of the "amx" kernel table
  * (quant.c: the AVX-512 table with these four entries, offered only where
  * CPUID has AMX-TILE and AMX-INT8, the OS enables the tile state in XCR0,
  * Linux grants it to the process, and the self-check below passed).
  *
  * Why the repacked layout fits: a tile's quad vectors (quad vector k: row
- * j's unsigned quants 4k .. 4k+3 at bytes 4j .. 4j+3) are the layout of a
- * B tile, K / 4 rows x 64 bytes, which TDPBSUD reads as 16 columns of 4
+ * j's quants 4k .. 4k+3 at bytes 4j .. 4j+3) are the layout of a B tile,
+ * K / 4 rows x 64 bytes, which TDPBSSD / TDPBSUD read as 16 columns of 4
  * bytes a row; the A tile is 16 tokens' K activation quants, loaded
- * straight from their plain rows (a_stride apart). One TDPBSUD gives
- * C[token][row] = sum a * u over the K elements for 16 x 16 pairs.
+ * straight from their plain rows (a_stride apart). One product gives
+ * C[token][row] = sum a * q over the K elements for 16 x 16 pairs.
  *
  * The contracts (quant_gemm_avx2.c, quant_gemm_k_avx2.c) scale each
  * block's exact sum on its own, and a K type's sub-blocks each by their
@@ -19,29 +18,29 @@
  * scale: a Q8_0 / Q5_0 block or a Q4_K sub-block (K = 32), a Q6_K
  * sub-block (K = 16, its own tile configuration). After each run the C
  * tile is stored and finished on AVX-512 as the VNNI kernels finish
- * theirs: Q8_0 / Q5_0, isum = C + corr (corr = -o * sum a takes the
- * unsigned offset back out: o = 128, 16) and the float step on 16 rows at
- * once; K types, S += scale * C, and at a super-block's end r16k_finish
- * (mins or the offset from the bsum pairs). The unpacking, corrections
- * and float steps are the VNNI kernels' own (quant_r16_avx512.h). Same
- * integer sums, same float operations in the
- * same order: every output is bit for bit the VNNI kernels'. Runs
- * alternate between two sets of tile registers, so a run's product is
- * issued before the vector work on the one before it (groups of 16).
+ * theirs: Q8_0 / Q5_0, whose quants are unpacked less their offset
+ * (signed, TDPBSSD), C is the exact sum the VNNI kernels form as the
+ * unsigned quants' plus the correction -o * sum a, and the float step on
+ * 16 rows at once; K types (unsigned quants, TDPBSUD), S += scale * C,
+ * and at a super-block's end r16k_finish (mins or the offset from the
+ * bsum pairs). The unpacking, corrections and float steps are the VNNI
+ * kernels' own (quant_r16_avx512.h). Same integer sums, same float
+ * operations in the same order: every output is bit for bit the VNNI
+ * kernels'. Runs go two at a stage (amx_tokens), so the tile unit works
+ * on the next two while the vector units finish the last.
  *
- * Per 32 elements and 16 tokens this is one tile product and ~16 x 5
- * vector operations against the VNNI kernel's 16 x 8 vpdpbusd plus the
- * same float step. NOT MEASURED: no host this project has run on exposes
- * AMX (the Emerald Rapids guests hide it in CPUID and refuse
- * ARCH_REQ_XCOMP_PERM).
- *
- * All but Q8_0 are unpacked once per tile into the B layout (on the
- * stack: rows of at most AMX_MAX_BLOCKS * 32 elements) for all the
- * tokens. The tokens go 16 at a time, the last m < 16 as one group on
- * tiles of m rows of their own (configured per call), so every weight is
- * read once per call. Longer rows, and calls without packed groups (T < 4,
- * a stream of the weights bound by the memory), go to the kernel the
- * table had before (the AVX-512 one, kept in amx_fallback).
+ * Every tile is unpacked once into the B layout (on the stack: rows of at
+ * most AMX_MAX_BLOCKS * 32 elements) for all the tokens, 16 at a time; a
+ * call of fewer than 16 tokens has tiles of that many rows (configured
+ * per call). What the tiles do not take goes to the kernel the table had
+ * before (the AVX-512 one, kept in amx_fallback): the tokens past the last
+ * full 16 (over the same rows again, in L2 by then), calls of fewer than
+ * amx_min_tokens (where the VNNI kernels are as fast: below 16 tokens the
+ * tiles run part empty; this also leaves batch-1 decode, a stream of the
+ * weights bound by the memory, on AVX-512), and rows longer than
+ * AMX_MAX_BLOCKS blocks. Measured on the first host exposing AMX (a
+ * Sapphire Rapids-class KVM guest, 2 cores; `ingot bench`): see
+ * amx_min_tokens and bench/HISTORY.md.
  *
  * Each call loads the tile configuration and releases the tiles when done
  * (the configuration is per thread, and released tiles cost nothing at a
@@ -49,8 +48,9 @@
  * compiles this file against an emulation of the tile instructions written
  * from their specification (tests/amx_emu.h, which also faults on the
  * configurations and shapes the hardware faults on) and SIMDe for
- * AVX-512, bit for bit against quant_gemm_r16_ref; and where AMX is
- * present, quant.c offers the table only after
+ * AVX-512, bit for bit against quant_gemm_r16_ref; where AMX is present,
+ * test_quant checks the table against the scalar reference and the
+ * AVX-512 kernels, and quant.c offers the table only after
  * quant_gemm_r16_amx_register's self-check against the AVX-512 kernels
  * passed. */
 #include <immintrin.h>
@@ -69,16 +69,14 @@
 #define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
 
 /* Tile registers, as literal numbers (the intrinsics paste them into the
- * instruction): A (16 tokens x K bytes), B (K / 4 rows x 64 bytes), C (16
- * x 16 int32), twice; and A and C of a last group of m < 16 tokens. */
+ * instruction): A (16 tokens x K bytes, or a call's T < 16), B (K / 4 rows
+ * x 64 bytes), C (16 or T x 16 int32), twice: the two runs of a stage. */
 #define TA0 0
 #define TA1 1
 #define TB0 2
 #define TB1 3
 #define TC0 4
 #define TC1 5
-#define TAM 6
-#define TCM 7
 
 /* LDTILECFG's 64 bytes: palette 1, then each tile's bytes per row and
  * rows. Written per call (K: 32 for Q8_0 and Q5_0 blocks and Q4_K
@@ -90,18 +88,15 @@ struct amx_tilecfg {
 };
 _Static_assert(sizeof(struct amx_tilecfg) == 64, "LDTILECFG operand");
 
-ALWAYS_INLINE void amx_configure(struct amx_tilecfg *cfg, int K, int m)
+ALWAYS_INLINE void amx_configure(struct amx_tilecfg *cfg, int K, int64_t T)
 {
+	const int rows = T < AMX_TOKENS ? (int)T : AMX_TOKENS;
 	memset(cfg, 0, sizeof *cfg);
 	cfg->palette = 1;
 	for (int i = 0; i < 2; i++) {
-		cfg->colsb[TA0 + i] = (uint16_t)K, cfg->rows[TA0 + i] = AMX_TOKENS;
+		cfg->colsb[TA0 + i] = (uint16_t)K, cfg->rows[TA0 + i] = (uint8_t)rows;
 		cfg->colsb[TB0 + i] = 64, cfg->rows[TB0 + i] = (uint8_t)(K / 4);
-		cfg->colsb[TC0 + i] = 64, cfg->rows[TC0 + i] = AMX_TOKENS;
-	}
-	if (m) {
-		cfg->colsb[TAM] = (uint16_t)K, cfg->rows[TAM] = (uint8_t)m;
-		cfg->colsb[TCM] = 64, cfg->rows[TCM] = (uint8_t)m;
+		cfg->colsb[TC0 + i] = 64, cfg->rows[TC0 + i] = (uint8_t)rows;
 	}
 	/* GCC's _tile_loadconfig tells the compiler it reads 8 bytes: the
 	 * other stores must be in memory before it */
@@ -111,6 +106,20 @@ ALWAYS_INLINE void amx_configure(struct amx_tilecfg *cfg, int K, int m)
 
 /* The entries the table had (quant_gemm_r16_amx_register). */
 static quant_gemm_fn amx_fallback[QTYPE_COUNT];
+
+/* The fewest tokens a call takes on the tiles; fewer go to the fallback,
+ * which is as fast or faster there. Measured on the Sapphire Rapids-class
+ * host (KVM, AMX exposed; /tmp tool timing both tables' gemm_r16 on ~1 MB
+ * of the default model's shapes, one thread, best of 3 rounds, G
+ * multiply-adds/s AVX-512 / AMX): T = 8 Q8_0 206-213 / 195-208, Q5_0
+ * 195 / 192-209, Q4_K 176-191 / 153-163, Q6_K 135 / 111-112; T = 9 Q8_0
+ * 187 / 169, Q5_0 167 / 181, Q4_K 167 / 128, Q6_K 112 / 100; T = 11 Q8_0
+ * 173 / 210, Q5_0 141 / 222, Q4_K 155 / 162, Q6_K 89 / 121; T = 12 and
+ * up the tiles win for every type (T = 32: 1.10-1.60x). */
+ALWAYS_INLINE int64_t amx_min_tokens(enum qtype t)
+{
+	return t == QTYPE_Q5_0 ? 9 : 11;
+}
 
 /* ---- runs: the spans of a row that one tile product covers ----
  *
@@ -140,52 +149,54 @@ ALWAYS_INLINE const uint8_t *amx_run_a(enum qtype t, const uint8_t *a, int64_t r
 	       (size_t)(r % per) * (size_t)amx_run_k(t);
 }
 
-ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t r)
+ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *u, int64_t r)
 {
-	return t == QTYPE_Q8_0 ? r16_quants(t, tile, r) : u + (size_t)r * (size_t)amx_run_k(t) * QUANT_R16_ROWS;
+	return u + (size_t)r * (size_t)amx_run_k(t) * QUANT_R16_ROWS;
 }
 
-/* Run r's C into tile set r % 2, or (partial) into TCM from TAM. */
-ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *tile, const uint8_t *u, const uint8_t *a,
-			     size_t a_stride, int64_t r, bool partial)
+/* C += A * B: Q8_0 and Q5_0 unpacked as signed quants (TDPBSSD, no
+ * offset to take back out), the K types as unsigned (TDPBSUD). The tile
+ * numbers must be literals. */
+#define AMX_DP(t, c, a, b)                 \
+	do {                               \
+		if (quant_r16_k_type(t))   \
+			_tile_dpbsud(c, a, b); \
+		else                       \
+			_tile_dpbssd(c, a, b); \
+	} while (0)
+
+/* Run r's C into tile set r % 2. */
+ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *u, const uint8_t *a, size_t a_stride, int64_t r)
 {
-	const uint8_t *ar = amx_run_a(t, a, r), *br = amx_run_b(t, tile, u, r);
-	if (partial) {
-		_tile_loadd(TAM, ar, a_stride);
-		_tile_loadd(TB0, br, 64);
-		_tile_zero(TCM);
-		_tile_dpbsud(TCM, TAM, TB0);
-	} else if (r % 2 == 0) {
+	const uint8_t *ar = amx_run_a(t, a, r), *br = amx_run_b(t, u, r);
+	if (r % 2 == 0) {
 		_tile_loadd(TA0, ar, a_stride);
 		_tile_loadd(TB0, br, 64);
 		_tile_zero(TC0);
-		_tile_dpbsud(TC0, TA0, TB0);
+		AMX_DP(t, TC0, TA0, TB0);
 	} else {
 		_tile_loadd(TA1, ar, a_stride);
 		_tile_loadd(TB1, br, 64);
 		_tile_zero(TC1);
-		_tile_dpbsud(TC1, TA1, TB1);
+		AMX_DP(t, TC1, TA1, TB1);
 	}
 }
 
 /* ---- what follows each product ---- */
 
-/* Q8_0 / Q5_0 block b for the 16 tokens of groups ga, gb (their block b),
- * from the stored C: acc[i] = fma(dw * da_i, (float)(C[i] + corr_i),
- * acc[i]), r16_step as the VNNI kernels take it. */
-ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b,
+/* Q8_0 / Q5_0 block b for the first nt tokens of groups ga, gb (their
+ * block b), from the stored C (the signed quants' exact sums, which the
+ * VNNI kernels form as the unsigned ones' plus the offset correction):
+ * acc[i] = fma(dw * da_i, (float)C[i], acc[i]), r16_step as they take it. */
+ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b, int nt,
 				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS],
 				  const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
 				  __m512 acc[AMX_TOKENS])
 {
 	const __m512 dw = r16_scales(t, tile, b);
 	const struct r16_toks tk = { .d = { ga->d, gb->d } };
-	int32_t corr[AMX_TOKENS];
-	r16_group_corr(t, ga, corr);
-	r16_group_corr(t, gb, corr + QUANT_GEMM_GROUP);
-	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
-		acc[i] = r16_step(dw, &tk, i, _mm512_add_epi32(_mm512_load_si512(c[i]), _mm512_set1_epi32(corr[i])),
-				  acc[i]);
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		acc[i] = r16_step(dw, &tk, i, _mm512_load_si512(c[i]), acc[i]);
 }
 
 /* The 16 rows' integer scale of K-type run s of the super-block at sb. */
@@ -198,89 +209,125 @@ ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int s)
 	return s % 2 ? hi : lo;
 }
 
-/* The end of a K-type super-block at sb for the 16 tokens of the packed
- * pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end one. */
+/* The end of a K-type super-block at sb for the first nt tokens of the
+ * packed pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end
+ * one. */
 ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct quant_gemm_kblock *ga,
-			       const struct quant_gemm_kblock *gb, const __m512i S[AMX_TOKENS],
+			       const struct quant_gemm_kblock *gb, int nt, const __m512i S[AMX_TOKENS],
 			       __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
 {
 	const struct r16_toks tk = { { (const uint8_t *)ga->quads, (const uint8_t *)gb->quads },
 				     { (const uint8_t *)ga->bsum_pairs, (const uint8_t *)gb->bsum_pairs },
 				     { ga->d, gb->d },
 				     sizeof ga->quads[0] };
-	r16k_finish(t, sb, &tk, AMX_TOKENS, S, acc, accm);
+	r16k_finish(t, sb, &tk, nt, S, acc, accm);
 }
 
-/* One tile against m tokens (16, or fewer in a call's last group): their
- * plain rows at a (a_stride apart), their packed groups at g0 and g1 (nb
- * blocks or super-blocks each; g1 = g0 when m <= 8), into out[0 .. 16)
- * (the lanes past m are computed from stale data and dropped). A group
- * of 16 issues run r's product into tile set r % 2 one run ahead of the
- * vector work on the one before; a last group uses TAM and TCM in turn. */
+/* The next tile's lines, into L2, a share at each run of a pass over
+ * this one: a burst of prefetches for the whole tile (170 lines of Q8_0)
+ * fills the line-fill buffers and stalls the core until memory answers,
+ * so a pass would wait for the next tile instead of computing meanwhile.
+ * next NULL: nothing to fetch (the last tile, or passes after the first). */
+struct amx_pf {
+	const uint8_t *next;
+	size_t lines, per_run;
+};
+
+ALWAYS_INLINE void amx_prefetch_run(const struct amx_pf *pf, int64_t r)
+{
+	if (!pf->next)
+		return;
+	const size_t l0 = (size_t)r * pf->per_run;
+	const size_t l1 = l0 + pf->per_run < pf->lines ? l0 + pf->per_run : pf->lines;
+	for (size_t l = l0; l < l1; l++)
+		__builtin_prefetch(pf->next + 64 * l, 0, 2); /* prefetcht1 */
+}
+
+/* Run r's stored C (16 or T tokens' rows) into the first nt tokens' sums:
+ * Q8_0 / Q5_0 into acc; K types into S, and at a super-block's last run
+ * from S into acc and accm. */
+ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r, int nt,
+				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS], const void *g0, const void *g1,
+				  __m512i S[AMX_TOKENS], __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
+{
+	if (!quant_r16_k_type(t)) {
+		const struct quant_gemm_block *ga = g0, *gb = g1;
+		amx_block_step(t, tile, r, nt, c, ga + r, gb + r, acc);
+		return;
+	}
+	const int64_t per = amx_runs_per_block(t), b = r / per;
+	const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
+	const __m512i sc = amx_run_scale(t, sb, (int)(r % per));
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
+	if (r % per == per - 1) {
+		const struct quant_gemm_kblock *ga = g0, *gb = g1;
+		amx_sb_step(t, sb, ga + b, gb + b, nt, S, acc, accm);
+		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+			S[i] = _mm512_setzero_si512();
+	}
+}
+
+/* One tile against m tokens (16, or a call's T < 16 configured for: more
+ * than 8, amx_min_tokens): their plain rows at a (a_stride apart), their
+ * packed groups at g0 and g1 (nb blocks or super-blocks each), into
+ * out[0 .. 16) (the lanes past m are computed from zeros and dropped). Two runs a stage: their products are stored, the next two
+ * issued into the freed tiles, then the vector work takes the stored two
+ * while the tile unit computes. One run a stage left the tile unit's
+ * latency exposed (load, product, store, reload: about 100 cycles a run
+ * against 30 of vector work; Q8_0, 16 tokens: 250 G multiply-adds/s a
+ * thread, no better than the VNNI kernel). */
 ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
 			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
-			      __m512 out[AMX_TOKENS])
+			      const struct amx_pf *pf, __m512 out[AMX_TOKENS])
 {
-	int32_t c[AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
-	const bool partial = m < AMX_TOKENS;
-	if (partial) /* its rows past m are never stored to */
-		memset(c, 0, sizeof c);
+	const int nt = AMX_TOKENS;
+	int32_t c[2][AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
+	if (m < nt) /* their rows past m are never stored to */
+		for (int k = 0; k < 2; k++)
+			memset(c[k][m], 0, sizeof c[k][0] * (size_t)(nt - m));
 	__m512 acc[AMX_TOKENS], accm[AMX_TOKENS];
 	__m512i S[AMX_TOKENS];
-	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
 		acc[i] = accm[i] = _mm512_setzero_ps();
 		S[i] = _mm512_setzero_si512();
 	}
-	const int64_t per = amx_runs_per_block(t), runs = nb * per;
-	if (!partial)
-		amx_issue(t, tile, u, a, a_stride, 0, false);
-	for (int64_t r = 0; r < runs; r++) {
-		if (partial) {
-			amx_issue(t, tile, u, a, a_stride, r, true);
-			_tile_stored(TCM, c, 64);
-		} else {
-			if (r + 1 < runs)
-				amx_issue(t, tile, u, a, a_stride, r + 1, false);
-			if (r % 2 == 0)
-				_tile_stored(TC0, c, 64);
-			else
-				_tile_stored(TC1, c, 64);
-		}
-		if (!quant_r16_k_type(t)) {
-			const struct quant_gemm_block *ga = g0, *gb = g1;
-			amx_block_step(t, tile, r, c, ga + r, gb + r, acc);
-			continue;
-		}
-		const int64_t b = r / per;
-		const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
-		const __m512i sc = amx_run_scale(t, sb, (int)(r % per));
-		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
-			S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
-		if (r % per == per - 1) {
-			const struct quant_gemm_kblock *ga = g0, *gb = g1;
-			amx_sb_step(t, sb, ga + b, gb + b, S, acc, accm);
-			_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
-				S[i] = _mm512_setzero_si512();
-		}
+	const int64_t runs = nb * amx_runs_per_block(t);
+	amx_issue(t, u, a, a_stride, 0);
+	if (runs > 1)
+		amx_issue(t, u, a, a_stride, 1);
+	for (int64_t r = 0; r < runs; r += 2) {
+		amx_prefetch_run(pf, r);
+		amx_prefetch_run(pf, r + 1);
+		_tile_stored(TC0, c[0], 64);
+		if (r + 1 < runs)
+			_tile_stored(TC1, c[1], 64);
+		if (r + 2 < runs)
+			amx_issue(t, u, a, a_stride, r + 2);
+		if (r + 3 < runs)
+			amx_issue(t, u, a, a_stride, r + 3);
+		amx_finish_run(t, tile, r, nt, c[0], g0, g1, S, acc, accm);
+		if (r + 1 < runs)
+			amx_finish_run(t, tile, r + 1, nt, c[1], g0, g1, S, acc, accm);
 	}
-	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
+	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
 }
 
 /* A tile's nb blocks or super-blocks unpacked into u as B tiles, run
- * after run, with the VNNI kernels' unpacking (Q8_0: nothing, its tile is
- * read as it is). */
+ * after run, with the VNNI kernels' unpacking; Q8_0 and Q5_0 then less
+ * their offset (128, 16: the signed quants, for TDPBSSD). */
 ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uint8_t *u)
 {
-	if (t == QTYPE_Q8_0)
-		return;
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		if (t == QTYPE_Q5_0) {
+		if (!quant_r16_k_type(t)) {
 			r16_block(t, tile, b, q, &dw);
+			const __m512i o = _mm512_set1_epi8((char)(1 << r16_offset_log2(t)));
 			_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-				_mm512_storeu_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k, q[k]);
+				_mm512_store_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k,
+						   _mm512_sub_epi8(q[k], o));
 			continue;
 		}
 		/* K types: 8 runs of 8 quad vectors, as the VNNI kernels take them */
@@ -301,64 +348,90 @@ ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uin
 	__asm__ volatile("" ::: "memory");
 }
 
-/* The gemm_r16 contract (quant.h) for t: with packed groups (T >= 4) and
- * rows of at most AMX_MAX_BLOCKS blocks, all T tokens here, 16 at a time
- * and then the rest as one group, over each tile of [r0, r1) (the tile
- * stays in L1 for all of them while the next is prefetched into L2, up to
- * the tiles of r_pf); otherwise amx_fallback[t]. u: AMX_U_BYTES for the
- * tile unpacked (NULL for Q8_0). */
+/* Whether the tiles take a call: packed groups (T >= 4), amx_min_tokens
+ * or more, rows of at most AMX_MAX_BLOCKS blocks. */
+ALWAYS_INLINE bool amx_takes(enum qtype t, int64_t n, const void *packed, int64_t T)
+{
+	return packed && n <= AMX_MAX_BLOCKS * QK && T >= amx_min_tokens(t);
+}
+
+/* The gemm_r16 contract (quant.h) for t on a call amx_takes: the tokens
+ * 16 at a time (or all of fewer than 16) over each tile of [r0, r1) (the
+ * tile unpacked into u, AMX_U_BYTES, for all of them while the next is
+ * prefetched into L2, up to the tiles of r_pf), then any past the last
+ * full 16 through amx_fallback[t]. */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u)
 {
-	if (!packed || n > AMX_MAX_BLOCKS * QK) {
-		amx_fallback[t](n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf);
-		return;
-	}
-	if (r0 >= r1 || T <= 0)
+	if (r0 >= r1)
 		return;
 	const bool kt = quant_r16_k_type(t);
 	const int64_t nb = n / (kt ? QK_K : QK);
 	const size_t group_bytes =
 		(size_t)nb * (kt ? sizeof(struct quant_gemm_kblock) : sizeof(struct quant_gemm_block));
+	/* the tokens past the last 16 (when there are 16 or more) go to the
+	 * fallback afterwards, over the same rows (in L2 by then) */
+	const int64_t T_amx = T < AMX_TOKENS ? T : T - T % AMX_TOKENS;
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
+	const int64_t runs = nb * amx_runs_per_block(t);
+	const size_t lines = (tile_bytes + 63) / 64, per_run = (lines + (size_t)runs - 1) / (size_t)runs;
 	struct amx_tilecfg cfg __attribute__((aligned(64)));
-	amx_configure(&cfg, amx_run_k(t), (int)(T % AMX_TOKENS));
+	amx_configure(&cfg, amx_run_k(t), T);
 	for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
 		const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-		if (ti + 1 < tiles_end)
-			for (size_t o = 0; o < tile_bytes; o += 64)
-				__builtin_prefetch(tile + tile_bytes + o, 0, 2); /* prefetcht1 */
+		struct amx_pf pf = { ti + 1 < tiles_end ? tile + tile_bytes : NULL, lines, per_run };
 		amx_unpack(t, tile, nb, u);
 		const __mmask16 rows = r16_rows_mask(ti, r0, r1);
-		for (int64_t t0 = 0; t0 < T; t0 += AMX_TOKENS) {
-			const int m = (int)(T - t0 < AMX_TOKENS ? T - t0 : AMX_TOKENS);
+		for (int64_t t0 = 0; t0 < T_amx; t0 += AMX_TOKENS) {
+			const int m = (int)(T_amx - t0 < AMX_TOKENS ? T_amx - t0 : AMX_TOKENS);
 			const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
 			const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
+			const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
 			__m512 acc[AMX_TOKENS];
-			amx_tokens(t, tile, u, nb, (const uint8_t *)a + (size_t)t0 * a_stride, a_stride, g0, g1, m,
-				   acc);
+			amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
+			pf.next = NULL;
 			for (int i = 0; i < m; i++)
 				_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
 		}
 	}
 	_tile_release();
+	const int64_t rest = T - T_amx;
+	if (rest > 0)
+		amx_fallback[t](n, w, w_stride, r0, r1, (const uint8_t *)a + (size_t)T_amx * a_stride, a_stride,
+				rest >= QUANT_GEMM_PACK_MIN ?
+					(const uint8_t *)packed + (size_t)(T_amx / QUANT_GEMM_GROUP) * group_bytes :
+					NULL,
+				rest, y + T_amx * y_stride, y_stride, r_pf);
 }
 
-#define AMX_ENTRY(fn, type, unpacked)                                                               \
+/* An entry: the calls the tiles take to amx_gemm, with the unpacking
+ * buffer (32 KB) in a frame of their own; the rest straight to the
+ * fallback. */
+#define AMX_ENTRY(fn, type)                                                                         \
+	__attribute__((noinline)) static void fn##_tiles(                                           \
+		int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a,  \
+		size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride,         \
+		int64_t r_pf)                                                                       \
+	{                                                                                              \
+		uint8_t u[AMX_U_BYTES] __attribute__((aligned(64)));                                    \
+		amx_gemm(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf, u);  \
+	}                                                                                              \
 	static void fn(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a, \
 		       size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride,     \
 		       int64_t r_pf)                                                                   \
 	{                                                                                              \
-		uint8_t u[unpacked ? AMX_U_BYTES : 1] __attribute__((aligned(64)));                     \
-		amx_gemm(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf,      \
-			 unpacked ? u : NULL);                                                          \
+		if (amx_takes(type, n, packed, T))                                                     \
+			fn##_tiles(n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf);  \
+		else                                                                                   \
+			amx_fallback[type](n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, \
+					   r_pf);                                                      \
 	}
-AMX_ENTRY(gemm_q8_0_amx, QTYPE_Q8_0, 0)
-AMX_ENTRY(gemm_q5_0_amx, QTYPE_Q5_0, 1)
-AMX_ENTRY(gemm_q4_K_amx, QTYPE_Q4_K, 1)
-AMX_ENTRY(gemm_q6_K_amx, QTYPE_Q6_K, 1)
+AMX_ENTRY(gemm_q8_0_amx, QTYPE_Q8_0)
+AMX_ENTRY(gemm_q5_0_amx, QTYPE_Q5_0)
+AMX_ENTRY(gemm_q4_K_amx, QTYPE_Q4_K)
+AMX_ENTRY(gemm_q6_K_amx, QTYPE_Q6_K)
 
 /* ---- the self-check ---- */
 

@@ -115,20 +115,24 @@ static void amx_emu_zero(int t)
 		memset(amx_emu.data[t], 0, sizeof amx_emu.data[t]);
 }
 
-/* TDPBSUD: c.dword[m][n] += sum over k < a.colsb / 4, e < 4 of
- * signed a.byte[m][4k + e] * unsigned b.byte[k][4n + e], in wrapping
- * 32-bit arithmetic. */
-static void amx_emu_dpbsud(int c, int a, int b)
+/* TDPBSUD / TDPBSSD: c.dword[m][n] += sum over k < a.colsb / 4, e < 4 of
+ * signed a.byte[m][4k + e] * b.byte[k][4n + e] (unsigned for TDPBSUD,
+ * signed for TDPBSSD), in wrapping 32-bit arithmetic. */
+static void amx_emu_dpb(int c, int a, int b, int b_signed)
 {
+	const char *name = b_signed ? "TDPBSSD" : "TDPBSUD";
 	if (!amx_emu_ready(c) || !amx_emu_ready(a) || !amx_emu_ready(b))
 		return;
+	char why[64];
 	if (c == a || c == b || a == b) {
-		amx_emu_fault("TDPBSUD names a register twice", c);
+		snprintf(why, sizeof why, "%s names a register twice", name);
+		amx_emu_fault(why, c);
 		return;
 	}
 	if (amx_emu.colsb[a] % 4 || amx_emu.colsb[c] % 4 || amx_emu.colsb[a] / 4 != amx_emu.rows[b] ||
 	    amx_emu.rows[c] != amx_emu.rows[a] || amx_emu.colsb[c] != amx_emu.colsb[b]) {
-		amx_emu_fault("TDPBSUD shapes do not chain", c);
+		snprintf(why, sizeof why, "%s shapes do not chain", name);
+		amx_emu_fault(why, c);
 		return;
 	}
 	for (int m = 0; m < amx_emu.rows[c]; m++)
@@ -136,9 +140,11 @@ static void amx_emu_dpbsud(int c, int a, int b)
 			uint32_t acc;
 			memcpy(&acc, &amx_emu.data[c][m][4 * n], sizeof acc);
 			for (int k = 0; k < amx_emu.colsb[a] / 4; k++)
-				for (int e = 0; e < 4; e++)
-					acc += (uint32_t)((int32_t)(int8_t)amx_emu.data[a][m][4 * k + e] *
-							  (int32_t)amx_emu.data[b][k][4 * n + e]);
+				for (int e = 0; e < 4; e++) {
+					const uint8_t bv = amx_emu.data[b][k][4 * n + e];
+					const int32_t bw = b_signed ? (int32_t)(int8_t)bv : (int32_t)bv;
+					acc += (uint32_t)((int32_t)(int8_t)amx_emu.data[a][m][4 * k + e] * bw);
+				}
 			memcpy(&amx_emu.data[c][m][4 * n], &acc, sizeof acc);
 		}
 }
@@ -147,11 +153,13 @@ static void amx_emu_dpbsud(int c, int a, int b)
 #undef _tile_stored
 #undef _tile_zero
 #undef _tile_dpbsud
+#undef _tile_dpbssd
 #define _tile_loadconfig(cfg) amx_emu_loadconfig(cfg)
 #define _tile_release() amx_emu_release()
 #define _tile_loadd(t, base, stride) amx_emu_loadd(t, base, (long)(stride))
 #define _tile_stored(t, base, stride) amx_emu_stored(t, base, (long)(stride))
 #define _tile_zero(t) amx_emu_zero(t)
-#define _tile_dpbsud(c, a, b) amx_emu_dpbsud(c, a, b)
+#define _tile_dpbsud(c, a, b) amx_emu_dpb(c, a, b, 0)
+#define _tile_dpbssd(c, a, b) amx_emu_dpb(c, a, b, 1)
 
 #endif

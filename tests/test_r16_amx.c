@@ -1,19 +1,20 @@
 /* test_r16_amx.c — the AMX repacked kernels (src/quant_gemm_r16_amx.c)
  * compiled here over an emulation of the tile instructions (amx_emu.h,
  * from their specification) and SIMDe's AVX-512, and compared bit for bit
- * with the scalar reference quant_gemm_r16_ref: no host this project has
- * run on exposes AMX, and where one does, quant.c's self-check is the
- * only other test the kernels get.
+ * with the scalar reference quant_gemm_r16_ref: most hosts do not expose
+ * AMX (where one does, test_quant runs the kernels natively as well).
  *
  * The kernels' fallback (the AVX-512 entries in the library) is the
  * reference here, counting the tokens it is given: a case passes only if
  * the outputs match, the emulation saw no fault (a configuration or a
  * product shape the hardware would refuse), and every token the tiles
- * take (all, from packed groups on) went through them. Every repacked
- * type (Q8_0, Q5_0, Q4_K, Q6_K), rows of an even and an odd number of
- * blocks, the longest row the tiles take and one block more, T from one
- * token (no packed groups: all fallback) through 48 (three groups of 16),
- * last groups of 1 to 15 tokens, row ranges cutting tiles at both ends
+ * take went through them (calls of amx_min_tokens or more; the tokens
+ * past the last full 16 of a call of 16 or more go to the fallback).
+ * Every repacked type (Q8_0, Q5_0, Q4_K, Q6_K), rows of an even and an
+ * odd number of blocks, the longest row the tiles take and one block
+ * more, T from one token (no packed groups: all fallback) through 48
+ * (three groups of 16), tiles of 9 to 15 token rows, leftovers of 1 to 15
+ * tokens, row ranges cutting tiles at both ends
  * and the padded last tile, with and without a next range (r_pf). Built
  * like test_r16_simde (-O0 in release, where SIMDe's 512-bit emulation
  * compiles slowly optimized; -O1 under ASan). The registration's own self-check runs first, against the
@@ -61,11 +62,13 @@ REF_WRAPPER(ref_q6_K, QTYPE_Q6_K)
 enum { ROWS = 40, T_MAX = 48 };
 
 /* After each kernel call of quant_fill_r16_cases: no tile fault, and every
- * token the tiles take (all, from packed groups on) went through them. */
+ * token the tiles take went through them: from amx_min_tokens on, all of
+ * a call of fewer than 16, else all but the last T % 16. */
 static void after_call(void *ctx, int64_t T)
 {
 	const struct quant_fill_r16 *c = ctx;
-	const int64_t want = T >= QUANT_GEMM_PACK_MIN && c->n <= AMX_MAX_BLOCKS * QK ? 0 : T;
+	const bool tiles = T >= amx_min_tokens(c->t) && c->n <= AMX_MAX_BLOCKS * QK;
+	const int64_t want = !tiles ? T : T < AMX_TOKENS ? 0 : T % AMX_TOKENS;
 	CHECK(amx_emu_faults == 0, "%s n=%lld T=%lld: %d tile faults", qtype_traits(c->t)->name,
 	      (long long)c->n, (long long)T, amx_emu_faults);
 	CHECK(fallback_tokens == want, "%s n=%lld T=%lld: %lld tokens to the fallback, not %lld",
@@ -108,7 +111,7 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
 		quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 		quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 	}
-	static const int64_t Ts[] = { 1, 3, 4, 8, 9, 15, 16, 17, 20, 24, 31, 32, 33, 40, 48 };
+	static const int64_t Ts[] = { 1, 3, 4, 8, 9, 10, 11, 12, 15, 16, 17, 20, 24, 27, 31, 32, 33, 40, 48 };
 	const struct quant_fill_r16 c = { t, n, ROWS, w16, w_stride, a, packed, a_stride, y, y_ref };
 	int cases;
 	amx_emu_faults = 0;
