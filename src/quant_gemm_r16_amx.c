@@ -109,13 +109,12 @@ static quant_gemm_fn amx_fallback[QTYPE_COUNT];
 
 /* The fewest tokens a call takes on the tiles; fewer go to the fallback,
  * which is as fast or faster there. Measured on the Sapphire Rapids-class
- * host (KVM, AMX exposed; /tmp tool timing both tables' gemm_r16 on ~1 MB
- * of the default model's shapes, one thread, best of 3 rounds, G
- * multiply-adds/s AVX-512 / AMX): T = 8 Q8_0 206-213 / 195-208, Q5_0
- * 195 / 192-209, Q4_K 176-191 / 153-163, Q6_K 135 / 111-112; T = 9 Q8_0
- * 187 / 169, Q5_0 167 / 181, Q4_K 167 / 128, Q6_K 112 / 100; T = 11 Q8_0
- * 173 / 210, Q5_0 141 / 222, Q4_K 155 / 162, Q6_K 89 / 121; T = 12 and
- * up the tiles win for every type (T = 32: 1.10-1.60x). */
+ * host (KVM, AMX exposed), `quant_bench --gemm 8,9,10,11,12,16,32,64`
+ * (one thread, ~1 MB of the default model's shapes hot), AMX's speed
+ * over AVX-512's at T = 9, 10, 11, 12, 16, 32: Q8_0 0.97 1.01 1.45 1.34
+ * 1.23 1.44; Q5_0 1.14 1.50 1.70 1.54 1.46 1.58; Q4_K 1.00 1.03 1.12 1.20
+ * 1.17 1.37; Q6_K 1.01 1.00 1.27 1.06 1.03 1.22 (T = 8, all through the
+ * fallback then, 0.94-1.00). */
 ALWAYS_INLINE int64_t amx_min_tokens(enum qtype t)
 {
 	return t == QTYPE_Q5_0 ? 9 : 11;

@@ -2,7 +2,12 @@
  * kernels, in GB/s of weight bytes streamed, next to the machine's plain
  * read bandwidth measured in the same run.
  *
- *   quant_bench [--quick]
+ *   quant_bench [--quick] [--gemm T,T,...]
+ *
+ * --gemm: only the matrix kernels (below), at these token counts (1 ..
+ * 128) instead of 1, 2, 8, 32, 128; each row then also gives the time
+ * against the AVX-512 table's as a ratio, when both ran (how the AMX
+ * kernels' amx_min_tokens was chosen).
  *
  * Shapes are the default model's (Gemma 3 270M Q4_K_M): the Q8_0 LM head
  * (262144 rows of 640) and the per-layer Q5_0 ffn_gate (2048 x 640), Q4_K
@@ -238,12 +243,13 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 #define GEMM_T_MAX 128
 
 /* The gemm entry of every table that has one, on GEMM_ROWS rows of the
- * case's matrix (hot: about 1 MB or less) against T = 1, 2, 8, 32, 128 tokens:
+ * case's matrix (hot: about 1 MB or less) against Ts[0 .. nT) tokens:
  * G multiply-adds a second, one thread. The SIMD tables share one float
- * contract, so their results must agree bit for bit ("NOT IDENTICAL"). */
-static int bench_gemm_case(const struct bench_case *c, double min_s)
+ * contract, so their results must agree bit for bit ("NOT IDENTICAL").
+ * Packed groups from QUANT_GEMM_PACK_MIN tokens on, as the runners pass
+ * them. */
+static int bench_gemm_case(const struct bench_case *c, double min_s, const int64_t *Ts, size_t nT)
 {
-	static const int64_t Ts[] = { 1, 2, 8, 32, GEMM_T_MAX };
 	const struct qtype_traits *tr = qtype_traits(c->type);
 	const size_t row_bytes = (size_t)(c->n / tr->block_elems) * tr->block_bytes;
 	int64_t rows = (int64_t)((1u << 20) / row_bytes) / 8 * 8;
@@ -272,9 +278,10 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 		quant_gemm_pack_row(tr->act_type, a + (size_t)t * a_row, c->n, t, packed);
 	}
 	int bad = 0;
-	for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+	for (size_t ti = 0; ti < nT; ti++) {
 		const int64_t T = Ts[ti];
 		int have_y0 = 0;
+		double avx512_r16 = 0; /* the AVX-512 table's r16 time, for the ratio */
 		for (int kind = 0; kind < 2 * QUANT_ISA_COUNT; kind++) {
 			/* kind < QUANT_ISA_COUNT: table kind's gemm entry on the
 			 * rows; past it, table kind - QUANT_ISA_COUNT's r16 entry
@@ -289,8 +296,8 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			double best = 1e30, spent = 0;
 			while (spent < min_s) {
 				double t0 = now_s();
-				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row, packed, T, y, rows,
-				   rows);
+				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row,
+				   T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, rows, rows);
 				double dt = now_s() - t0;
 				spent += dt;
 				best = dt < best ? dt : best;
@@ -305,6 +312,11 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 			if (T <= 2)
 				snprintf(gbs, sizeof gbs, "  (%.1f GB/s of weights)",
 					 (double)row_bytes * (double)rows / best / 1e9);
+			if (r16 && k->isa == QUANT_ISA_AVX512)
+				avx512_r16 = best;
+			else if (r16 && k->isa == QUANT_ISA_AMX && avx512_r16 > 0)
+				snprintf(gbs + strlen(gbs), sizeof gbs - strlen(gbs), "  (%.2fx avx512/r16)",
+					 avx512_r16 / best);
 			snprintf(isa, sizeof isa, "%s%s", quant_isa_name(k->isa), r16 ? "/r16" : "");
 			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-10s %8.1f G multiply-adds/s%s%s\n", tr->name,
 			       c->name, (long long)c->n, (long long)rows, (long long)T, isa,
@@ -316,9 +328,46 @@ static int bench_gemm_case(const struct bench_case *c, double min_s)
 	return bad ? -1 : 0;
 }
 
+/* "8,16,32" into Ts (1 .. GEMM_T_MAX each); the count, 0 when malformed. */
+static size_t parse_tokens(const char *s, int64_t *Ts, size_t max)
+{
+	size_t n = 0;
+	for (const char *p = s; *p && n < max;) {
+		char *end;
+		const long v = strtol(p, &end, 10);
+		if (end == p || v < 1 || v > GEMM_T_MAX || (*end && *end != ','))
+			return 0;
+		Ts[n++] = v;
+		p = *end ? end + 1 : end;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
-	double min_s = argc > 1 && strcmp(argv[1], "--quick") == 0 ? 0.05 : 0.3;
+	double min_s = 0.3;
+	int64_t Ts[16] = { 1, 2, 8, 32, GEMM_T_MAX };
+	size_t nT = 5;
+	bool gemm_only = false;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--quick") == 0) {
+			min_s = 0.05;
+		} else if (strcmp(argv[i], "--gemm") == 0 && i + 1 < argc &&
+			   (nT = parse_tokens(argv[i + 1], Ts, sizeof Ts / sizeof Ts[0])) > 0) {
+			gemm_only = true, i++;
+		} else {
+			fprintf(stderr, "usage: quant_bench [--quick] [--gemm T,T,... (1..%d, at most 16)]\n",
+				GEMM_T_MAX);
+			return 2;
+		}
+	}
+	if (gemm_only) {
+		int rc = 0;
+		printf("matrix kernels, one thread, about 1 MB of rows (cache-resident):\n");
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+			rc |= bench_gemm_case(&cases[i], min_s, Ts, nT);
+		return rc ? 1 : 0;
+	}
 	uint8_t *buf = malloc(STREAM_BYTES);
 	if (!buf)
 		return 1;
@@ -337,7 +386,7 @@ int main(int argc, char **argv)
 		rc |= bench_case_run(&cases[i], min_s, bw_stream);
 	printf("\nmatrix kernels, one thread, about 1 MB of rows (cache-resident):\n");
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-		rc |= bench_gemm_case(&cases[i], min_s);
+		rc |= bench_gemm_case(&cases[i], min_s, Ts, nT);
 	for (int isa = 0; isa < QUANT_ISA_COUNT; isa++)
 		if (!quant_kernels_get((enum quant_isa)isa))
 			printf("(%s not measured: the CPU lacks it)\n", quant_isa_name((enum quant_isa)isa));
