@@ -19,7 +19,7 @@ while getopts "m:t:w:c:n:o:" o; do
   esac
 done
 [ -n "$MODEL" ] || MODEL=$(./ingot pull | tail -1)
-BIN=$(scripts/build-llamacpp.sh)
+BIN=$(scripts/llamacpp-bin.sh "$MODEL" | head -1)
 make -s >/dev/null
 OUT=$(mktemp -d)
 PIDS=()

@@ -4,8 +4,9 @@
 #   bench/vs-llamacpp.sh [-m MODEL] [-t THREADS]
 #
 # Builds llama.cpp from the llama-cpp-python source distribution into
-# ~/.cache/ingot (scripts/build-llamacpp.sh; a dev tool, never a runtime
-# dependency of ingot), runs llama-bench (pp512, tg128) and
+# ~/.cache/ingot (scripts/build-llamacpp.sh, through scripts/llamacpp-bin.sh,
+# which picks the build without AMX where llama.cpp's AMX path dies; a dev
+# tool, never a runtime dependency of ingot), runs llama-bench (pp512, tg128) and
 # llama-batched-bench, then `ingot bench`, and prints the figures and ratios
 # side by side.
 set -euo pipefail
@@ -16,7 +17,9 @@ while getopts "m:t:" o; do
   case $o in m) MODEL=$OPTARG ;; t) THREADS=$OPTARG ;; *) exit 2 ;; esac
 done
 [ -n "$MODEL" ] || MODEL=$(./ingot pull | tail -1)
-BIN=$(scripts/build-llamacpp.sh)
+LLAMA=$(scripts/llamacpp-bin.sh "$MODEL")
+BIN=$(sed -n 1p <<<"$LLAMA")
+LLAMA_BUILD=$(sed -n 2p <<<"$LLAMA")
 make -s >/dev/null
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -29,9 +32,10 @@ echo "== llama.cpp: llama-batched-bench (npl 1,8,32; 128 tokens each)" >&2
 echo "== ingot bench --batch 1,8,32 -t $THREADS" >&2
 ./ingot bench -m "$MODEL" -t "$THREADS" --batch 1,8,32 --runner mega,graph --json > "$OUT/ingot.json"
 
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$LLAMA_BUILD" <<'PY'
 import json, sys, os
 out = sys.argv[1]
+print("llama.cpp build: %s" % sys.argv[2])
 lb = json.load(open(os.path.join(out, "lb.json")))
 ll = {}
 for r in lb:
