@@ -64,6 +64,8 @@
 #include "quant_r16_drive.h"
 #include "quant_r16_avx512.h"
 
+
+
 #define AMX_TOKENS 16     /* tokens in an A tile (its rows) */
 #define AMX_MAX_BLOCKS 64 /* longest row unpacked on the stack: 2048 elements, 32 KB */
 #define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
@@ -222,11 +224,14 @@ ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct qua
 	r16k_finish(t, sb, &tk, nt, S, acc, accm);
 }
 
-/* The next tile's lines, into L2, a share at each run of a pass over
- * this one: a burst of prefetches for the whole tile (170 lines of Q8_0)
- * fills the line-fill buffers and stalls the core until memory answers,
- * so a pass would wait for the next tile instead of computing meanwhile.
- * next NULL: nothing to fetch (the last tile, or passes after the first). */
+/* The next tile's lines, into L2, a few at each run of every pass over
+ * this one (each pass its share of the lines): a burst of prefetches for
+ * the whole tile (170 lines of Q8_0) fills the line-fill buffers and
+ * stalls the core until memory answers, and so does a rate above the
+ * memory's (the first of two passes fetching it all: the LM head against
+ * 32 tokens streamed at 6 GB/s a thread, computing at 60% of its hot
+ * speed, memory and arithmetic hardly overlapping). next NULL: nothing to
+ * fetch (the last tile). */
 struct amx_pf {
 	const uint8_t *next;
 	size_t lines, per_run;
@@ -375,12 +380,15 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
 	const int64_t runs = nb * amx_runs_per_block(t);
-	const size_t lines = (tile_bytes + 63) / 64, per_run = (lines + (size_t)runs - 1) / (size_t)runs;
+	/* each pass of 16 tokens over a tile prefetches its share of the next */
+	const int64_t passes = (T_amx + AMX_TOKENS - 1) / AMX_TOKENS;
+	const size_t lines = (tile_bytes + 63) / 64, share = (lines + (size_t)passes - 1) / (size_t)passes;
+	const size_t per_run = (share + (size_t)runs - 1) / (size_t)runs;
 	struct amx_tilecfg cfg __attribute__((aligned(64)));
 	amx_configure(&cfg, amx_run_k(t), T);
 	for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
 		const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-		struct amx_pf pf = { ti + 1 < tiles_end ? tile + tile_bytes : NULL, lines, per_run };
+		const uint8_t *next = ti + 1 < tiles_end ? tile + tile_bytes : NULL;
 		amx_unpack(t, tile, nb, u);
 		const __mmask16 rows = r16_rows_mask(ti, r0, r1);
 		for (int64_t t0 = 0; t0 < T_amx; t0 += AMX_TOKENS) {
@@ -388,9 +396,12 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 			const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
 			const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
 			const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
+			/* this pass's share of the next tile: lines [l0, l0 + share) */
+			const size_t l0 = (size_t)(t0 / AMX_TOKENS) * share;
+			const struct amx_pf pf = { next && l0 < lines ? next + 64 * l0 : NULL,
+						   l0 + share < lines ? share : lines - l0, per_run };
 			__m512 acc[AMX_TOKENS];
 			amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
-			pf.next = NULL;
 			for (int i = 0; i < m; i++)
 				_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
 		}
