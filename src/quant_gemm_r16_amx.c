@@ -64,8 +64,6 @@
 #include "quant_r16_drive.h"
 #include "quant_r16_avx512.h"
 
-
-
 #define AMX_TOKENS 16     /* tokens in an A tile (its rows) */
 #define AMX_MAX_BLOCKS 64 /* longest row unpacked on the stack: 2048 elements, 32 KB */
 #define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
@@ -328,10 +326,14 @@ ALWAYS_INLINE void amx_unpack(enum qtype t, const uint8_t *tile, int64_t nb, uin
 		__m512 dw;
 		if (!quant_r16_k_type(t)) {
 			r16_block(t, tile, b, q, &dw);
+			/* u - 128 as the sign bit flipped (Q8_0; a subtraction
+			 * wraps there, which SIMDe's emulation, under UBSan in
+			 * test_r16_amx, reports as signed overflow); u - 16
+			 * (Q5_0, u < 32) as it is */
 			const __m512i o = _mm512_set1_epi8((char)(1 << r16_offset_log2(t)));
 			_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
 				_mm512_store_si512(u + (size_t)b * QUANT_R16_ROWS * QK + 64 * k,
-						   _mm512_sub_epi8(q[k], o));
+						   t == QTYPE_Q8_0 ? _mm512_xor_si512(q[k], o) : _mm512_sub_epi8(q[k], o));
 			continue;
 		}
 		/* K types: 8 runs of 8 quad vectors, as the VNNI kernels take them */
