@@ -29,10 +29,11 @@
  * kernels'. Runs go two at a stage (amx_tokens), so the tile unit works
  * on the next two while the vector units finish the last.
  *
- * Every tile is unpacked once into the B layout (on the stack: rows of at
- * most AMX_MAX_BLOCKS * 32 elements) for all the tokens, 16 at a time; a
- * call of fewer than 16 tokens has tiles of that many rows (configured
- * per call). What the tiles do not take goes to the kernel the table had
+ * Every tile is unpacked into the B layout (on the stack: rows of at most
+ * AMX_MAX_BLOCKS * 32 elements) for a chunk of tokens whose activation
+ * rows stay in L1 (AMX_CHUNK_BYTES; all the tokens where that is under
+ * 32), 16 at a time; a call of fewer than 16 tokens has tiles of that
+ * many rows (configured per call). What the tiles do not take goes to the kernel the table had
  * before (the AVX-512 one, kept in amx_fallback): the tokens past the last
  * full 16 (over the same rows again, in L2 by then), calls of fewer than
  * amx_min_tokens (where the VNNI kernels are as fast: below 16 tokens the
@@ -65,6 +66,7 @@
 #include "quant_r16_avx512.h"
 
 #define AMX_TOKENS 16     /* tokens in an A tile (its rows) */
+#define AMX_CHUNK_BYTES (32u * 1024) /* activation rows a chunk of tokens (amx_gemm) */
 #define AMX_MAX_BLOCKS 64 /* longest row unpacked on the stack: 2048 elements, 32 KB */
 #define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
 
@@ -383,29 +385,47 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
 	const int64_t runs = nb * amx_runs_per_block(t);
 	/* each pass of 16 tokens over a tile prefetches its share of the next */
-	const int64_t passes = (T_amx + AMX_TOKENS - 1) / AMX_TOKENS;
-	const size_t lines = (tile_bytes + 63) / 64, share = (lines + (size_t)passes - 1) / (size_t)passes;
-	const size_t per_run = (share + (size_t)runs - 1) / (size_t)runs;
+	/* the tokens in chunks whose activation rows stay in L1 while the
+	 * call's tiles pass (the tiles come back from L2 for the next chunk);
+	 * rows too long for 32 tokens' (Q8_K of 1024 and more) in one chunk:
+	 * 16-token chunks, each unpacking every tile again, were slower. On
+	 * the Sapphire Rapids-class host, a 512-token prefill (`ingot bench
+	 * --batch 1 --runner mega --runs 2 --gen 2 --prompt 512 --profile`,
+	 * the graph runner, each thread's half of a matrix a call), ms: qkv
+	 * 24 -> 18-21, gate_up 68 -> 52-58; the AVX-512 table's 24-25 and
+	 * 70-72 in the same rounds. The megakernel, a few tiles a call, gains
+	 * nothing (its prefill within noise). */
+	const size_t row_bytes = (size_t)nb * (kt ? sizeof(struct block_q8_K) : sizeof(struct block_q8_0));
+	int64_t chunk = (int64_t)(AMX_CHUNK_BYTES / row_bytes) / AMX_TOKENS * AMX_TOKENS;
+	chunk = chunk < 2 * AMX_TOKENS ? T_amx : chunk;
 	struct amx_tilecfg cfg __attribute__((aligned(64)));
 	amx_configure(&cfg, amx_run_k(t), T);
-	for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
-		const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-		const uint8_t *next = ti + 1 < tiles_end ? tile + tile_bytes : NULL;
-		amx_unpack(t, tile, nb, u);
-		const __mmask16 rows = r16_rows_mask(ti, r0, r1);
-		for (int64_t t0 = 0; t0 < T_amx; t0 += AMX_TOKENS) {
-			const int m = (int)(T_amx - t0 < AMX_TOKENS ? T_amx - t0 : AMX_TOKENS);
-			const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
-			const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
-			const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
-			/* this pass's share of the next tile: lines [l0, l0 + share) */
-			const size_t l0 = (size_t)(t0 / AMX_TOKENS) * share;
-			const struct amx_pf pf = { next && l0 < lines ? next + 64 * l0 : NULL,
-						   l0 + share < lines ? share : lines - l0, per_run };
-			__m512 acc[AMX_TOKENS];
-			amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
-			for (int i = 0; i < m; i++)
-				_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows, acc[i]);
+	for (int64_t c0 = 0; c0 < T_amx; c0 += chunk) {
+		const int64_t c1 = T_amx - c0 < chunk ? T_amx : c0 + chunk;
+		/* the first chunk's passes prefetch the next tile, each a share */
+		const int64_t passes = (c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS;
+		const size_t lines = (tile_bytes + 63) / 64, share = (lines + (size_t)passes - 1) / (size_t)passes;
+		const size_t per_run = (share + (size_t)runs - 1) / (size_t)runs;
+		for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
+			const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+			const uint8_t *next = c0 == 0 && ti + 1 < tiles_end ? tile + tile_bytes : NULL;
+			amx_unpack(t, tile, nb, u);
+			const __mmask16 rows = r16_rows_mask(ti, r0, r1);
+			for (int64_t t0 = c0; t0 < c1; t0 += AMX_TOKENS) {
+				const int m = (int)(c1 - t0 < AMX_TOKENS ? c1 - t0 : AMX_TOKENS);
+				const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
+				const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
+				const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
+				/* this pass's share of the next tile: lines [l0, l0 + share) */
+				const size_t l0 = (size_t)((t0 - c0) / AMX_TOKENS) * share;
+				const struct amx_pf pf = { next && l0 < lines ? next + 64 * l0 : NULL,
+							   l0 + share < lines ? share : lines - l0, per_run };
+				__m512 acc[AMX_TOKENS];
+				amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
+				for (int i = 0; i < m; i++)
+					_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows,
+							      acc[i]);
+			}
 		}
 	}
 	_tile_release();

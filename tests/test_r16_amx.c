@@ -12,9 +12,9 @@
  * past the last full 16 of a call of 16 or more go to the fallback).
  * Every repacked type (Q8_0, Q5_0, Q4_K, Q6_K), rows of an even and an
  * odd number of blocks, the longest row the tiles take and one block
- * more, T from one token (no packed groups: all fallback) through 48
- * (three groups of 16), tiles of 9 to 15 token rows, leftovers of 1 to 15
- * tokens, row ranges cutting tiles at both ends
+ * more, T from one token (no packed groups: all fallback) through 80
+ * (five groups of 16: two chunks of tokens on 640-wide rows), tiles of 9
+ * to 15 token rows, leftovers of 1 to 15 tokens, row ranges cutting tiles at both ends
  * and the padded last tile, with and without a next range (r_pf). Built
  * like test_r16_simde (-O0 in release, where SIMDe's 512-bit emulation
  * compiles slowly optimized; -O1 under ASan). The registration's own self-check runs first, against the
@@ -59,7 +59,7 @@ REF_WRAPPER(ref_q5_0, QTYPE_Q5_0)
 REF_WRAPPER(ref_q4_K, QTYPE_Q4_K)
 REF_WRAPPER(ref_q6_K, QTYPE_Q6_K)
 
-enum { ROWS = 40, T_MAX = 48 };
+enum { ROWS = 40, T_MAX = 80 };
 
 /* After each kernel call of quant_fill_r16_cases: no tile fault, and every
  * token the tiles take went through them: from amx_min_tokens on, all of
@@ -111,7 +111,7 @@ static void check_case(const struct quant_kernels *k, enum qtype t, int64_t n)
 		quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 		quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 	}
-	static const int64_t Ts[] = { 1, 3, 4, 8, 9, 10, 11, 12, 15, 16, 17, 20, 24, 27, 31, 32, 33, 40, 48 };
+	static const int64_t Ts[] = { 1, 3, 4, 8, 9, 10, 11, 12, 15, 16, 17, 20, 24, 27, 31, 32, 33, 40, 48, 64, 80 };
 	const struct quant_fill_r16 c = { t, n, ROWS, w16, w_stride, a, packed, a_stride, y, y_ref };
 	int cases;
 	amx_emu_faults = 0;

@@ -240,7 +240,7 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
 
 /* ---- matrix kernels (batched decode, prefill) ---- */
 
-#define GEMM_T_MAX 128
+#define GEMM_T_MAX 512
 
 /* The gemm entry of every table that has one, on GEMM_ROWS rows of the
  * case's matrix (hot: about 1 MB or less) against Ts[0 .. nT) tokens:
