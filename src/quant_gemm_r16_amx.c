@@ -275,12 +275,14 @@ ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r, 
 /* One tile against m tokens (16, or a call's T < 16 configured for: more
  * than 8, amx_min_tokens): their plain rows at a (a_stride apart), their
  * packed groups at g0 and g1 (nb blocks or super-blocks each), into
- * out[0 .. 16) (the lanes past m are computed from zeros and dropped). Two runs a stage: their products are stored, the next two
- * issued into the freed tiles, then the vector work takes the stored two
- * while the tile unit computes. One run a stage left the tile unit's
- * latency exposed (load, product, store, reload: about 100 cycles a run
- * against 30 of vector work; Q8_0, 16 tokens: 250 G multiply-adds/s a
- * thread, no better than the VNNI kernel). */
+ * out[0 .. 16) (the lanes past m are computed from zeros and dropped).
+ * Two runs a stage: their products are stored, the next two issued into
+ * the freed tiles, then the vector work takes the stored two while the
+ * tile unit computes. Against one run a stage (store, issue the next,
+ * finish), `quant_bench --gemm 16,32,128`, two alternating rounds, G
+ * multiply-adds/s at T = 32 / 128: Q8_0 304-335 / 304-306 -> 320-334 /
+ * 322-325, Q5_0 385 / 348-351 -> 391-392 / 340-387, Q4_K 243-259 / 293-297
+ * -> 253-267 / 294, Q6_K 166-176 / 176-206 -> 192-193 / 220-221. */
 ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
 			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
 			      const struct amx_pf *pf, __m512 out[AMX_TOKENS])
