@@ -118,6 +118,21 @@ int cli_parse_int(const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
+int cli_parse_ints(const char *s, int *out, int max, long lo, long hi)
+{
+	int n = 0;
+	char buf[256];
+	if (strlen(s) >= sizeof buf)
+		return -1;
+	snprintf(buf, sizeof buf, "%s", s);
+	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+		if (n == max || cli_parse_int(tok, lo, hi, &out[n]))
+			return -1;
+		n++;
+	}
+	return n > 0 ? n : -1;
+}
+
 void cli_bad_value(const char *who, const struct option *lo, int opt, const char *arg,
 		   const char *want)
 {

@@ -30,6 +30,10 @@ int cli_threads(int requested);
  * *out: 0, or -1 (out untouched) for anything else. */
 int cli_parse_int(const char *s, long lo, long hi, int *out);
 
+/* A comma-separated list of at most max such integers (s under 256
+ * bytes) into out: how many, or -1. */
+int cli_parse_ints(const char *s, int *out, int max, long lo, long hi);
+
 struct option;
 
 /* Prints "WHO: bad value 'ARG' for --NAME" to stderr, NAME being the long

@@ -73,23 +73,6 @@ static int usage(void)
 	return 2;
 }
 
-/* A comma-separated list of at most max integers in [lo, hi]: how many,
- * or -1. */
-static int parse_ints(const char *s, int *out, int max, int lo, int hi)
-{
-	int n = 0;
-	char buf[256];
-	if (strlen(s) >= sizeof buf)
-		return -1;
-	snprintf(buf, sizeof buf, "%s", s);
-	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-		if (n == max || cli_parse_int(tok, lo, hi, &out[n]))
-			return -1;
-		n++;
-	}
-	return n > 0 ? n : -1;
-}
-
 static int parse_runners(const char *s, int *out)
 {
 	int n = 0;
@@ -124,7 +107,7 @@ static const char *parse_opt(struct bench_opts *o, int opt, const char *arg)
 	case 'm': o->model = arg; return NULL;
 	case 't': return cli_parse_int(arg, 1, 1024, &o->threads) ? "1 .. 1024" : NULL;
 	case O_BATCH:
-		o->n_batches = parse_ints(arg, o->batches, MAX_LIST, 1, 256);
+		o->n_batches = cli_parse_ints(arg, o->batches, MAX_LIST, 1, 256);
 		return o->n_batches < 1 ? "a list of batch sizes 1 .. 256, e.g. 1,8,32" : NULL;
 	case O_RUNNER:
 		o->n_runners = parse_runners(arg, o->runners);

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "quant.h"
 #include "quant_int.h"
 #include "quant_fill.h"
@@ -248,7 +249,7 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
  * contract, so their results must agree bit for bit ("NOT IDENTICAL").
  * Packed groups from QUANT_GEMM_PACK_MIN tokens on, as the runners pass
  * them. */
-static int bench_gemm_case(const struct bench_case *c, double min_s, const int64_t *Ts, size_t nT)
+static int bench_gemm_case(const struct bench_case *c, double min_s, const int *Ts, size_t nT)
 {
 	const struct qtype_traits *tr = qtype_traits(c->type);
 	const size_t row_bytes = (size_t)(c->n / tr->block_elems) * tr->block_bytes;
@@ -328,33 +329,18 @@ static int bench_gemm_case(const struct bench_case *c, double min_s, const int64
 	return bad ? -1 : 0;
 }
 
-/* "8,16,32" into Ts (1 .. GEMM_T_MAX each); the count, 0 when malformed. */
-static size_t parse_tokens(const char *s, int64_t *Ts, size_t max)
-{
-	size_t n = 0;
-	for (const char *p = s; *p && n < max;) {
-		char *end;
-		const long v = strtol(p, &end, 10);
-		if (end == p || v < 1 || v > GEMM_T_MAX || (*end && *end != ','))
-			return 0;
-		Ts[n++] = v;
-		p = *end ? end + 1 : end;
-	}
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	double min_s = 0.3;
-	int64_t Ts[16] = { 1, 2, 8, 32, 128 };
+	int Ts[16] = { 1, 2, 8, 32, 128 };
 	size_t nT = 5;
 	bool gemm_only = false;
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, n; i < argc; i++) {
 		if (strcmp(argv[i], "--quick") == 0) {
 			min_s = 0.05;
 		} else if (strcmp(argv[i], "--gemm") == 0 && i + 1 < argc &&
-			   (nT = parse_tokens(argv[i + 1], Ts, sizeof Ts / sizeof Ts[0])) > 0) {
-			gemm_only = true, i++;
+			   (n = cli_parse_ints(argv[i + 1], Ts, (int)(sizeof Ts / sizeof Ts[0]), 1, GEMM_T_MAX)) > 0) {
+			nT = (size_t)n, gemm_only = true, i++;
 		} else {
 			fprintf(stderr, "usage: quant_bench [--quick] [--gemm T,T,... (1..%d, at most 16)]\n",
 				GEMM_T_MAX);
