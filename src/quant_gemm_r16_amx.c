@@ -33,8 +33,9 @@
  * AMX_MAX_BLOCKS * 32 elements) for a chunk of tokens whose activation
  * rows stay in L1 (AMX_CHUNK_BYTES; all the tokens where that is under
  * 32), 16 at a time; a call of fewer than 16 tokens has tiles of that
- * many rows (configured per call). What the tiles do not take goes to the kernel the table had
- * before (the AVX-512 one, kept in amx_fallback): the tokens past the last
+ * many rows (configured per call). What the tiles do not take goes to
+ * the kernel the table had before (the AVX-512 one, kept in
+ * amx_fallback): the tokens past the last
  * full 16 (over the same rows again, in L2 by then), calls of fewer than
  * amx_min_tokens (where the VNNI kernels are as fast: below 16 tokens the
  * tiles run part empty; this also leaves batch-1 decode, a stream of the
@@ -185,18 +186,18 @@ ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *u, const uint8_t *a, s
 
 /* ---- what follows each product ---- */
 
-/* Q8_0 / Q5_0 block b for the first nt tokens of groups ga, gb (their
- * block b), from the stored C (the signed quants' exact sums, which the
- * VNNI kernels form as the unsigned ones' plus the offset correction):
+/* Q8_0 / Q5_0 block b for the 16 tokens of groups ga, gb (their block b),
+ * from the stored C (the signed quants' exact sums, which the VNNI
+ * kernels form as the unsigned ones' plus the offset correction):
  * acc[i] = fma(dw * da_i, (float)C[i], acc[i]), r16_step as they take it. */
-ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b, int nt,
+ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b,
 				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS],
 				  const struct quant_gemm_block *ga, const struct quant_gemm_block *gb,
 				  __m512 acc[AMX_TOKENS])
 {
 	const __m512 dw = r16_scales(t, tile, b);
 	const struct r16_toks tk = { .d = { ga->d, gb->d } };
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 		acc[i] = r16_step(dw, &tk, i, _mm512_load_si512(c[i]), acc[i]);
 }
 
@@ -210,18 +211,17 @@ ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int s)
 	return s % 2 ? hi : lo;
 }
 
-/* The end of a K-type super-block at sb for the first nt tokens of the
- * packed pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end
- * one. */
+/* The end of a K-type super-block at sb for the 16 tokens of the packed
+ * pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end one. */
 ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct quant_gemm_kblock *ga,
-			       const struct quant_gemm_kblock *gb, int nt, const __m512i S[AMX_TOKENS],
+			       const struct quant_gemm_kblock *gb, const __m512i S[AMX_TOKENS],
 			       __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
 {
 	const struct r16_toks tk = { { (const uint8_t *)ga->quads, (const uint8_t *)gb->quads },
 				     { (const uint8_t *)ga->bsum_pairs, (const uint8_t *)gb->bsum_pairs },
 				     { ga->d, gb->d },
 				     sizeof ga->quads[0] };
-	r16k_finish(t, sb, &tk, nt, S, acc, accm);
+	r16k_finish(t, sb, &tk, AMX_TOKENS, S, acc, accm);
 }
 
 /* The next tile's lines, into L2, a few at each run of every pass over
@@ -247,27 +247,27 @@ ALWAYS_INLINE void amx_prefetch_run(const struct amx_pf *pf, int64_t r)
 		__builtin_prefetch(pf->next + 64 * l, 0, 2); /* prefetcht1 */
 }
 
-/* Run r's stored C (16 or T tokens' rows) into the first nt tokens' sums:
+/* Run r's stored C (16 or T tokens' rows) into the 16 tokens' sums:
  * Q8_0 / Q5_0 into acc; K types into S, and at a super-block's last run
  * from S into acc and accm. */
-ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r, int nt,
+ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r,
 				  const int32_t c[AMX_TOKENS][QUANT_R16_ROWS], const void *g0, const void *g1,
 				  __m512i S[AMX_TOKENS], __m512 acc[AMX_TOKENS], __m512 accm[AMX_TOKENS])
 {
 	if (!quant_r16_k_type(t)) {
 		const struct quant_gemm_block *ga = g0, *gb = g1;
-		amx_block_step(t, tile, r, nt, c, ga + r, gb + r, acc);
+		amx_block_step(t, tile, r, c, ga + r, gb + r, acc);
 		return;
 	}
 	const int64_t per = amx_runs_per_block(t), b = r / per;
 	const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
 	const __m512i sc = amx_run_scale(t, sb, (int)(r % per));
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
 	if (r % per == per - 1) {
 		const struct quant_gemm_kblock *ga = g0, *gb = g1;
-		amx_sb_step(t, sb, ga + b, gb + b, nt, S, acc, accm);
-		_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+		amx_sb_step(t, sb, ga + b, gb + b, S, acc, accm);
+		_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 			S[i] = _mm512_setzero_si512();
 	}
 }
@@ -287,14 +287,13 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
 			      const struct amx_pf *pf, __m512 out[AMX_TOKENS])
 {
-	const int nt = AMX_TOKENS;
 	int32_t c[2][AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
-	if (m < nt) /* their rows past m are never stored to */
+	if (m < AMX_TOKENS) /* their rows past m are never stored to */
 		for (int k = 0; k < 2; k++)
-			memset(c[k][m], 0, sizeof c[k][0] * (size_t)(nt - m));
+			memset(c[k][m], 0, sizeof c[k][0] * (size_t)(AMX_TOKENS - m));
 	__m512 acc[AMX_TOKENS], accm[AMX_TOKENS];
 	__m512i S[AMX_TOKENS];
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++) {
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++) {
 		acc[i] = accm[i] = _mm512_setzero_ps();
 		S[i] = _mm512_setzero_si512();
 	}
@@ -312,11 +311,11 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 			amx_issue(t, u, a, a_stride, r + 2);
 		if (r + 3 < runs)
 			amx_issue(t, u, a, a_stride, r + 3);
-		amx_finish_run(t, tile, r, nt, c[0], g0, g1, S, acc, accm);
+		amx_finish_run(t, tile, r, c[0], g0, g1, S, acc, accm);
 		if (r + 1 < runs)
-			amx_finish_run(t, tile, r + 1, nt, c[1], g0, g1, S, acc, accm);
+			amx_finish_run(t, tile, r + 1, c[1], g0, g1, S, acc, accm);
 	}
-	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
+	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
 }
 
@@ -365,11 +364,11 @@ ALWAYS_INLINE bool amx_takes(enum qtype t, int64_t n, const void *packed, int64_
 	return packed && n <= AMX_MAX_BLOCKS * QK && T >= amx_min_tokens(t);
 }
 
-/* The gemm_r16 contract (quant.h) for t on a call amx_takes: the tokens
- * 16 at a time (or all of fewer than 16) over each tile of [r0, r1) (the
- * tile unpacked into u, AMX_U_BYTES, for all of them while the next is
- * prefetched into L2, up to the tiles of r_pf), then any past the last
- * full 16 through amx_fallback[t]. */
+/* The gemm_r16 contract (quant.h) for t on a call amx_takes: chunk by
+ * chunk of tokens, each tile of [r0, r1) unpacked into u (AMX_U_BYTES)
+ * and taken 16 tokens at a time (or all of fewer than 16), the first
+ * chunk prefetching the next tile into L2 (up to the tiles of r_pf); then
+ * any tokens past the last full 16 through amx_fallback[t]. */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
 			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u)
@@ -386,7 +385,7 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	const size_t tile_bytes = quant_r16_tile_bytes(t, n);
 	const int64_t tiles_end = ((r_pf > r1 ? r_pf : r1) + QUANT_R16_ROWS - 1) / QUANT_R16_ROWS;
 	const int64_t runs = nb * amx_runs_per_block(t);
-	/* each pass of 16 tokens over a tile prefetches its share of the next */
+	const size_t lines = (tile_bytes + 63) / 64;
 	/* the tokens in chunks whose activation rows stay in L1 while the
 	 * call's tiles pass (the tiles come back from L2 for the next chunk);
 	 * rows too long for 32 tokens' (Q8_K of 1024 and more) in one chunk:
@@ -397,8 +396,7 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	 * 24 -> 18-21, gate_up 68 -> 52-58; the AVX-512 table's 24-25 and
 	 * 70-72 in the same rounds. The megakernel, a few tiles a call, gains
 	 * nothing (its prefill within noise). */
-	const size_t row_bytes = (size_t)nb * (kt ? sizeof(struct block_q8_K) : sizeof(struct block_q8_0));
-	int64_t chunk = (int64_t)(AMX_CHUNK_BYTES / row_bytes) / AMX_TOKENS * AMX_TOKENS;
+	int64_t chunk = (int64_t)(AMX_CHUNK_BYTES / a_stride) / AMX_TOKENS * AMX_TOKENS;
 	chunk = chunk < 2 * AMX_TOKENS ? T_amx : chunk;
 	struct amx_tilecfg cfg __attribute__((aligned(64)));
 	amx_configure(&cfg, amx_run_k(t), T);
@@ -406,7 +404,7 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 		const int64_t c1 = T_amx - c0 < chunk ? T_amx : c0 + chunk;
 		/* the first chunk's passes prefetch the next tile, each a share */
 		const int64_t passes = (c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS;
-		const size_t lines = (tile_bytes + 63) / 64, share = (lines + (size_t)passes - 1) / (size_t)passes;
+		const size_t share = (lines + (size_t)passes - 1) / (size_t)passes;
 		const size_t per_run = (share + (size_t)runs - 1) / (size_t)runs;
 		for (int64_t ti = r0 / QUANT_R16_ROWS; ti * QUANT_R16_ROWS < r1; ti++) {
 			const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
