@@ -5,8 +5,12 @@
  * buffer of `bytes` (as large as the weights, so it cannot sit in cache).
  * It is kept for measurements spread over a benchmark (the bandwidth of a
  * shared host drifts between them): create commits the buffer (NULL out
- * of memory; free with destroy, NULL is fine), measure returns the median
- * GB/s of `runs` passes (0 for a NULL probe or runs outside 1..64). */
+ * of memory; free with destroy, NULL is fine), measure returns the GB/s
+ * of the faster of its reads (the prefetch distances of bench.c), each
+ * the median of `runs` passes (0 for a NULL probe or runs outside
+ * 1..64). The buffer is mapped as the repacked weights are
+ * (ing_pages_alloc): a probe on smaller pages read slower than the
+ * weights stream, and overstated their share of the bandwidth. */
 #ifndef INGOT_BENCH_H
 #define INGOT_BENCH_H
 
@@ -39,11 +43,9 @@ uint64_t bench_int8_macs_avx512(long iters, int32_t *sink);
 
 /* The stream probe's loops, one a vector width (bench.c picks the widest
  * the matrix kernels use here): sum the 64-byte lines [0, lines) of p into
- * sink[0..7], prefetching each line BENCH_STREAM_AHEAD bytes before
- * reading it. */
-#define BENCH_STREAM_AHEAD 4096
-void bench_stream_sum_avx2(const void *p, size_t lines, uint64_t sink[8]);
-void bench_stream_sum_avx512(const void *p, size_t lines, uint64_t sink[8]);
+ * sink[0..7], prefetching each line `ahead` bytes before reading it. */
+void bench_stream_sum_avx2(const void *p, size_t lines, size_t ahead, uint64_t sink[8]);
+void bench_stream_sum_avx512(const void *p, size_t lines, size_t ahead, uint64_t sink[8]);
 
 /* Median of n doubles (sorts v in place). */
 double bench_median(double *v, int n);

@@ -42,12 +42,12 @@ uint64_t bench_int8_macs_avx2(long iters, int32_t *sink)
 
 /* The stream probe's read with the loads of the AVX2 kernels: a line is
  * two ymm loads, on two independent chains. */
-void bench_stream_sum_avx2(const void *p, size_t lines, uint64_t sink[8])
+void bench_stream_sum_avx2(const void *p, size_t lines, size_t ahead, uint64_t sink[8])
 {
 	const char *c = p;
 	__m256i a0 = _mm256_setzero_si256(), a1 = a0;
 	for (size_t l = 0; l < lines; l++) {
-		__builtin_prefetch(c + 64 * l + BENCH_STREAM_AHEAD, 0, 2); /* prefetcht1 */
+		__builtin_prefetch(c + 64 * l + ahead, 0, 2); /* prefetcht1 */
 		a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(c + 64 * l)));
 		a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(c + 64 * l + 32)));
 	}

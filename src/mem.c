@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define HDR 64
 
@@ -88,6 +89,25 @@ char *ing_strndup(const char *s, size_t n)
 	memcpy(p, s, n);
 	p[n] = '\0';
 	return p;
+}
+
+void *ing_pages_alloc(size_t bytes)
+{
+	if (bytes == 0)
+		return NULL;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	madvise(p, bytes, MADV_HUGEPAGE); /* advice: without it, 4 KB pages */
+#endif
+	return p;
+}
+
+void ing_pages_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
 }
 
 size_t ing_mem_live(void) { return atomic_load(&live_bytes); }

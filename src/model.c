@@ -302,8 +302,7 @@ void model_close(struct model *m)
 {
 	if (!m)
 		return;
-	if (m->r16_map)
-		munmap(m->r16_map, m->r16_bytes);
+	ing_pages_free(m->r16_map, m->r16_bytes);
 	ing_free(m->r16);
 	pthread_mutex_destroy(&m->r16_lock);
 	gguf_close(m->gguf);
@@ -488,18 +487,14 @@ static void r16_build(struct model *m, const struct quant_kernels *k)
 {
 	struct r16_build b = { .k = k };
 	matrices_each(m, r16_visit, &b);
-	void *p = b.bytes ? mmap(NULL, b.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-			  : MAP_FAILED;
-	if (p == MAP_FAILED)
+	void *p = ing_pages_alloc(b.bytes); /* huge pages: fewer TLB misses on the streams */
+	if (!p)
 		return;
 	struct r16_job *jobs = ing_malloc_array(b.n_jobs, sizeof *jobs);
 	if (!jobs) { /* no copies: the kernels read the plain rows */
-		munmap(p, b.bytes);
+		ing_pages_free(p, b.bytes);
 		return;
 	}
-#ifdef MADV_HUGEPAGE
-	madvise(p, b.bytes, MADV_HUGEPAGE); /* linear streams: fewer TLB misses */
-#endif
 	m->r16_map = p;
 	m->r16_bytes = b.bytes;
 	b = (struct r16_build){ .k = k, .jobs = jobs, .release = m->gguf->mapped };
