@@ -182,14 +182,16 @@ ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r
 
 /* One Q4_K super-block at sb against nt tokens into acc, accm. */
 ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
-			    __m512 *accm)
+			    __m512 *accm, const struct r16_pf *pf)
 {
+	const size_t share = quant_r16k_sb_bytes(QTYPE_Q4_K) / 8;
 	__m512i S[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		S[i] = _mm512_setzero_si512();
 	_Pragma("GCC unroll 1") for (int c = 0; c < 4; c++)
 		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 			const int s = 2 * c + h; /* the sub-block */
+			r16_prefetch_stream(pf, sb + (size_t)s * share, share);
 			__m512i q[8];
 			r16k_q4k_quads(sb, s, q);
 			r16k_run(q, 8, r16k_q4k_scale(sb, s), tk, 8 * s, nt, S);
@@ -199,13 +201,16 @@ ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt
 
 /* One Q6_K super-block at sb against nt tokens into acc: S = sum sc * u *
  * a - 32 * sum sc * bsum (r16k_q6k_quads, r16k_finish). */
-ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc)
+ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
+			    const struct r16_pf *pf)
 {
+	const size_t share = (quant_r16k_sb_bytes(QTYPE_Q6_K) + 7) / 8;
 	__m512i S[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		S[i] = _mm512_setzero_si512();
 	_Pragma("GCC unroll 1") for (int r = 0; r < 8; r++) { /* quads 8r .. 8r + 7 */
 		__m512i q[8], lo, hi;
+		r16_prefetch_stream(pf, sb + (size_t)r * share, share);
 		r16k_q6k_quads(sb, r, q);
 		/* scale pair r: sub-blocks 2r (quads 8r .. 8r + 3), 2r + 1 */
 		r16k_q6k_scales(sb, r, &lo, &hi);
@@ -245,12 +250,11 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
 		if (pf->ahead)
 			r16_prefetch(sb, sb_bytes);
-		r16_prefetch_stream(pf, sb, sb_bytes);
 		r16_prefetch_next(pf, b);
 		if (t == QTYPE_Q4_K)
-			r16k_q4k(sb, &tk, nt, acc, accm);
+			r16k_q4k(sb, &tk, nt, acc, accm, pf);
 		else
-			r16k_q6k(sb, &tk, nt, acc);
+			r16k_q6k(sb, &tk, nt, acc, pf);
 	}
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
