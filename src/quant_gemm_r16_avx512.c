@@ -45,6 +45,7 @@
 
 #include "quant.h"
 #include "quant_avx2_int.h"
+#define R16_STREAM_L1_AHEAD 1024 /* a pass of one token: quant_r16_drive.h */
 #include "quant_r16_drive.h"
 #include "quant_r16_avx512.h"
 
