@@ -35,11 +35,13 @@
 #include "mem.h"
 #include "quant.h"
 
-/* The probe: a buffer as large as the weights, read by every thread in
- * the widest loads the matrix kernels use here (quant_isa_detect). */
-static const size_t stream_aheads[] = { 2048, 4096 }; /* bytes */
+/* The prefetch distances a measurement reads at, in bytes (the faster
+ * counts). */
+static const size_t stream_aheads[] = { 2048, 4096 };
 #define STREAM_AHEADS (sizeof stream_aheads / sizeof stream_aheads[0])
 
+/* The probe: a buffer as large as the weights, read by every thread in
+ * the widest loads the matrix kernels use here (quant_isa_detect). */
 struct bench_stream {
 	uint64_t *buf;
 	size_t words, bytes; /* bytes mapped */

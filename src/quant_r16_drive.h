@@ -103,8 +103,8 @@ struct r16_pf {
  * than wait on L2. Measured on the Sapphire Rapids-class host (the
  * AVX-512 file; the AVX2 one, whose hosts were not at hand, leaves it
  * out), `ingot bench --batch 1 --runner mega --runs 5 --gen 64 --prompt
- * 16`, processes alternating A B B A, tok/s ratio: none against 512
- * bytes 1.036 (four cycles, each above 1.02), 256 against 512 0.967,
+ * 16`, processes alternating A B B A, tok/s ratio: 512 bytes against
+ * none 1.036 (four cycles, each above 1.02), 256 against 512 0.967,
  * 1024 against 512 1.014, 2048 against 1024 0.984. */
 #ifndef R16_STREAM_L1_AHEAD
 #define R16_STREAM_L1_AHEAD 0

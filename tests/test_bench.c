@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "check.h"
+#include "mem.h"
 #include "quant.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -65,6 +66,8 @@ static void test_probes(void)
 	CHECK(bench_stream_measure(pool, NULL, 3) == 0, "stream probe: NULL gives 0");
 	bench_stream_destroy(s);
 	bench_stream_destroy(NULL);
+	CHECK(ing_pages_alloc(0) == NULL, "pages: 0 bytes give NULL");
+	ing_pages_free(NULL, 0);
 	if (quant_isa_detect() >= QUANT_ISA_AVX2)
 		CHECK(bench_int8_peak(pool, 1) > 0, "int8 peak: a positive figure");
 	pool_destroy(pool);
