@@ -118,7 +118,8 @@ int cli_parse_int(const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
-int cli_parse_ints(const char *s, int *out, int max, long lo, long hi)
+int cli_parse_list(const char *s, int *out, int max, int (*item)(const char *tok, void *ctx),
+		   void *ctx)
 {
 	int n = 0;
 	char buf[256];
@@ -126,11 +127,29 @@ int cli_parse_ints(const char *s, int *out, int max, long lo, long hi)
 		return -1;
 	snprintf(buf, sizeof buf, "%s", s);
 	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-		if (n == max || cli_parse_int(tok, lo, hi, &out[n]))
+		int v = n < max ? item(tok, ctx) : -1;
+		if (v < 0)
 			return -1;
-		n++;
+		out[n++] = v;
 	}
 	return n > 0 ? n : -1;
+}
+
+struct int_range {
+	long lo, hi;
+};
+
+static int int_item(const char *tok, void *ctx)
+{
+	const struct int_range *r = ctx;
+	int v;
+	return cli_parse_int(tok, r->lo, r->hi, &v) ? -1 : v;
+}
+
+int cli_parse_ints(const char *s, int *out, int max, long lo, long hi)
+{
+	struct int_range r = { lo, hi };
+	return lo < 0 ? -1 : cli_parse_list(s, out, max, int_item, &r);
 }
 
 void cli_bad_value(const char *who, const struct option *lo, int opt, const char *arg,

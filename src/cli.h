@@ -30,8 +30,14 @@ int cli_threads(int requested);
  * *out: 0, or -1 (out untouched) for anything else. */
 int cli_parse_int(const char *s, long lo, long hi, int *out);
 
-/* A comma-separated list of at most max such integers (s under 256
- * bytes) into out: how many, or -1. */
+/* A comma-separated list of at most max items (s under 256 bytes) into
+ * out, each the value item(token, ctx) returns (-1: not an item): how
+ * many, or -1. */
+int cli_parse_list(const char *s, int *out, int max, int (*item)(const char *tok, void *ctx),
+		   void *ctx);
+
+/* A list of such integers in [lo, hi] (lo >= 0: a negative value is the
+ * item parser's failure): how many, or -1. */
 int cli_parse_ints(const char *s, int *out, int max, long lo, long hi);
 
 struct option;

@@ -73,20 +73,10 @@ static int usage(void)
 	return 2;
 }
 
-static int parse_runners(const char *s, int *out)
+static int runner_item(const char *tok, void *ctx)
 {
-	int n = 0;
-	char buf[256];
-	if (strlen(s) >= sizeof buf)
-		return -1;
-	snprintf(buf, sizeof buf, "%s", s);
-	for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-		int k = runner_kind_parse(tok);
-		if (k < 0 || n == MAX_LIST)
-			return -1;
-		out[n++] = k;
-	}
-	return n > 0 ? n : -1;
+	(void)ctx;
+	return runner_kind_parse(tok);
 }
 
 enum { O_BATCH = 256, O_RUNNER, O_PROMPT, O_GEN, O_RUNS, O_JSON, O_PREFETCH, O_PROFILE,
@@ -110,7 +100,7 @@ static const char *parse_opt(struct bench_opts *o, int opt, const char *arg)
 		o->n_batches = cli_parse_ints(arg, o->batches, MAX_LIST, 1, 256);
 		return o->n_batches < 1 ? "a list of batch sizes 1 .. 256, e.g. 1,8,32" : NULL;
 	case O_RUNNER:
-		o->n_runners = parse_runners(arg, o->runners);
+		o->n_runners = cli_parse_list(arg, o->runners, MAX_LIST, runner_item, NULL);
 		return o->n_runners < 1 ? "a list of mega, graph" : NULL;
 	case O_PROMPT: return cli_parse_int(arg, 1, 8192, &o->prompt) ? "1 .. 8192 tokens" : NULL;
 	case O_GEN: return cli_parse_int(arg, 1, 4096, &o->gen) ? "1 .. 4096 steps" : NULL;
