@@ -225,27 +225,14 @@ ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct qua
 }
 
 /* The next tile's lines, into L2, a few at each run of every pass over
- * this one (each pass its share of the lines): a burst of prefetches for
- * the whole tile (170 lines of Q8_0) fills the line-fill buffers and
- * stalls the core until memory answers, and so does a rate above the
- * memory's (the first of two passes fetching it all: the LM head against
- * 32 tokens streamed at 6 GB/s a thread, computing at 60% of its hot
- * speed, memory and arithmetic hardly overlapping). next NULL: nothing to
- * fetch (the last tile). */
-struct amx_pf {
-	const uint8_t *next;
-	size_t lines, per_run;
-};
-
-ALWAYS_INLINE void amx_prefetch_run(const struct amx_pf *pf, int64_t r)
-{
-	if (!pf->next)
-		return;
-	const size_t l0 = (size_t)r * pf->per_run;
-	const size_t l1 = l0 + pf->per_run < pf->lines ? l0 + pf->per_run : pf->lines;
-	for (size_t l = l0; l < l1; l++)
-		__builtin_prefetch(pf->next + 64 * l, 0, 2); /* prefetcht1 */
-}
+ * this one (each pass its share of the lines: a struct r16_pf whose
+ * per_block is the lines a run, fetched by r16_prefetch_next): a burst of
+ * prefetches for the whole tile (170 lines of Q8_0) fills the line-fill
+ * buffers and stalls the core until memory answers, and so does a rate
+ * above the memory's (the first of two passes fetching it all: the LM
+ * head against 32 tokens streamed at 6 GB/s a thread, computing at 60% of
+ * its hot speed, memory and arithmetic hardly overlapping). next NULL:
+ * nothing to fetch (the last tile). */
 
 /* Run r's stored C (16 or T tokens' rows) into the 16 tokens' sums:
  * Q8_0 / Q5_0 into acc; K types into S, and at a super-block's last run
@@ -285,7 +272,7 @@ ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r,
  * -> 253-267 / 294, Q6_K 166-176 / 176-206 -> 192-193 / 220-221. */
 ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
 			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
-			      const struct amx_pf *pf, __m512 out[AMX_TOKENS])
+			      const struct r16_pf *pf, __m512 out[AMX_TOKENS])
 {
 	int32_t c[2][AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
 	if (m < AMX_TOKENS) /* their rows past m are never stored to */
@@ -302,8 +289,8 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 	if (runs > 1)
 		amx_issue(t, u, a, a_stride, 1);
 	for (int64_t r = 0; r < runs; r += 2) {
-		amx_prefetch_run(pf, r);
-		amx_prefetch_run(pf, r + 1);
+		r16_prefetch_next(pf, r);
+		r16_prefetch_next(pf, r + 1);
 		_tile_stored(TC0, c[0], 64);
 		if (r + 1 < runs)
 			_tile_stored(TC1, c[1], 64);
@@ -418,8 +405,9 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 				const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
 				/* this pass's share of the next tile: lines [l0, l0 + share) */
 				const size_t l0 = (size_t)((t0 - c0) / AMX_TOKENS) * share;
-				const struct amx_pf pf = { next && l0 < lines ? next + 64 * l0 : NULL,
-							   l0 + share < lines ? share : lines - l0, per_run };
+				const struct r16_pf pf = { .next = next && l0 < lines ? next + 64 * l0 : NULL,
+							   .lines = l0 + share < lines ? share : lines - l0,
+							   .per_block = per_run };
 				__m512 acc[AMX_TOKENS];
 				amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
 				for (int i = 0; i < m; i++)

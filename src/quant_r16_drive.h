@@ -122,7 +122,7 @@ static inline void r16_prefetch_stream(const struct r16_pf *pf, const uint8_t *p
 }
 
 /* Block b's share of the next run's lines, into L2 (prefetcht1). */
-static inline void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
+ALWAYS_INLINE void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
 {
 	if (!pf->next)
 		return;
