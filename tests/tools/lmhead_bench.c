@@ -9,16 +9,16 @@
  *                [--type q8_0|q5_0|q4_k|q6_k]
  *
  * --amx: the amx table's kernel instead of the AVX-512 one (exits 2 where
- * the CPU or the OS does not offer it). --type: a matrix of that type as
- * size instead (the K types 2048 columns wide, as the default model's
- * ffn_down): the layers' types streaming from memory.
+ * the CPU or the OS does not offer it). --type: a matrix of that type
+ * and about that size instead (the K types 2048 columns wide, as the
+ * default model's ffn_down): the layers' types streaming from memory.
  *
  * The weights live on pages mapped as the model maps its repacked copies
  * (ing_pages_alloc: huge pages where offered; on the Sapphire
  * Rapids-class host a 4 KB-page copy read ~25% slower). Random quants
  * with small sane scales (quant_fill.h); the results are not checked
- * (that is test_quant's job). The 178 MB of weights do not fit in any
- * cache, so every round reads them from memory once per pass of groups.
+ * (that is test_quant's job). The 170-190 MB of weights do not fit in
+ * any cache, so every round reads them from memory once per pass of groups.
  * Needs the AVX-512 table's repacked kernel (exits 2 without it). */
 #include <getopt.h>
 #include <pthread.h>
