@@ -8,8 +8,10 @@
  * Why the repacked layout fits: a tile's quad vectors (quad vector k: row
  * j's quants 4k .. 4k+3 at bytes 4j .. 4j+3) are the layout of a B tile,
  * K / 4 rows x 64 bytes, which TDPBSSD / TDPBSUD read as 16 columns of 4
- * bytes a row; the A tile is 16 tokens' K activation quants, loaded
- * straight from their plain rows (a_stride apart). One product gives
+ * bytes a row; the A tile is 16 tokens' K activation quants, gathered
+ * run by run for a chunk of tokens (amx_gather), or where the chunk is
+ * too large for that loaded straight from their plain rows (a_stride
+ * apart). One product gives
  * C[token][row] = sum a * q over the K elements for 16 x 16 pairs.
  *
  * The contracts (quant_gemm_avx2.c, quant_gemm_k_avx2.c) scale each
@@ -70,6 +72,7 @@
 #define AMX_CHUNK_BYTES (32u * 1024) /* activation rows a chunk of tokens (amx_gemm) */
 #define AMX_MAX_BLOCKS 64 /* longest row unpacked on the stack: 2048 elements, 32 KB */
 #define AMX_U_BYTES (AMX_MAX_BLOCKS * QK * QUANT_R16_ROWS)
+#define AMX_A_BYTES (32u * 1024) /* a chunk's activation quants gathered run by run (amx_gather) */
 
 /* Tile registers, as literal numbers (the intrinsics paste them into the
  * instruction): A (16 tokens x K bytes, or a call's T < 16), B (K / 4 rows
@@ -156,6 +159,46 @@ ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *u, int64_t r
 	return u + (size_t)r * (size_t)amx_run_k(t) * QUANT_R16_ROWS;
 }
 
+/* Where a pass's A tiles come from: the 16 tokens' plain rows (stride
+ * apart, run r inside each row, amx_run_a), or, gathered (amx_gather),
+ * run r's 16 x K bytes contiguous at base + r * 16 * K. */
+struct amx_a {
+	const uint8_t *base;
+	size_t stride;
+	bool gathered;
+};
+
+ALWAYS_INLINE const uint8_t *amx_a_run(enum qtype t, const struct amx_a *a, int64_t r)
+{
+	return a->gathered ? a->base + (size_t)r * AMX_TOKENS * (size_t)amx_run_k(t) : amx_run_a(t, a->base, r);
+}
+
+/* Tokens [c0, c1) of the plain rows at a (a_stride apart) gathered into
+ * g, pass by pass (16 tokens), run by run: token c0 + 16p + i's run r at
+ * g + ((p * runs + r) * 16 + i) * K, so that an A tile is one contiguous
+ * 16 x K load. From the rows a tile load reads K bytes at an offset of 2
+ * (Q8_0) or 4 (Q8_K) in each block, a line split for about half the
+ * tokens. The caller checks that the chunk fits AMX_A_BYTES. Measured on
+ * the Sapphire Rapids-class host, `quant_bench --gemm 32,64` (one thread,
+ * hot), amx/r16 G multiply-adds/s at T = 32 / 64, two rounds each: Q8_0
+ * 208-243 / 216-231 -> 280 / 283-285; Q5_0 254-265 / 250-254 -> 298 /
+ * 295-297 (the K types' 2048-wide rows do not fit 32 tokens: unchanged);
+ * three more alternations against the rows: Q8_0 T = 32 257-259 -> 278-
+ * 280, Q5_0 T = 32 254-279 -> 278-284. `ingot bench --batch 32 --prompt
+ * 512 --runner mega --runs 3 --gen 32`, three alternations, tok/s: batch
+ * 32 1121-1167 -> 1176-1179, prefill 2048-2096 -> 2090-2129. */
+ALWAYS_INLINE void amx_gather(enum qtype t, const uint8_t *a, size_t a_stride, int64_t c0, int64_t c1,
+			      int64_t runs, uint8_t *g)
+{
+	const size_t K = (size_t)amx_run_k(t);
+	for (int64_t tk = c0; tk < c1; tk++) {
+		const int64_t p = (tk - c0) / AMX_TOKENS, i = (tk - c0) % AMX_TOKENS;
+		const uint8_t *row = a + (size_t)tk * a_stride;
+		for (int64_t r = 0; r < runs; r++)
+			memcpy(g + (size_t)((p * runs + r) * AMX_TOKENS + i) * K, amx_run_a(t, row, r), K);
+	}
+}
+
 /* C += A * B: Q8_0 and Q5_0 unpacked as signed quants (TDPBSSD, no
  * offset to take back out), the K types as unsigned (TDPBSUD). The tile
  * numbers must be literals. */
@@ -168,9 +211,10 @@ ALWAYS_INLINE const uint8_t *amx_run_b(enum qtype t, const uint8_t *u, int64_t r
 	} while (0)
 
 /* Run r's C into tile set r % 2. */
-ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *u, const uint8_t *a, size_t a_stride, int64_t r)
+ALWAYS_INLINE void amx_issue(enum qtype t, const uint8_t *u, const struct amx_a *a, int64_t r)
 {
-	const uint8_t *ar = amx_run_a(t, a, r), *br = amx_run_b(t, u, r);
+	const uint8_t *ar = amx_a_run(t, a, r), *br = amx_run_b(t, u, r);
+	const size_t a_stride = a->gathered ? (size_t)amx_run_k(t) : a->stride;
 	if (r % 2 == 0) {
 		_tile_loadd(TA0, ar, a_stride);
 		_tile_loadd(TB0, br, 64);
@@ -260,7 +304,7 @@ ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r,
 }
 
 /* One tile against m tokens (16, or a call's T < 16 configured for: more
- * than 8, amx_min_tokens): their plain rows at a (a_stride apart), their
+ * than 8, amx_min_tokens): their activation quants as a says, their
  * packed groups at g0 and g1 (nb blocks or super-blocks each), into
  * out[0 .. 16) (the lanes past m are computed from zeros and dropped).
  * Two runs a stage: their products are stored, the next two issued into
@@ -271,7 +315,7 @@ ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r,
  * 322-325, Q5_0 385 / 348-351 -> 391-392 / 340-387, Q4_K 243-259 / 293-297
  * -> 253-267 / 294, Q6_K 166-176 / 176-206 -> 192-193 / 220-221. */
 ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *u, int64_t nb,
-			      const uint8_t *a, size_t a_stride, const void *g0, const void *g1, int m,
+			      const struct amx_a *a, const void *g0, const void *g1, int m,
 			      const struct r16_pf *pf, __m512 out[AMX_TOKENS])
 {
 	int32_t c[2][AMX_TOKENS][QUANT_R16_ROWS] __attribute__((aligned(64)));
@@ -285,9 +329,9 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 		S[i] = _mm512_setzero_si512();
 	}
 	const int64_t runs = nb * amx_runs_per_block(t);
-	amx_issue(t, u, a, a_stride, 0);
+	amx_issue(t, u, a, 0);
 	if (runs > 1)
-		amx_issue(t, u, a, a_stride, 1);
+		amx_issue(t, u, a, 1);
 	for (int64_t r = 0; r < runs; r += 2) {
 		r16_prefetch_next(pf, r);
 		r16_prefetch_next(pf, r + 1);
@@ -295,9 +339,9 @@ ALWAYS_INLINE void amx_tokens(enum qtype t, const uint8_t *tile, const uint8_t *
 		if (r + 1 < runs)
 			_tile_stored(TC1, c[1], 64);
 		if (r + 2 < runs)
-			amx_issue(t, u, a, a_stride, r + 2);
+			amx_issue(t, u, a, r + 2);
 		if (r + 3 < runs)
-			amx_issue(t, u, a, a_stride, r + 3);
+			amx_issue(t, u, a, r + 3);
 		amx_finish_run(t, tile, r, c[0], g0, g1, S, acc, accm);
 		if (r + 1 < runs)
 			amx_finish_run(t, tile, r + 1, c[1], g0, g1, S, acc, accm);
@@ -358,7 +402,7 @@ ALWAYS_INLINE bool amx_takes(enum qtype t, int64_t n, const void *packed, int64_
  * any tokens past the last full 16 through amx_fallback[t]. */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
 			    int64_t r1, const void *a, size_t a_stride, const void *packed, int64_t T,
-			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u)
+			    float *y, int64_t y_stride, int64_t r_pf, uint8_t *u, uint8_t *ga)
 {
 	if (r0 >= r1)
 		return;
@@ -389,6 +433,10 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	amx_configure(&cfg, amx_run_k(t), T);
 	for (int64_t c0 = 0; c0 < T_amx; c0 += chunk) {
 		const int64_t c1 = T_amx - c0 < chunk ? T_amx : c0 + chunk;
+		const size_t pass_bytes = (size_t)runs * AMX_TOKENS * (size_t)amx_run_k(t);
+		const bool gather = (size_t)((c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS) * pass_bytes <= AMX_A_BYTES;
+		if (gather)
+			amx_gather(t, a, a_stride, c0, c1, runs, ga);
 		/* the first chunk's passes prefetch the next tile, each a share */
 		const int64_t passes = (c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS;
 		const size_t share = (lines + (size_t)passes - 1) / (size_t)passes;
@@ -402,14 +450,18 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 				const int m = (int)(c1 - t0 < AMX_TOKENS ? c1 - t0 : AMX_TOKENS);
 				const uint8_t *g0 = (const uint8_t *)packed + (size_t)(t0 / QUANT_GEMM_GROUP) * group_bytes;
 				const uint8_t *g1 = m > QUANT_GEMM_GROUP ? g0 + group_bytes : g0;
-				const uint8_t *at = (const uint8_t *)a + (size_t)t0 * a_stride;
+				const struct amx_a at = {
+					gather ? ga + (size_t)((t0 - c0) / AMX_TOKENS) * pass_bytes
+					       : (const uint8_t *)a + (size_t)t0 * a_stride,
+					a_stride, gather
+				};
 				/* this pass's share of the next tile: lines [l0, l0 + share) */
 				const size_t l0 = (size_t)((t0 - c0) / AMX_TOKENS) * share;
 				const struct r16_pf pf = { .next = next && l0 < lines ? next + 64 * l0 : NULL,
 							   .lines = l0 + share < lines ? share : lines - l0,
 							   .per_block = per_run };
 				__m512 acc[AMX_TOKENS];
-				amx_tokens(t, tile, u, nb, at, a_stride, g0, g1, m, &pf, acc);
+				amx_tokens(t, tile, u, nb, &at, g0, g1, m, &pf, acc);
 				for (int i = 0; i < m; i++)
 					_mm512_mask_storeu_ps(y + (t0 + i) * y_stride + ti * QUANT_R16_ROWS, rows,
 							      acc[i]);
@@ -427,7 +479,7 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 }
 
 /* An entry: the calls the tiles take to amx_gemm, with the unpacking
- * buffer (32 KB) in a frame of their own; the rest straight to the
+ * and gathering buffers (32 KB each) in a frame of their own; the rest straight to the
  * fallback. */
 #define AMX_ENTRY(fn, type)                                                                         \
 	__attribute__((noinline)) static void fn##_tiles(                                           \
@@ -436,7 +488,8 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 		int64_t r_pf)                                                                       \
 	{                                                                                              \
 		uint8_t u[AMX_U_BYTES] __attribute__((aligned(64)));                                    \
-		amx_gemm(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf, u);  \
+		uint8_t ga[AMX_A_BYTES] __attribute__((aligned(64)));                                   \
+		amx_gemm(type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride, r_pf, u, ga); \
 	}                                                                                              \
 	static void fn(int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a, \
 		       size_t a_stride, const void *packed, int64_t T, float *y, int64_t y_stride,     \
