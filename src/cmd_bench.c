@@ -195,7 +195,7 @@ static int prefill_seqs(struct bench_ctx *c, struct fwd *f, struct runner *r, in
 				want[n] = p0 + i == P - 1;
 			}
 		struct fwd_batch b = { .n = n, .tokens = tok, .pos = pos, .seq = seq,
-				       .want_logits = want, .argmax = true };
+				       .want_logits = want, .argmax = true, .argmax_only = true };
 		if (runner_step(r, &b, &c->err))
 			return -1;
 	}
@@ -235,7 +235,8 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 			pos[s] = P + g;
 			seq[s] = s;
 		}
-		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq, .argmax = true };
+		struct fwd_batch d = { .n = B, .tokens = tok, .pos = pos, .seq = seq, .argmax = true,
+				       .argmax_only = true };
 		bool w[256];
 		for (int s = 0; s < B; s++)
 			w[s] = true;

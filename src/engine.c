@@ -749,6 +749,17 @@ static bool req_takes_argmax(const struct req *q)
 	       sampler_is_plain_greedy(q->sampler);
 }
 
+/* Whether batch row i's logits are read only through its argmax: its
+ * token comes from the LM head's argmax (req_takes_argmax: no bias, mask,
+ * stop masking or grammar, greedy, so emit_token touches no logit and
+ * spec_accept_sampled is never called), with no log-probabilities asked
+ * and no prompt token scored from it. */
+static bool row_argmax_only(const struct engine *e, int64_t i)
+{
+	const struct req *q = e->b_req[i];
+	return req_takes_argmax(q) && q->top_logprobs < 0 && !req_scores_at(q, e->b_pos[i]);
+}
+
 /* Whether tok ends q's generation: an end-of-generation token (unless
  * ignore_eos) or one of its stop ids. */
 static bool req_stops_at(const struct engine *e, const struct req *q, int32_t tok)
@@ -843,6 +854,9 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
 				       .want_logits = e->b_want };
 		for (int64_t i = 0; i < n && !b.argmax; i++)
 			b.argmax = e->b_want[i] && req_takes_argmax(e->b_req[i]);
+		b.argmax_only = b.argmax;
+		for (int64_t i = 0; i < n && b.argmax_only; i++)
+			b.argmax_only = !e->b_want[i] || row_argmax_only(e, i);
 		int rc = runner_step(e->r, &b, err);
 		if (rc != ING_ERR_NOMEM)
 			return rc;

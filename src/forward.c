@@ -12,7 +12,9 @@
  *
  * The LM head can also find the greedy token: with fwd_batch.argmax each
  * thread scans its share of the vocabulary tile by tile right after
- * computing it, so a greedy caller never reads the V logits again. */
+ * computing it, so a greedy caller never reads the V logits again; with
+ * argmax_only too, the tiles go to a buffer of the thread's that stays in
+ * cache and the logits rows are not written at all. */
 #include "forward.h"
 
 #include <math.h>
@@ -22,6 +24,21 @@
 #include "ops.h"
 
 enum act_src { SRC_ATTN_IN, SRC_ATTN_OUT, SRC_FFN_IN, SRC_FFN_HID, SRC_OUT, SRC_COUNT };
+
+/* Logits per LM-head tile when the argmax is fused: a tile's logits
+ * (rows * n_out floats, 256 KB) are scanned while still in L2. Tiles were
+ * 512 rows; each tile's matmul call then ended its prefetch stream at the
+ * tile's end (the kernels prefetch up to 128 rows ahead), a stall a tile.
+ * (Each call now names the rows after it, r_pf, which the prefetches go
+ * on into.) With argmax_only a tile goes to the thread's lm_tile, which
+ * holds LM_HEAD_TILE_FLOATS and the up to 15 more rows of a tile that
+ * starts inside one of the kernels' 16-row tiles (exec_lm_head_argmax);
+ * from LM_TILE_ONLY_MAX logits rows on, the logits rows are written as
+ * for argmax alone. */
+#define LM_HEAD_TILE_FLOATS 65536
+#define LM_HEAD_TILE_MIN 512
+#define LM_TILE_ONLY_MAX 256
+#define LM_TILE_BUF_FLOATS (LM_HEAD_TILE_FLOATS + QUANT_R16_ROWS * LM_TILE_ONLY_MAX)
 /* Distinct rope bases whose angles a step makes once (Gemma 3: local and
  * global layers'): sincosf for every pair of every row in every layer was
  * two thirds of rope_store, about 3% of a 512-token prefill. */
@@ -55,6 +72,7 @@ struct fwd {
 	float *hb, *hb2;             /* [max_batch][F] */
 	float *logits;               /* [max_out][V] */
 	float *scratch;              /* [n_threads][scratch_floats] */
+	float *lm_tile;              /* [n_threads][LM_TILE_BUF_FLOATS] (exec_lm_head) */
 	size_t scratch_floats;       /* ops_attend_group's scratch for a thread */
 	const void **rowptr;         /* [n_threads][2][n_ctx] K/V row pointers */
 	enum ops_kv_type kv_type;    /* how the KV cache stores rows */
@@ -77,6 +95,7 @@ struct fwd {
 	int64_t *seq_next;           /* [n_seq] scratch for batch validation */
 	int64_t n_out;
 	bool argmax;                 /* fill best[] in the LM head */
+	bool argmax_only;            /* ... and keep the logits in lm_tile only */
 	struct ops_best *best;       /* [n_threads][max_out] argmax of each thread's share */
 	struct fwd_op *ops;
 	int n_ops;
@@ -181,6 +200,7 @@ static int alloc_buffers(struct fwd *f)
 	f->scratch_floats = ops_attend_group_scratch(OPS_ATTEND_GROUP_MAX, f->cfg.n_ctx,
 						     f->hp->head_dim, f->hp->head_dim_v, f->kv_type);
 	f->scratch = ing_malloc_array((size_t)f->cfg.n_threads, f->scratch_floats * sizeof(float));
+	f->lm_tile = ing_malloc_array((size_t)f->cfg.n_threads, LM_TILE_BUF_FLOATS * sizeof(float));
 	f->tile_row = ing_malloc_array(B, sizeof(int32_t));
 	f->tile_len = ing_malloc_array(B, sizeof(int32_t));
 	f->best = ing_malloc_array((size_t)f->cfg.n_threads, (size_t)f->max_out * sizeof *f->best);
@@ -192,9 +212,9 @@ static int alloc_buffers(struct fwd *f)
 	f->seq_next = ing_malloc_array((size_t)f->cfg.n_seq, sizeof(int64_t));
 	f->ops = ing_malloc_array((size_t)FWD_MAX_OPS(hp->n_layer), sizeof(struct fwd_op));
 	if (!f->x || !f->tmp || !f->xb || !f->q || !f->kk || !f->vv || !f->att || !f->hb ||
-	    !f->hb2 || !f->logits || !f->best || !f->scratch || !f->rowptr || !f->tokens ||
-	    !f->pos || !f->seq || !f->out_rows || !f->tile_row || !f->tile_len || !f->seq_next ||
-	    !f->ops)
+	    !f->hb2 || !f->logits || !f->best || !f->scratch || !f->lm_tile || !f->rowptr ||
+	    !f->tokens || !f->pos || !f->seq || !f->out_rows || !f->tile_row || !f->tile_len ||
+	    !f->seq_next || !f->ops)
 		return ING_ERR_NOMEM;
 	/* the logits rows (a MB each on a 262k vocabulary) are written now:
 	 * otherwise their pages are first touched whenever a step first wants
@@ -377,7 +397,7 @@ void fwd_destroy(struct fwd *f)
 		return;
 	kv_destroy(f->kv);
 	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
-			 f->logits, f->best, f->scratch, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->tile_row, f->tile_len,
+			 f->logits, f->best, f->scratch, f->lm_tile, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->tile_row, f->tile_len,
 			 f->seq_next, f->ops, f->layer_rope, f->rope_cs, f->rope_sn };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
@@ -504,6 +524,7 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 		if (b->want_logits ? b->want_logits[i] : i == T - 1)
 			f->out_rows[f->n_out++] = i;
 	f->argmax = b->argmax;
+	f->argmax_only = b->argmax && b->argmax_only;
 	if (f->argmax) /* a thread with no share of the LM head leaves its slots empty */
 		for (int th = 0; th < f->cfg.n_threads; th++)
 			for (int64_t o = 0; o < f->n_out; o++)
@@ -757,14 +778,64 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 	}
 }
 
-/* Logits per LM-head tile when the argmax is fused: a tile's logits
- * (rows * n_out floats, 256 KB) are scanned while still in L2. Tiles were
- * 512 rows; each tile's matmul call then ended its prefetch stream at the
- * tile's end (the kernels prefetch up to 128 rows ahead), a stall a tile.
- * (Each call now names the rows after it, r_pf, which the prefetches go
- * on into.) */
-#define LM_HEAD_TILE_FLOATS 65536
-#define LM_HEAD_TILE_MIN 512
+/* Rows [r0, r1) of the LM head into y[o * y_stride + (r - base)] for
+ * each logits row o, base = r0 rounded down to a multiple of
+ * QUANT_R16_ROWS: the matrix is taken from row base on (its repacked
+ * tiles or its plain rows from there; a view of W with the rows before
+ * base dropped), so the kernels' row index is y's column. Returns base. */
+static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, int64_t r_pf, float *y,
+				 int64_t y_stride)
+{
+	const struct gguf_tensor *W = f->m->output;
+	const int64_t base = r0 / QUANT_R16_ROWS * QUANT_R16_ROWS, n = (int64_t)W->ne[0];
+	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
+	struct gguf_tensor v = *W;
+	v.data = (const uint8_t *)W->data + (size_t)base * row_bytes;
+	v.ne[1] = W->ne[1] - (uint64_t)base;
+	v.nelems = W->nelems - (uint64_t)base * W->ne[0];
+	v.nbytes = W->nbytes - (uint64_t)base * row_bytes;
+	const uint8_t *w16 = r16_of(f, W);
+	if (w16)
+		w16 += (size_t)(base / QUANT_R16_ROWS) * quant_r16_tile_bytes((enum qtype)W->type, n);
+	const struct act_buf *a = &f->act[SRC_OUT];
+	const enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
+	ops_matmul_rows(f->k, &v, w16, a->q[fm], a->row_bytes[fm], a->packed[fm], f->n_out, y, y_stride,
+			r0 - base, r1 - base, r_pf - base);
+	return base;
+}
+
+/* exec_lm_head for an argmax_only batch: each tile of rows into the
+ * thread's lm_tile, capped and scanned there, its best merged into the
+ * thread's. The logits rows are never written (at 32 rows, 33.5 MB a
+ * step, read for ownership and written back: as much memory traffic as a
+ * fifth of the weights), but for each row's logit 0, which fwd_argmax
+ * reads (ops_best_index). */
+static void exec_lm_head_argmax(struct fwd *f, int64_t u0, int64_t u1, int64_t r_pf, int ith)
+{
+	const float cap = (float)f->hp->final_softcap;
+	struct ops_best *best = f->best + (size_t)ith * (size_t)f->max_out;
+	float *buf = f->lm_tile + (size_t)ith * LM_TILE_BUF_FLOATS;
+	const int64_t tile = LM_HEAD_TILE_FLOATS / f->n_out / QUANT_R16_ROWS * QUANT_R16_ROWS;
+	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
+		r1 = u1 - r0 > tile ? r0 + tile : u1;
+		const int64_t width = r1 - r0 / QUANT_R16_ROWS * QUANT_R16_ROWS; /* <= tile + 15 */
+		const int64_t base = lm_head_rows_from(f, r0, r1, r_pf, buf, width);
+		for (int64_t o = 0; o < f->n_out; o++) {
+			float *row = buf + o * width;
+			if (cap > 0.0f)
+				for (int64_t r = r0 - base; r < r1 - base; r++)
+					row[r] = cap * tanhf(row[r] / cap);
+			struct ops_best b;
+			ops_best_init(&b);
+			ops_best_scan(&b, row, r0 - base, r1 - base);
+			if (b.idx >= 0)
+				b.idx += base;
+			ops_best_merge(&best[o], &b); /* the tiles come in order: as one scan */
+			if (r0 == 0)
+				f->logits[(size_t)o * (size_t)f->hp->n_vocab] = row[0];
+		}
+	}
+}
 
 static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int64_t u_pf, int ith)
 {
@@ -775,6 +846,10 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int64_t u_pf, in
 				     ? LM_HEAD_TILE_FLOATS / f->n_out
 				     : LM_HEAD_TILE_MIN;
 	const int64_t r_pf = u_pf > u1 ? u_pf : u1; /* after every tile: the rest of [u0, u_pf) */
+	if (f->argmax_only && f->n_out <= LM_TILE_ONLY_MAX) {
+		exec_lm_head_argmax(f, u0, u1, r_pf, ith);
+		return;
+	}
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = f->argmax && u1 - r0 > tile ? r0 + tile : u1;
 		matmul(f, f->m->output, SRC_OUT, f->n_out, f->logits, V, r0, r1, r_pf);

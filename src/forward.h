@@ -48,6 +48,10 @@ struct fwd_batch {
 	const bool *want_logits;    /* [n]; NULL: only the last row */
 	bool argmax;                /* the LM head also finds each logits row's
 				     * argmax as it computes it (fwd_argmax) */
+	bool argmax_only;           /* with argmax: the caller reads no logits row,
+				     * only fwd_argmax, so the LM head need not
+				     * store them (fwd_logits' rows are then
+				     * stale, but for their first logit) */
 };
 
 enum op_kind {
@@ -118,7 +122,8 @@ bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int64_t u0
 			const void **base, size_t *bytes);
 
 /* Logits of the planned batch: n_out rows of V floats, in batch order of
- * the rows that wanted logits. Valid until the next fwd_plan. */
+ * the rows that wanted logits. Valid until the next fwd_plan; not written
+ * by a batch with argmax_only. */
 float *fwd_logits(struct fwd *f, int64_t *n_out);
 
 /* ops_argmax of logits row o (o < n_out) as the LM head left it. When the

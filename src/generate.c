@@ -37,7 +37,7 @@ static int prefill(struct runner *r, struct fwd *f, const int32_t *prompt, int64
 			pos[i] = (int32_t)(i0 + i);
 		struct fwd_batch b = { .n = cnt, .tokens = prompt + i0, .pos = pos, .seq = seq,
 				       .want_logits = i0 + cnt < n ? no_logits : NULL,
-				       .argmax = argmax };
+				       .argmax = argmax, .argmax_only = argmax };
 		int rc = runner_step(r, &b, err);
 		if (rc)
 			return rc;
@@ -197,7 +197,8 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 			want[i] = true;
 		}
 		struct fwd_batch b = { .n = 1 + n_draft, .tokens = rows, .pos = rpos, .seq = rseq,
-				       .want_logits = want, .argmax = argmax };
+				       .want_logits = want, .argmax = argmax,
+				       .argmax_only = argmax && !rejection };
 		if ((rc = runner_step(r, &b, err)))
 			return rc;
 		st->n_steps++;

@@ -189,7 +189,8 @@ static int feed(struct spec_draft *d, int slot, int64_t from, int64_t to, ing_er
 		}
 		struct fwd_batch b = { .n = cnt, .tokens = tokens + i0, .pos = pos, .seq = seq,
 				       .want_logits = i0 + cnt < to ? no_logits : NULL,
-				       .argmax = !d->slots[slot].sampling };
+				       .argmax = !d->slots[slot].sampling,
+				       .argmax_only = !d->slots[slot].sampling };
 		int rc = runner_step(d->r, &b, err);
 		if (rc)
 			return rc;
@@ -249,7 +250,7 @@ int spec_draft_propose(struct spec_draft *d, int slot, int k, int32_t *draft, in
 			break;
 		int32_t p = (int32_t)(s->n + i), sq = slot;
 		struct fwd_batch b = { .n = 1, .tokens = &tok, .pos = &p, .seq = &sq,
-				       .argmax = !s->sampling };
+				       .argmax = !s->sampling, .argmax_only = !s->sampling };
 		if ((rc = runner_step(d->r, &b, err)))
 			return rc;
 		s->drafted[s->n_kv_draft++] = tok;

@@ -46,6 +46,7 @@ struct scores {
 
 struct result {
 	int32_t toks[256];
+	float lp[256]; /* each token's logprob (top_logprobs >= 0) */
 	int n;
 	int done, finish, error;
 	int64_t cached;
@@ -72,6 +73,7 @@ static void on_event(void *ud, const struct engine_event *ev)
 		}
 		sc->n++;
 	} else if (ev->kind == ENGINE_EV_TOKEN && r->n < 256) {
+		r->lp[r->n] = ev->logprob;
 		r->toks[r->n++] = ev->token;
 	} else if (ev->kind != ENGINE_EV_TOKEN) {
 		r->done = 1;
@@ -601,6 +603,50 @@ static void test_prompt_scoring(const struct result *solo)
 	engine_destroy(e, true);
 }
 
+/* A greedy request with top_logprobs, alone and then in the same steps as
+ * two greedy requests without: its logprobs are the forward pass's
+ * (score_reference over the prompt and the tokens), and batched the same
+ * tokens and logprobs bit for bit. (Rows of greedy requests alone leave
+ * the logits rows unwritten, fwd_batch.argmax_only; a row wanting
+ * logprobs must keep them.) */
+static void test_logprobs_batched(const struct result *solo)
+{
+	struct engine_params p = { .prompt = prompts[2], .n_prompt = prompt_len[2], .max_tokens = GEN,
+				   .top_logprobs = 2, .sample = sample_params_default() };
+	p.sample.temperature = 0;
+	static struct result alone, mixed, others[2];
+	uint64_t id;
+	ing_err err = { 0 };
+	struct engine *e = start(3, 0, 4);
+	if (!e)
+		return;
+	CHECK(engine_submit(e, &p, on_event, &alone, &id, &err) == ING_OK, "%s", err.msg);
+	wait_all(&alone, 1);
+	submit(e, 0, &others[0], GEN);
+	CHECK(engine_submit(e, &p, on_event, &mixed, &id, &err) == ING_OK, "%s", err.msg);
+	submit(e, 1, &others[1], GEN);
+	wait_all(&mixed, 1);
+	wait_all(others, 2);
+	int32_t seq[SCORE_N]; /* the prompt and the tokens: token j at prompt_len + j */
+	const int n = prompt_len[2] + alone.n;
+	memcpy(seq, prompts[2], sizeof(int32_t) * (size_t)prompt_len[2]);
+	memcpy(seq + prompt_len[2], alone.toks, sizeof(int32_t) * (size_t)alone.n);
+	struct scores ref = { 0 };
+	score_reference(seq, n, &ref);
+	bool same = alone.n > 0 && ref.n == n - 1;
+	for (int j = 0; same && j < alone.n; j++)
+		same = alone.lp[j] == ref.lp[prompt_len[2] - 1 + j];
+	CHECK(same, "a greedy request's logprobs are the forward pass's");
+	CHECK(alone.n > 0 && alone.n == solo[2].n && mixed.n == alone.n && !memcmp(alone.toks, mixed.toks, sizeof alone.toks) &&
+		      !memcmp(alone.lp, mixed.lp, sizeof alone.lp) &&
+		      !memcmp(alone.toks, solo[2].toks, sizeof alone.toks),
+	      "a logprobs request batched with greedy ones: its solo tokens and logprobs");
+	CHECK(!memcmp(others[0].toks, solo[0].toks, sizeof others[0].toks) &&
+		      !memcmp(others[1].toks, solo[1].toks, sizeof others[1].toks),
+	      "greedy requests batched with a logprobs one get their solo tokens");
+	engine_destroy(e, true);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -635,6 +681,7 @@ int main(void)
 	SCENARIO(test_shared_prefill());
 	SCENARIO(test_grammar_requests());
 	SCENARIO(test_prompt_scoring(solo));
+	SCENARIO(test_logprobs_batched(solo));
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_engine");
 }

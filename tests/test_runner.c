@@ -9,6 +9,8 @@
  *   3. a prompt prefilled in one step vs in chunks of 3 vs token by token;
  *   4. the argmax the LM head finds (fwd_batch.argmax) equals ops_argmax of
  *      every logits row, and finding it leaves the logits unchanged;
+ *   5. with argmax_only too, the same argmax, and no logits row written
+ *      but for its first logit;
  * all with an F32, an F16 and a Q8_0 KV cache. */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -31,7 +33,12 @@ struct rig {
 	struct runner *r;
 	int64_t V;
 	bool argmax; /* steps ask the LM head for the argmax */
+	bool argmax_only;     /* ... and for nothing else */
+	int64_t found[16];    /* argmax_only: fwd_argmax of each row of the script */
+	int n_found;
 };
+
+#define POISON 12345.0f /* what the logits rows hold before an argmax_only step */
 
 static enum qtype kv_type = QTYPE_F32; /* of the rigs opened */
 
@@ -66,13 +73,22 @@ static void step(struct rig *g, int n, const int32_t *tok, const int32_t *pos, c
 	for (int i = 0; i < n; i++)
 		want[i] = true;
 	struct fwd_batch b = { .n = n, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want,
-			       .argmax = g->argmax };
+			       .argmax = g->argmax || g->argmax_only, .argmax_only = g->argmax_only };
+	int64_t n_out;
+	float *lg = fwd_logits(g->f, &n_out);
+	if (g->argmax_only)
+		for (size_t i = 0; i < (size_t)n * (size_t)g->V; i++)
+			lg[i] = POISON;
 	ing_err err = { 0 };
 	int rc = runner_step(g->r, &b, &err);
 	CHECK(rc == ING_OK, "step: %s", err.msg);
-	int64_t n_out;
-	const float *lg = fwd_logits(g->f, &n_out);
+	lg = fwd_logits(g->f, &n_out);
 	memcpy(out, lg, (size_t)(n * g->V) * sizeof(float));
+	if (g->argmax_only) {
+		for (int64_t o = 0; o < n_out && g->n_found < 16; o++)
+			g->found[g->n_found++] = fwd_argmax(g->f, o);
+		return;
+	}
 	for (int64_t o = 0; o < n_out; o++)
 		CHECK(fwd_argmax(g->f, o) == ops_argmax(lg + o * g->V, g->V),
 		      "row %lld: fused argmax %lld, scan %lld", (long long)o,
@@ -122,6 +138,48 @@ static void test_schedules(struct model *m)
 				CHECK(memcmp(ref, got, sz) == 0,
 				      "%s KV, %s, %d threads, prefill chunks of %d: logits differ",
 				      qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads, chunk);
+			}
+	free(ref);
+	free(got);
+}
+
+/* The script with argmax_only against the reference's logits: each row's
+ * fused argmax is the reference row's, and its logits row kept the poison
+ * but for logit 0 (which fwd_argmax reads), for both runners and 1-3
+ * threads (3: shares that start inside a 16-row tile). */
+static void test_argmax_only(struct model *m)
+{
+	const int64_t V = m->hp.n_vocab;
+	const size_t sz = (size_t)10 * V * sizeof(float);
+	float *ref = malloc(sz), *got = malloc(sz);
+	struct rig g;
+	if (rig_open(&g, m, RUNNER_GRAPH, 1, 1) == 0) {
+		run_script(&g, 7, ref);
+		rig_close(&g);
+	}
+	const enum runner_kind kinds[2] = { RUNNER_GRAPH, RUNNER_MEGA };
+	for (int k = 0; k < 2; k++)
+		for (int threads = 1; threads <= 3; threads++)
+			for (int chunk = 1; chunk <= 7; chunk += 3) {
+				if (rig_open(&g, m, kinds[k], threads, 1))
+					continue;
+				g.argmax_only = true;
+				run_script(&g, chunk, got);
+				rig_close(&g);
+				CHECK(g.n_found == 10, "%d argmaxes found, not 10", g.n_found);
+				int64_t written = 0, wrong = 0;
+				for (int r = 0; r < g.n_found; r++) {
+					const float *want = ref + (size_t)r * V, *row = got + (size_t)r * V;
+					wrong += g.found[r] != ops_argmax(want, V);
+					written += memcmp(&row[0], &want[0], sizeof(float)) != 0;
+					for (int64_t i = 1; i < V; i++)
+						written += row[i] != POISON;
+				}
+				CHECK(wrong == 0 && written == 0,
+				      "%s KV, %s, %d threads, chunks of %d, argmax_only: %lld argmaxes "
+				      "wrong, %lld logits written or logit 0 wrong",
+				      qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads, chunk,
+				      (long long)wrong, (long long)written);
 			}
 	free(ref);
 	free(got);
@@ -189,6 +247,7 @@ int main(void)
 	for (int i = 0; i < 3; i++) {
 		kv_type = kv_types[i];
 		test_schedules(m);
+		test_argmax_only(m);
 		test_batch_rows(m, RUNNER_GRAPH);
 		test_batch_rows(m, RUNNER_MEGA);
 	}
