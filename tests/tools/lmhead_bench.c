@@ -28,6 +28,7 @@
  * Needs the AVX-512 table's repacked kernel (exits 2 without it). */
 #include <getopt.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,12 @@ static void *share_run(void *p)
 {
 	const struct share *s = p;
 	const struct bench *b = s->b;
+	/* pinned, as the model's pool pins its workers (a failure leaves the
+	 * thread unpinned: the figures are then the scheduler's) */
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(s->ith, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 	const void *packed = b->T >= QUANT_GEMM_PACK_MIN ? b->packed : NULL;
 	const size_t tile_bytes = quant_r16_tile_bytes(b->type, b->n);
 	for (int64_t r0 = s->r0; r0 < s->r1; r0 += b->piece) {
