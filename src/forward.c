@@ -809,7 +809,10 @@ static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, in
  * thread's. The logits rows are never written (at 32 rows, 33.5 MB a
  * step, read for ownership and written back: as much memory traffic as a
  * fifth of the weights), but for each row's logit 0, which fwd_argmax
- * reads (ops_best_index). */
+ * reads (ops_best_index). Measured on the Sapphire Rapids-class host,
+ * `ingot bench --batch 1,8,32 --runner mega --runs 3 --gen 32 --prompt
+ * 16`, A B B A, tok/s: batch 32 1164-1180 -> 1262-1271, batch 8 587-589
+ * -> 602-614, batch 1 within noise. */
 static void exec_lm_head_argmax(struct fwd *f, int64_t u0, int64_t u1, int64_t r_pf, int ith)
 {
 	const float cap = (float)f->hp->final_softcap;
