@@ -397,7 +397,8 @@ void fwd_destroy(struct fwd *f)
 		return;
 	kv_destroy(f->kv);
 	void *bufs[] = { f->x, f->tmp, f->xb, f->q, f->kk, f->vv, f->att, f->hb, f->hb2,
-			 f->logits, f->best, f->scratch, f->lm_tile, (void *)f->rowptr, f->tokens, f->pos, f->seq, f->out_rows, f->tile_row, f->tile_len,
+			 f->logits, f->best, f->scratch, f->lm_tile, (void *)f->rowptr, f->tokens,
+			 f->pos, f->seq, f->out_rows, f->tile_row, f->tile_len,
 			 f->seq_next, f->ops, f->layer_rope, f->rope_cs, f->rope_sn };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		ing_free(bufs[i]);
@@ -783,8 +784,8 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
  * QUANT_R16_ROWS: the matrix is taken from row base on (its repacked
  * tiles or its plain rows from there; a view of W with the rows before
  * base dropped), so the kernels' row index is y's column. Returns base. */
-static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, int64_t r_pf, float *y,
-				 int64_t y_stride)
+static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, int64_t r_pf,
+				 float *y, int64_t y_stride)
 {
 	const struct gguf_tensor *W = f->m->output;
 	const int64_t base = r0 / QUANT_R16_ROWS * QUANT_R16_ROWS, n = (int64_t)W->ne[0];

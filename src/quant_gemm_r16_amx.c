@@ -170,7 +170,9 @@ struct amx_a {
 
 ALWAYS_INLINE const uint8_t *amx_a_run(enum qtype t, const struct amx_a *a, int64_t r)
 {
-	return a->gathered ? a->base + (size_t)r * AMX_TOKENS * (size_t)amx_run_k(t) : amx_run_a(t, a->base, r);
+	if (a->gathered)
+		return a->base + (size_t)r * AMX_TOKENS * (size_t)amx_run_k(t);
+	return amx_run_a(t, a->base, r);
 }
 
 /* Tokens [c0, c1) of the plain rows at a (a_stride apart) gathered into
@@ -187,8 +189,8 @@ ALWAYS_INLINE const uint8_t *amx_a_run(enum qtype t, const struct amx_a *a, int6
  * 280, Q5_0 T = 32 254-279 -> 278-284. `ingot bench --batch 32 --prompt
  * 512 --runner mega --runs 3 --gen 32`, three alternations, tok/s: batch
  * 32 1121-1167 -> 1176-1179, prefill 2048-2096 -> 2090-2129. */
-ALWAYS_INLINE void amx_gather(enum qtype t, const uint8_t *a, size_t a_stride, int64_t c0, int64_t c1,
-			      int64_t runs, uint8_t *g)
+ALWAYS_INLINE void amx_gather(enum qtype t, const uint8_t *a, size_t a_stride, int64_t c0,
+			      int64_t c1, int64_t runs, uint8_t *g)
 {
 	const size_t K = (size_t)amx_run_k(t);
 	for (int64_t tk = c0; tk < c1; tk++) {
@@ -396,8 +398,10 @@ ALWAYS_INLINE bool amx_takes(enum qtype t, int64_t n, const void *packed, int64_
 }
 
 /* The gemm_r16 contract (quant.h) for t on a call amx_takes: chunk by
- * chunk of tokens, each tile of [r0, r1) unpacked into u (AMX_U_BYTES)
- * and taken 16 tokens at a time (or all of fewer than 16), the first
+ * chunk of tokens, the chunk's activation quants gathered into ga
+ * (AMX_A_BYTES) where they fit, each tile of [r0, r1) unpacked into u
+ * (AMX_U_BYTES) and taken 16 tokens at a time (or all of fewer than
+ * 16), the first
  * chunk prefetching the next tile into L2 (up to the tiles of r_pf); then
  * any tokens past the last full 16 through amx_fallback[t]. */
 ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_stride, int64_t r0,
@@ -434,7 +438,8 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 	for (int64_t c0 = 0; c0 < T_amx; c0 += chunk) {
 		const int64_t c1 = T_amx - c0 < chunk ? T_amx : c0 + chunk;
 		const size_t pass_bytes = (size_t)runs * AMX_TOKENS * (size_t)amx_run_k(t);
-		const bool gather = (size_t)((c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS) * pass_bytes <= AMX_A_BYTES;
+		const bool gather =
+			(size_t)((c1 - c0 + AMX_TOKENS - 1) / AMX_TOKENS) * pass_bytes <= AMX_A_BYTES;
 		if (gather)
 			amx_gather(t, a, a_stride, c0, c1, runs, ga);
 		/* the first chunk's passes prefetch the next tile, each a share */
@@ -479,8 +484,8 @@ ALWAYS_INLINE void amx_gemm(enum qtype t, int64_t n, const void *w, size_t w_str
 }
 
 /* An entry: the calls the tiles take to amx_gemm, with the unpacking
- * and gathering buffers (32 KB each) in a frame of their own; the rest straight to the
- * fallback. */
+ * and gathering buffers (32 KB each) in a frame of their own; the rest
+ * straight to the fallback. */
 #define AMX_ENTRY(fn, type)                                                                         \
 	__attribute__((noinline)) static void fn##_tiles(                                           \
 		int64_t n, const void *w, size_t w_stride, int64_t r0, int64_t r1, const void *a,  \

@@ -637,7 +637,8 @@ static void test_logprobs_batched(const struct result *solo)
 	for (int j = 0; same && j < alone.n; j++)
 		same = alone.lp[j] == ref.lp[prompt_len[2] - 1 + j];
 	CHECK(same, "a greedy request's logprobs are the forward pass's");
-	CHECK(alone.n > 0 && alone.n == solo[2].n && mixed.n == alone.n && !memcmp(alone.toks, mixed.toks, sizeof alone.toks) &&
+	CHECK(alone.n > 0 && alone.n == solo[2].n && mixed.n == alone.n &&
+		      !memcmp(alone.toks, mixed.toks, sizeof alone.toks) &&
 		      !memcmp(alone.lp, mixed.lp, sizeof alone.lp) &&
 		      !memcmp(alone.toks, solo[2].toks, sizeof alone.toks),
 	      "a logprobs request batched with greedy ones: its solo tokens and logprobs");

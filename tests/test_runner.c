@@ -13,6 +13,7 @@
  *      but for its first logit;
  * all with an F32, an F16 and a Q8_0 KV cache. */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,25 @@ static void run_script(struct rig *g, int chunk, float *out)
 	}
 }
 
+/* An argmax_only run of the script (got) against the reference's logits:
+ * each row's fused argmax is the reference row's, and its logits row kept
+ * the poison but for logit 0 (which fwd_argmax reads). */
+static void check_argmax_only(const struct rig *g, const float *ref, const float *got,
+			      const char *what)
+{
+	CHECK(g->n_found == 10, "%s: %d argmaxes found, not 10", what, g->n_found);
+	int64_t written = 0, wrong = 0;
+	for (int r = 0; r < g->n_found; r++) {
+		const float *want = ref + (size_t)r * g->V, *row = got + (size_t)r * g->V;
+		wrong += g->found[r] != ops_argmax(want, g->V);
+		written += memcmp(&row[0], &want[0], sizeof(float)) != 0;
+		for (int64_t i = 1; i < g->V; i++)
+			written += row[i] != POISON;
+	}
+	CHECK(wrong == 0 && written == 0, "%s: %lld argmaxes wrong, %lld logits written or logit 0 wrong",
+	      what, (long long)wrong, (long long)written);
+}
+
 static void test_schedules(struct model *m)
 {
 	const size_t sz = (size_t)10 * m->hp.n_vocab * sizeof(float);
@@ -125,62 +145,29 @@ static void test_schedules(struct model *m)
 		rig_close(&g);
 	}
 	/* the reference scans for no argmax; everything else finds it in the
-	 * LM head (3 threads: three shares of the vocabulary to merge) */
+	 * LM head (3 threads: three shares of the vocabulary to merge, which
+	 * start inside a 16-row tile), with the logits and without them
+	 * (argmax_only) */
 	const enum runner_kind kinds[2] = { RUNNER_GRAPH, RUNNER_MEGA };
 	for (int k = 0; k < 2; k++)
 		for (int threads = 1; threads <= 3; threads++)
-			for (int chunk = 1; chunk <= 7; chunk += 2) {
-				if (rig_open(&g, m, kinds[k], threads, 1))
-					continue;
-				g.argmax = true;
-				run_script(&g, chunk, got);
-				rig_close(&g);
-				CHECK(memcmp(ref, got, sz) == 0,
-				      "%s KV, %s, %d threads, prefill chunks of %d: logits differ",
-				      qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads, chunk);
-			}
-	free(ref);
-	free(got);
-}
-
-/* The script with argmax_only against the reference's logits: each row's
- * fused argmax is the reference row's, and its logits row kept the poison
- * but for logit 0 (which fwd_argmax reads), for both runners and 1-3
- * threads (3: shares that start inside a 16-row tile). */
-static void test_argmax_only(struct model *m)
-{
-	const int64_t V = m->hp.n_vocab;
-	const size_t sz = (size_t)10 * V * sizeof(float);
-	float *ref = malloc(sz), *got = malloc(sz);
-	struct rig g;
-	if (rig_open(&g, m, RUNNER_GRAPH, 1, 1) == 0) {
-		run_script(&g, 7, ref);
-		rig_close(&g);
-	}
-	const enum runner_kind kinds[2] = { RUNNER_GRAPH, RUNNER_MEGA };
-	for (int k = 0; k < 2; k++)
-		for (int threads = 1; threads <= 3; threads++)
-			for (int chunk = 1; chunk <= 7; chunk += 3) {
-				if (rig_open(&g, m, kinds[k], threads, 1))
-					continue;
-				g.argmax_only = true;
-				run_script(&g, chunk, got);
-				rig_close(&g);
-				CHECK(g.n_found == 10, "%d argmaxes found, not 10", g.n_found);
-				int64_t written = 0, wrong = 0;
-				for (int r = 0; r < g.n_found; r++) {
-					const float *want = ref + (size_t)r * V, *row = got + (size_t)r * V;
-					wrong += g.found[r] != ops_argmax(want, V);
-					written += memcmp(&row[0], &want[0], sizeof(float)) != 0;
-					for (int64_t i = 1; i < V; i++)
-						written += row[i] != POISON;
+			for (int chunk = 1; chunk <= 7; chunk += 2)
+				for (int only = 0; only < 2; only++) {
+					if (rig_open(&g, m, kinds[k], threads, 1))
+						continue;
+					g.argmax = !only;
+					g.argmax_only = only;
+					run_script(&g, chunk, got);
+					rig_close(&g);
+					char what[128];
+					snprintf(what, sizeof what, "%s KV, %s, %d threads, prefill chunks of %d%s",
+						 qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads,
+						 chunk, only ? ", argmax_only" : "");
+					if (only)
+						check_argmax_only(&g, ref, got, what);
+					else
+						CHECK(memcmp(ref, got, sz) == 0, "%s: logits differ", what);
 				}
-				CHECK(wrong == 0 && written == 0,
-				      "%s KV, %s, %d threads, chunks of %d, argmax_only: %lld argmaxes "
-				      "wrong, %lld logits written or logit 0 wrong",
-				      qtype_traits(kv_type)->name, runner_kind_name(kinds[k]), threads, chunk,
-				      (long long)wrong, (long long)written);
-			}
 	free(ref);
 	free(got);
 }
@@ -247,7 +234,6 @@ int main(void)
 	for (int i = 0; i < 3; i++) {
 		kv_type = kv_types[i];
 		test_schedules(m);
-		test_argmax_only(m);
 		test_batch_rows(m, RUNNER_GRAPH);
 		test_batch_rows(m, RUNNER_MEGA);
 	}

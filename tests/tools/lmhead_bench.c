@@ -138,7 +138,8 @@ int main(int argc, char **argv)
 	}
 	if (piece == 0)
 		piece = logits ? 2048 : 65536 / T / QUANT_R16_ROWS * QUANT_R16_ROWS;
-	if (nth < 1 || nth > 2 || T < 1 || T > T_MAX || piece < 16 || piece % QUANT_R16_ROWS || rounds < 1) {
+	if (nth < 1 || nth > 2 || T < 1 || T > T_MAX || piece < 16 || piece % QUANT_R16_ROWS ||
+	    rounds < 1) {
 		fprintf(stderr, "lmhead_bench: --threads 1|2, --tokens 1..%d, --piece a multiple of 16, "
 				"--rounds >= 1\n",
 			T_MAX);
