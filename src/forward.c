@@ -171,14 +171,22 @@ static const void *r16_of(const struct fwd *f, const struct gguf_tensor *W)
 }
 
 /* Rows [r0, r1) of W x the activations of src; rows [r1, r_pf) of W are
- * the thread's next (ops_matmul_rows). */
-static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
-		   float *y, int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf)
+ * the thread's next (ops_matmul_rows). matmul_w16: with w16 as W's
+ * repacked copy (NULL: none). */
+static void matmul_w16(const struct fwd *f, const struct gguf_tensor *W, const void *w16,
+		       enum act_src src, int64_t T, float *y, int64_t y_stride, int64_t r0, int64_t r1,
+		       int64_t r_pf)
 {
 	const struct act_buf *a = &f->act[src];
 	enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	ops_matmul_rows(f->k, W, r16_of(f, W), a->q[fm], a->row_bytes[fm], a->packed[fm], T, y,
-			y_stride, r0, r1, r_pf);
+	ops_matmul_rows(f->k, W, w16, a->q[fm], a->row_bytes[fm], a->packed[fm], T, y, y_stride, r0,
+			r1, r_pf);
+}
+
+static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
+		   float *y, int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf)
+{
+	matmul_w16(f, W, r16_of(f, W), src, T, y, y_stride, r0, r1, r_pf);
 }
 
 /* ---- create / destroy ---- */
@@ -780,15 +788,15 @@ static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
 }
 
 /* Rows [r0, r1) of the LM head into y[o * y_stride + (r - base)] for
- * each logits row o, base = r0 rounded down to a multiple of
- * QUANT_R16_ROWS: the matrix is taken from row base on (its repacked
- * tiles or its plain rows from there; a view of W with the rows before
- * base dropped), so the kernels' row index is y's column. Returns base. */
-static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, int64_t r_pf,
-				 float *y, int64_t y_stride)
+ * each logits row o, base (<= r0) a multiple of QUANT_R16_ROWS: the
+ * matrix is taken from row base on (its repacked tiles or its plain rows
+ * from there; a view of W with the rows before base dropped), so the
+ * kernels' row index is y's column. */
+static void lm_head_rows_from(const struct fwd *f, int64_t base, int64_t r0, int64_t r1,
+			      int64_t r_pf, float *y, int64_t y_stride)
 {
 	const struct gguf_tensor *W = f->m->output;
-	const int64_t base = r0 / QUANT_R16_ROWS * QUANT_R16_ROWS, n = (int64_t)W->ne[0];
+	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	struct gguf_tensor v = *W;
 	v.data = (const uint8_t *)W->data + (size_t)base * row_bytes;
@@ -798,11 +806,14 @@ static int64_t lm_head_rows_from(const struct fwd *f, int64_t r0, int64_t r1, in
 	const uint8_t *w16 = r16_of(f, W);
 	if (w16)
 		w16 += (size_t)(base / QUANT_R16_ROWS) * quant_r16_tile_bytes((enum qtype)W->type, n);
-	const struct act_buf *a = &f->act[SRC_OUT];
-	const enum act_fmt fm = fmt_of(qtype_traits(W->type)->act_type);
-	ops_matmul_rows(f->k, &v, w16, a->q[fm], a->row_bytes[fm], a->packed[fm], f->n_out, y, y_stride,
-			r0 - base, r1 - base, r_pf - base);
-	return base;
+	matmul_w16(f, &v, w16, SRC_OUT, f->n_out, y, y_stride, r0 - base, r1 - base, r_pf - base);
+}
+
+/* The model's final logit softcap (hparams final_softcap > 0) on x[i0 .. i1). */
+static void lm_head_cap(float *x, int64_t i0, int64_t i1, float cap)
+{
+	for (int64_t i = i0; i < i1; i++)
+		x[i] = cap * tanhf(x[i] / cap);
 }
 
 /* exec_lm_head for an argmax_only batch: each tile of rows into the
@@ -822,13 +833,12 @@ static void exec_lm_head_argmax(struct fwd *f, int64_t u0, int64_t u1, int64_t r
 	const int64_t tile = LM_HEAD_TILE_FLOATS / f->n_out / QUANT_R16_ROWS * QUANT_R16_ROWS;
 	for (int64_t r0 = u0, r1; r0 < u1; r0 = r1) {
 		r1 = u1 - r0 > tile ? r0 + tile : u1;
-		const int64_t width = r1 - r0 / QUANT_R16_ROWS * QUANT_R16_ROWS; /* <= tile + 15 */
-		const int64_t base = lm_head_rows_from(f, r0, r1, r_pf, buf, width);
+		const int64_t base = r0 / QUANT_R16_ROWS * QUANT_R16_ROWS, width = r1 - base; /* <= tile + 15 */
+		lm_head_rows_from(f, base, r0, r1, r_pf, buf, width);
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = buf + o * width;
 			if (cap > 0.0f)
-				for (int64_t r = r0 - base; r < r1 - base; r++)
-					row[r] = cap * tanhf(row[r] / cap);
+				lm_head_cap(row, r0 - base, r1 - base, cap);
 			struct ops_best b;
 			ops_best_init(&b);
 			ops_best_scan(&b, row, r0 - base, r1 - base);
@@ -860,8 +870,7 @@ static void exec_lm_head(struct fwd *f, int64_t u0, int64_t u1, int64_t u_pf, in
 		for (int64_t o = 0; o < f->n_out; o++) {
 			float *row = f->logits + o * V;
 			if (cap > 0.0f)
-				for (int64_t r = r0; r < r1; r++)
-					row[r] = cap * tanhf(row[r] / cap);
+				lm_head_cap(row, r0, r1, cap);
 			if (f->argmax)
 				ops_best_scan(&best[o], row, r0, r1);
 		}
