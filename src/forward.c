@@ -965,5 +965,10 @@ int64_t fwd_argmax(const struct fwd *f, int64_t o)
 	return ops_best_index(&all, row);
 }
 
+int64_t fwd_op_tokens(const struct fwd *f, const struct fwd_op *op)
+{
+	return op->kind == OP_LM_HEAD ? f->n_out : f->n;
+}
+
 const struct model *fwd_model(const struct fwd *f) { return f->m; }
 struct kv_cache *fwd_kv(struct fwd *f) { return f->kv; }

@@ -133,6 +133,10 @@ float *fwd_logits(struct fwd *f, int64_t *n_out);
  * way, for any runner and thread count. */
 int64_t fwd_argmax(const struct fwd *f, int64_t o);
 
+/* The activation rows matrix op multiplies: the LM head's n_out, every
+ * other op's batch rows. */
+int64_t fwd_op_tokens(const struct fwd *f, const struct fwd_op *op);
+
 const struct model *fwd_model(const struct fwd *f);
 struct kv_cache *fwd_kv(struct fwd *f);
 

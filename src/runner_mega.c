@@ -54,6 +54,21 @@
  * 88 / 455 / 712, all in chunks 88 / 510 / 834. */
 #define MEGA_CHUNKS 16
 
+/* ... but a matrix op on more than MEGA_WIDE_TOKENS rows (a prefill) in
+ * MEGA_WIDE_CHUNKS a thread: each call of the AMX kernels gathers its
+ * tokens' activations and unpacks each tile once per chunk of tokens, so
+ * a call of a few tiles paid that again and again, where the graph runner
+ * makes one call a thread. Measured on the Sapphire Rapids-class host,
+ * `ingot bench --batch 1 --runner mega --runs 1 --gen 4 --prompt 512`,
+ * processes alternating A B B A, three cycles, prefill tok/s: 16 chunks
+ * 1742-1858, 4 chunks 1940-2014; then against the graph runner in the
+ * same runs, 0.95-1.02 of its figure with 4 chunks, 0.99-1.01 with 2 or
+ * 1 (16 chunks had been 0.90). */
+#ifndef MEGA_WIDE_CHUNKS
+#define MEGA_WIDE_CHUNKS 4
+#endif
+#define MEGA_WIDE_TOKENS 64
+
 /* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
  * rows: the norm's sums of squares run 4 rows to a chain
  * (ops_norm_avx2.c), and a chunk of 1 row left one chain where 4 rows'
@@ -156,15 +171,18 @@ static struct steal_range *op_range(struct mega *mg, int op, int ith)
 
 /* Units per chunk of op: matrix rows in whole tiles of the repacked
  * weights (a piece that splits a tile computes all of it). */
-static uint32_t op_chunk(const struct fwd_op *op, int nth)
+static uint32_t op_chunk(const struct fwd *f, const struct fwd_op *op, int nth)
 {
-	uint32_t align = 1;
+	uint32_t align = 1, chunks = MEGA_CHUNKS;
 	switch (op->kind) {
 	case OP_QKV:
 	case OP_WO:
 	case OP_GATE_UP:
 	case OP_DOWN:
-	case OP_LM_HEAD: align = QUANT_R16_ROWS; break;
+	case OP_LM_HEAD:
+		align = QUANT_R16_ROWS;
+		chunks = fwd_op_tokens(f, op) > MEGA_WIDE_TOKENS ? MEGA_WIDE_CHUNKS : MEGA_CHUNKS;
+		break;
 	case OP_ATTN_IN:
 	case OP_ROPE_STORE:
 	case OP_ATTN_QUANT:
@@ -173,15 +191,15 @@ static uint32_t op_chunk(const struct fwd_op *op, int nth)
 	case OP_OUT_IN: align = MEGA_ROW_CHUNK; break;
 	default: break;
 	}
-	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * MEGA_CHUNKS);
+	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * chunks);
 	return c <= align ? align : (uint32_t)((c + align - 1) / align * align);
 }
 
 /* Each thread's range of parallel op j, all untaken: set before the
  * dispatch, so no thread takes from a range before it is set. */
-static void op_ranges_set(struct mega *mg, int j)
+static void op_ranges_set(struct mega *mg, const struct fwd *f, int j)
 {
-	const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(&mg->ops[j], mg->nth);
+	const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(f, &mg->ops[j], mg->nth);
 	for (int i = 0; i < mg->nth; i++) {
 		uint32_t lo, hi;
 		steal_split(n, chunk, i, mg->nth, &lo, &hi);
@@ -288,7 +306,7 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		mg->epilogue[j] = j < i || is_epilogue(&mg->ops[j]);
 		if (!mg->epilogue[j]) {
 			mg->sync[j].step++;
-			op_ranges_set(mg, j);
+			op_ranges_set(mg, r->f, j);
 		}
 	}
 	pool_run(r->pool, mega_thread, r);

@@ -11,6 +11,7 @@
  *      every logits row, and finding it leaves the logits unchanged;
  *   5. with argmax_only too, the same argmax, and no logits row written
  *      but for its first logit;
+ *   6. an 80-token prefill (the megakernel's wide chunks) on both runners;
  * all with an F32, an F16 and a Q8_0 KV cache. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,11 +44,12 @@ struct rig {
 
 static enum qtype kv_type = QTYPE_F32; /* of the rigs opened */
 
-static int rig_open(struct rig *g, struct model *m, enum runner_kind kind, int threads, int n_seq)
+static int rig_open_sized(struct rig *g, struct model *m, enum runner_kind kind, int threads,
+			  int n_seq, int max_batch)
 {
 	ing_err err = { 0 };
-	struct fwd_config cfg = { .max_batch = 16, .max_logits = 16, .n_ctx = 64, .n_seq = n_seq,
-				  .n_threads = threads, .kv_type = kv_type };
+	struct fwd_config cfg = { .max_batch = max_batch, .max_logits = 16, .n_ctx = 4 * max_batch,
+				  .n_seq = n_seq, .n_threads = threads, .kv_type = kv_type };
 	memset(g, 0, sizeof *g);
 	g->V = m->hp.n_vocab;
 	if (fwd_create(m, &cfg, &g->f, &err) || pool_create(threads, 0, &g->pool, &err) ||
@@ -56,6 +58,11 @@ static int rig_open(struct rig *g, struct model *m, enum runner_kind kind, int t
 		return -1;
 	}
 	return 0;
+}
+
+static int rig_open(struct rig *g, struct model *m, enum runner_kind kind, int threads, int n_seq)
+{
+	return rig_open_sized(g, m, kind, threads, n_seq, 16);
 }
 
 static void rig_close(struct rig *g)
@@ -216,6 +223,43 @@ static void test_batch_rows(struct model *m, enum runner_kind kind)
 	free(mixed);
 }
 
+/* A prefill wider than the megakernel's MEGA_WIDE_TOKENS (64: its matrix
+ * ops then cut in fewer, larger chunks), its last row's logits: mega on 2
+ * and 3 threads against graph on 1. */
+static void test_wide_prefill(struct model *m)
+{
+	enum { N = 80 };
+	int32_t tok[N], pos[N], seq[N] = { 0 };
+	bool want[N] = { false };
+	for (int i = 0; i < N; i++)
+		tok[i] = i == 0 ? 2 : 100 + (i * 7919) % 5000, pos[i] = i;
+	want[N - 1] = true;
+	const struct fwd_batch b = { .n = N, .tokens = tok, .pos = pos, .seq = seq, .want_logits = want };
+	const size_t bytes = (size_t)m->hp.n_vocab * sizeof(float);
+	float *ref = malloc(bytes);
+	const struct { enum runner_kind kind; int threads; } runs[3] = {
+		{ RUNNER_GRAPH, 1 }, { RUNNER_MEGA, 2 }, { RUNNER_MEGA, 3 }
+	};
+	for (int i = 0; i < 3; i++) {
+		struct rig g;
+		if (rig_open_sized(&g, m, runs[i].kind, runs[i].threads, 1, N))
+			continue;
+		ing_err err = { 0 };
+		int rc = runner_step(g.r, &b, &err);
+		CHECK(rc == ING_OK, "wide prefill: %s", err.msg);
+		int64_t n_out;
+		const float *lg = fwd_logits(g.f, &n_out);
+		if (i == 0)
+			memcpy(ref, lg, bytes);
+		else
+			CHECK(n_out == 1 && memcmp(ref, lg, bytes) == 0,
+			      "%s KV: %d-token prefill, mega on %d threads differs from graph",
+			      qtype_traits(kv_type)->name, N, runs[i].threads);
+		rig_close(&g);
+	}
+	free(ref);
+}
+
 int main(void)
 {
 	const char *path = check_default_model();
@@ -236,6 +280,7 @@ int main(void)
 		test_schedules(m);
 		test_batch_rows(m, RUNNER_GRAPH);
 		test_batch_rows(m, RUNNER_MEGA);
+		test_wide_prefill(m);
 	}
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	model_close(m);
