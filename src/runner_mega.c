@@ -63,10 +63,9 @@
  * processes alternating A B B A, three cycles, prefill tok/s: 16 chunks
  * 1742-1858, 4 chunks 1940-2014; then against the graph runner in the
  * same runs, 0.95-1.02 of its figure with 4 chunks, 0.99-1.01 with 2 or
- * 1 (16 chunks had been 0.90). */
-#ifndef MEGA_WIDE_CHUNKS
+ * 1 (16 chunks had been 0.90). Not measured on the hosts without AMX,
+ * whose kernels prepare less per call. */
 #define MEGA_WIDE_CHUNKS 4
-#endif
 #define MEGA_WIDE_TOKENS 64
 
 /* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
