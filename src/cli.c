@@ -93,6 +93,11 @@ char *cli_read_file(const char *path, size_t *len)
 	return buf;
 }
 
+const char *cli_plural(long n)
+{
+	return n == 1 ? "" : "s";
+}
+
 int cli_threads(int requested)
 {
 	int cpus = pool_cpu_count();

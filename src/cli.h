@@ -26,6 +26,9 @@ int cli_model_path(const char *arg, char *buf, size_t cap);
  * capped (with a note on stderr) at the CPUs we may run on. */
 int cli_threads(int requested);
 
+/* "s" after a count n other than 1 ("%d thread%s"), else "". */
+const char *cli_plural(long n);
+
 /* A decimal integer in [lo, hi] (lo, hi within int), the whole of s, into
  * *out: 0, or -1 (out untouched) for anything else. */
 int cli_parse_int(const char *s, long lo, long hi, int *out);

@@ -364,17 +364,18 @@ static void print_table(const struct bench_opts *o, const struct bench_ctx *c,
 {
 	const double bw = mc->bw;
 	const uint64_t wbytes = mc->wbytes;
-	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d threads, %s kernels "
+	const int nth = pool_threads(c->pool);
+	printf("ingot bench: %s (%s), %.1f MB of weights per token, %d thread%s, %s kernels "
 	       "(AMX: %s)\n",
-	       c->m->path, c->m->arch->name, wbytes / 1e6, pool_threads(c->pool),
+	       c->m->path, c->m->arch->name, wbytes / 1e6, nth, cli_plural(nth),
 	       quant_isa_name(quant_kernels_best()->isa), quant_amx_status());
-	printf("stream read bandwidth: %.1f GB/s (%d threads over %.0f MB; median of %d probes, "
+	printf("stream read bandwidth: %.1f GB/s (%d thread%s over %.0f MB; median of %d probes, "
 	       "one before each decode run: %.1f .. %.1f)\n",
-	       bw, pool_threads(c->pool), wbytes / 1e6, c->n_probes, mc->bw_min, mc->bw_max);
+	       bw, nth, cli_plural(nth), wbytes / 1e6, c->n_probes, mc->bw_min, mc->bw_max);
 	if (mc->peak > 0)
-		printf("int8 multiply-add peak: %.1f G/s (%d threads, %s on registers); "
+		printf("int8 multiply-add peak: %.1f G/s (%d thread%s, %s on registers); "
 		       "%.1f M weight multiply-adds per decode token, %.1f M per prompt token\n",
-		       mc->peak, pool_threads(c->pool), bench_int8_peak_instr(), mc->macs_token / 1e6,
+		       mc->peak, nth, cli_plural(nth), bench_int8_peak_instr(), mc->macs_token / 1e6,
 		       mc->macs_prompt / 1e6);
 	printf("%-6s %5s %14s %17s %8s %7s %6s %6s %14s %6s\n", "runner", "batch", "decode tok/s",
 	       "(min .. max)", "ms/step", "GB/s", "% bw", "% mac", "prefill tok/s", "% mac");
