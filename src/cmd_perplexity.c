@@ -254,9 +254,9 @@ static int run_chunks(struct ppl_ctx *c, const struct ppl_opts *o, struct token_
 	if (o->n_chunks > 0 && o->n_chunks < n_chunk)
 		n_chunk = o->n_chunks;
 	const bool add_bos = tokenizer_adds_bos(c->ses.tk);
+	const int nth = pool_threads(c->ses.pool);
 	fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, batch %lld, %d thread%s\n",
-		ids->n, (long long)n_chunk, (long long)C, (long long)o->batch,
-		pool_threads(c->ses.pool), cli_plural(pool_threads(c->ses.pool)));
+		ids->n, (long long)n_chunk, (long long)C, (long long)o->batch, nth, cli_plural(nth));
 	double t0 = now_s();
 	for (int64_t k = 0; k < n_chunk; k++) {
 		int32_t *chunk = ids->ids + k * C, saved = chunk[0];

@@ -422,8 +422,7 @@ static int serve(const struct serve_opts *o, const char *path, const char *tpl,
 	} else {
 		fprintf(stderr, "ingot serve: %s; model '%s', %d thread%s, max %d sequences, "
 				"context %lld\n", note, o->name ? o->name : name, ec.threads,
-			cli_plural(ec.threads),
-			ec.max_num_seqs, (long long)ec.max_model_len);
+			cli_plural(ec.threads), ec.max_num_seqs, (long long)ec.max_model_len);
 		bool v6 = strchr(o->sc.host, ':') != NULL;
 		if (tr)
 			fprintf(stderr, "ingot serve: tracing requests to %s\n", o->otlp);

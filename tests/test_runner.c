@@ -254,12 +254,14 @@ static void test_wide_prefill(struct model *m)
 		CHECK(rc == ING_OK, "wide prefill: %s", err.msg);
 		int64_t n_out;
 		const float *lg = fwd_logits(g.f, &n_out);
-		if (i == 0)
-			memcpy(ref, lg, bytes), have_ref = rc == ING_OK && n_out == 1;
-		else if (have_ref)
+		if (i == 0) {
+			memcpy(ref, lg, bytes);
+			have_ref = rc == ING_OK && n_out == 1;
+		} else if (have_ref) {
 			CHECK(n_out == 1 && memcmp(ref, lg, bytes) == 0,
 			      "%s KV: %d-token prefill, mega on %d threads differs from graph",
 			      qtype_traits(kv_type)->name, N, runs[i].threads);
+		}
 		rig_close(&g);
 	}
 	free(ref);
