@@ -22,7 +22,10 @@
  * tokens) per pass over a tile, each token a chain of vpdpbusd and the 16
  * chains interleaved (r16_chains), each group pair in turn over a run of
  * R16_TILE_CHUNK tiles (which waits in L2 for the next pair); then the
- * tokens past the groups one at a time from their plain rows.
+ * tokens past the groups one at a time from their plain rows. A lone
+ * group (8 tokens or fewer: batched decode of up to 8) goes over two tiles
+ * at a time instead (r16_groups_two_tiles), each broadcast quad feeding
+ * both tiles' chains.
  *
  * Measured on the Zen 4 host, against the row-major VNNI kernels on the
  * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
@@ -113,6 +116,99 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 	}
 	_Pragma("GCC unroll 16") for (int l = 0; l < 2 * QUANT_GEMM_GROUP; l++)
 		out[l] = acc[l];
+}
+
+/* Quad vectors v and v + 4 of block b (the low and high nibbles of
+ * nibble vector v; Q5_0 with their fifth bits), as r16_block makes all
+ * eight: so that a pass of two tiles holds two of each at a time. */
+ALWAYS_INLINE void r16_block_quad_pair(enum qtype t, const uint8_t *tile, int64_t b, int v,
+				       __m512i *lo, __m512i *hi)
+{
+	const uint8_t *p = r16_quants(t, tile, b);
+	if (t == QTYPE_Q8_0) {
+		*lo = _mm512_loadu_si512(p + 64 * v);
+		*hi = _mm512_loadu_si512(p + 64 * (v + 4));
+		return;
+	}
+	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+	const __m512i nib = _mm512_loadu_si512(p + 64 * v), planes = _mm512_loadu_si512(p + 256);
+	*lo = _mm512_and_si512(nib, low4);
+	*hi = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
+	*lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << v))), *lo,
+				   bit4);
+	*hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << (v + 4)))),
+				   *hi, bit4);
+}
+
+/* One packed group (8 tokens) at g against two tiles at once (Q8_0,
+ * Q5_0): each token's broadcast quad feeds both tiles' chains, so a
+ * block takes 64 broadcast loads for 128 vpdpbusd where a tile at a time
+ * takes 64 for 64. A pass of 8 tokens over one tile was bound by its
+ * loads (the broadcasts, 8 per cache line of weights, beside the
+ * weights' own loads and prefetches) more than by the vector ports, and
+ * streaming from memory those loads cost the most
+ * (tests/tools/stream_compute: one core's read with 8 vpdpbusd a line
+ * against a register 16.3 GB/s, against a broadcast 15.5, the work
+ * alone 54 and 30). Same chains, same float steps, in the same order, as
+ * r16_groups: outa and outb are bit for bit its results for ta and tb.
+ * pfa, pfb: what each tile's pass prefetches (struct r16_pf).
+ *
+ * Measured on the Sapphire Rapids-class host against a tile at a time:
+ * `quant_bench --gemm 4,8` (one thread, hot), G multiply-adds/s, Q8_0 T
+ * = 4 90 -> 97, T = 8 180 -> 191-196; Q5_0 T = 4 83.5 -> 87, T = 8 165 ->
+ * 173. The Q8_0 LM head streaming, `lmhead_bench --tokens 8 --threads
+ * 1`, A B B A twice, third best of 7 rounds: 14.1-14.3 -> 12.9-13.2 ms.
+ * `ingot bench --batch 8 --runs 3 --gen 32 --prompt 16`, processes A B B
+ * A, tok/s ratio: mega 1.043 (four cycles, each 1.03-1.05), graph 1.041
+ * (three); batch 4, mega 1.036 (two). The K types keep a tile at a time
+ * (their runs' sums S for 16 chains would not fit the registers beside
+ * them: not tried). */
+ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb, int64_t nb,
+					const struct quant_gemm_block *g, const struct r16_pf *pfa,
+					const struct r16_pf *pfb, __m512 outa[QUANT_GEMM_GROUP],
+					__m512 outb[QUANT_GEMM_GROUP])
+{
+	__m512 acca[QUANT_GEMM_GROUP], accb[QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 8") for (int l = 0; l < QUANT_GEMM_GROUP; l++)
+		acca[l] = accb[l] = _mm512_setzero_ps();
+	const size_t block_bytes = quant_r16_pair_bytes(t) / 2;
+	for (int64_t b = 0; b < nb; b++) {
+		if (pfa->ahead) {
+			r16_prefetch(ta + (size_t)b * block_bytes, block_bytes);
+			r16_prefetch(tb + (size_t)b * block_bytes, block_bytes);
+		}
+		r16_prefetch_next(pfa, b);
+		r16_prefetch_next(pfb, b);
+		const struct quant_gemm_block *blk = g + b;
+		int32_t corr[QUANT_GEMM_GROUP] __attribute__((aligned(32)));
+		r16_group_corr(t, blk, corr);
+		__asm__ volatile("" ::: "memory");
+		const struct r16_toks tk = { .x = { (const uint8_t *)blk->quads }, .d = { blk->d },
+					     .step = sizeof blk->quads[0] };
+		__m512i sa[QUANT_GEMM_GROUP], sb[QUANT_GEMM_GROUP];
+		_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++)
+			sa[i] = sb[i] = _mm512_set1_epi32(corr[i]);
+		_Pragma("GCC unroll 4") for (int v = 0; v < R16_QUADS / 2; v++) {
+			__m512i qa[2], qb[2];
+			r16_block_quad_pair(t, ta, b, v, &qa[0], &qa[1]);
+			r16_block_quad_pair(t, tb, b, v, &qb[0], &qb[1]);
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+				_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
+					const __m512i x = r16_bcast(tk.x[0], &tk, i, v + 4 * h);
+					sa[i] = _mm512_dpbusd_epi32(sa[i], qa[h], x);
+					sb[i] = _mm512_dpbusd_epi32(sb[i], qb[h], x);
+				}
+		}
+		const __m512 dwa = r16_scales(t, ta, b), dwb = r16_scales(t, tb, b);
+		_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
+			acca[i] = r16_step(dwa, &tk, i, sa[i], acca[i]);
+			accb[i] = r16_step(dwb, &tk, i, sb[i], accb[i]);
+		}
+	}
+	_Pragma("GCC unroll 8") for (int l = 0; l < QUANT_GEMM_GROUP; l++) {
+		outa[l] = acca[l];
+		outb[l] = accb[l];
+	}
 }
 
 /* A plain Q8_0 activation row's blocks as r16_tokens takes them, made
@@ -293,6 +389,35 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 	}
 }
 
+/* Tiles ti and ti + 1 against the last group alone (8 tokens or fewer,
+ * before c1), Q8_0 and Q5_0 (r16_groups_two_tiles): false, having done
+ * nothing, for a pair of groups or a K type. pf, pf2: what each tile's
+ * pass prefetches. */
+ALWAYS_INLINE bool r16_tile_groups2(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				    int64_t r0, int64_t r1, int64_t nb, const void *packed,
+				    size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
+				    const struct r16_pf *pf, const struct r16_pf *pf2, float *y,
+				    int64_t y_stride)
+{
+	if (quant_r16_k_type(t) || c1 - g0 != 1)
+		return false;
+	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
+	const struct quant_gemm_block *g =
+		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+	__m512 acc[2][QUANT_GEMM_GROUP];
+	r16_groups_two_tiles(t, tile, tile + tile_bytes, nb, g, pf, pf2, acc[0], acc[1]);
+	for (int k = 0; k < 2; k++) {
+		const __mmask16 rows = r16_rows_mask(ti + k, r0, r1);
+		float *yt = y + (ti + k) * QUANT_R16_ROWS;
+		for (int l = 0; l < QUANT_GEMM_GROUP; l++) {
+			const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
+			if (tk < T)
+				_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[k][l]);
+		}
+	}
+	return true;
+}
+
 /* Tile ti against one plain activation row at (its blocks prepared)
  * into its row of results yr; stream: prefetch ahead (struct r16_pf). */
 ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
@@ -310,6 +435,7 @@ ALWAYS_INLINE void r16_tile_plain(enum qtype t, const void *w, size_t tile_bytes
 }
 
 #define R16_TILE_GROUPS r16_tile_groups
+#define R16_TILE_GROUPS2 r16_tile_groups2
 #define R16_TILE_PLAIN r16_tile_plain
 #define R16_PLAIN_PREPARE r16_plain_prepare
 #define R16_PASS_GROUPS 2

@@ -12,7 +12,7 @@
  * ALWAYS_INLINE and the block structs: quant_int.h), twice: first for the
  * types and helpers its tile functions use; then, after those functions,
  * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE (and
- * optionally R16_TILE_PLAIN2) defined as their names and R16_PASS_GROUPS
+ * optionally R16_TILE_GROUPS2 and R16_TILE_PLAIN2) defined as their names and R16_PASS_GROUPS
  * as its groups per pass, for r16_gemm_drive over them. Direct calls, not
  * pointers: GCC inlines an always_inline function passed as a pointer
  * only when its optimizer has made the call direct first, which at -O1
@@ -183,6 +183,16 @@ typedef void (*r16_tile_plain_fn)(enum qtype t, const void *w, size_t tile_bytes
 				  int64_t r0, int64_t r1, int64_t nb, const void *at,
 				  const int32_t *corr, const float *da, bool stream, float *yr);
 
+/* R16_TILE_GROUPS2 (optional): R16_TILE_GROUPS for tiles ti and ti + 1
+ * of one run at once (pf, pf2: what each tile's pass prefetches), where
+ * one load of a token's quad feeding both tiles pays; returns false,
+ * having done nothing, for the passes it leaves to R16_TILE_GROUPS. */
+typedef bool (*r16_tile_groups2_fn)(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
+				    int64_t r0, int64_t r1, int64_t nb, const void *packed,
+				    size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
+				    const struct r16_pf *pf, const struct r16_pf *pf2, float *y,
+				    int64_t y_stride);
+
 /* R16_TILE_PLAIN2 (optional): R16_TILE_PLAIN for two plain rows at once
  * (at, bt, their prepared blocks, results into ya, yb; stream for the
  * pair's pass), where sharing the tile's unpacking pays; returns false,
@@ -214,6 +224,10 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN), r16_til
 	       "R16_TILE_PLAIN: r16_tile_plain_fn");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_PLAIN_PREPARE), r16_plain_prepare_fn),
 	       "R16_PLAIN_PREPARE: r16_plain_prepare_fn");
+#ifdef R16_TILE_GROUPS2
+_Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_GROUPS2), r16_tile_groups2_fn),
+	       "R16_TILE_GROUPS2: r16_tile_groups2_fn");
+#endif
 #ifdef R16_TILE_PLAIN2
 _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN2), r16_tile_plain2_fn),
 	       "R16_TILE_PLAIN2: r16_tile_plain2_fn");
@@ -280,6 +294,22 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 								    (size_t)(ti + run) * tile_bytes +
 								    64 * (size_t)line0
 							  : NULL;
+#ifdef R16_TILE_GROUPS2
+					if (ti + 1 < tc1) {
+						struct r16_pf pf2 = pf;
+						pf2.next = ti + 1 + run < tile_next
+								   ? (const uint8_t *)w +
+									     (size_t)(ti + 1 + run) * tile_bytes +
+									     64 * (size_t)line0
+								   : NULL;
+						if (R16_TILE_GROUPS2(t, w, tile_bytes, ti, r0, r1, nb, packed,
+								     group_bytes, g0, c1, T, &pf, &pf2, y,
+								     y_stride)) {
+							ti++;
+							continue;
+						}
+					}
+#endif
 					R16_TILE_GROUPS(t, w, tile_bytes, ti, r0, r1, nb, packed, group_bytes,
 							g0, c1, T, &pf, y, y_stride);
 				}
