@@ -118,28 +118,6 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 		out[l] = acc[l];
 }
 
-/* Quad vectors v and v + 4 of block b (the low and high nibbles of
- * nibble vector v; Q5_0 with their fifth bits), as r16_block makes all
- * eight: so that a pass of two tiles holds two of each at a time. */
-ALWAYS_INLINE void r16_block_quad_pair(enum qtype t, const uint8_t *tile, int64_t b, int v,
-				       __m512i *lo, __m512i *hi)
-{
-	const uint8_t *p = r16_quants(t, tile, b);
-	if (t == QTYPE_Q8_0) {
-		*lo = _mm512_loadu_si512(p + 64 * v);
-		*hi = _mm512_loadu_si512(p + 64 * (v + 4));
-		return;
-	}
-	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
-	const __m512i nib = _mm512_loadu_si512(p + 64 * v), planes = _mm512_loadu_si512(p + 256);
-	*lo = _mm512_and_si512(nib, low4);
-	*hi = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
-	*lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << v))), *lo,
-				   bit4);
-	*hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << (v + 4)))),
-				   *hi, bit4);
-}
-
 /* One packed group (8 tokens) at g against two tiles at once (Q8_0,
  * Q5_0): each token's broadcast quad feeds both tiles' chains, so a
  * block takes 64 broadcast loads for 128 vpdpbusd where a tile at a time

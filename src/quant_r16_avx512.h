@@ -29,33 +29,39 @@ ALWAYS_INLINE const uint8_t *r16_quants(enum qtype t, const uint8_t *tile, int64
 	       (size_t)(b % 2) * quant_r16_block_quant_bytes(t);
 }
 
-/* Block b of a tile: its 8 quad vectors of unsigned quants and the 16
- * rows' scales. Q5_0: the low nibbles of 4 vectors give quad vectors 0-3
- * and the high ones 4-7, then 16 is added where bit k of the mask
- * bytes (one vptestmb per quad vector) says the fifth bit is set: 28
- * vector operations per block of 16 rows, shared by every token of the
- * pass. */
-ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
-			     __m512 *dw)
+/* Quad vectors v and v + 4 (v < 4) of block b of a tile, unsigned
+ * quants: Q8_0 loaded; Q5_0 the low and high nibbles of nibble vector v,
+ * then 16 added where bit v (or v + 4) of the mask bytes (one vptestmb
+ * per quad vector) says the fifth bit is set. A pass of two tiles
+ * (r16_groups_two_tiles) holds two of each at a time. */
+ALWAYS_INLINE void r16_block_quad_pair(enum qtype t, const uint8_t *tile, int64_t b, int v,
+				       __m512i *lo, __m512i *hi)
 {
 	const uint8_t *p = r16_quants(t, tile, b);
-	*dw = r16_scales(t, tile, b);
 	if (t == QTYPE_Q8_0) {
-		_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++)
-			q[k] = _mm512_loadu_si512(p + 64 * k);
+		*lo = _mm512_loadu_si512(p + 64 * v);
+		*hi = _mm512_loadu_si512(p + 64 * (v + 4));
 		return;
 	}
 	const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
-	_Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
-		const __m512i nib = _mm512_loadu_si512(p + 64 * v);
-		q[v] = _mm512_and_si512(nib, low4);
-		q[v + 4] = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
-	}
-	const __m512i planes = _mm512_loadu_si512(p + 256);
-	_Pragma("GCC unroll 8") for (int k = 0; k < R16_QUADS; k++) {
-		const __mmask64 hi = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << k)));
-		q[k] = _mm512_mask_add_epi8(q[k], hi, q[k], bit4); /* nibble + 16 = nibble | 16 */
-	}
+	const __m512i nib = _mm512_loadu_si512(p + 64 * v), planes = _mm512_loadu_si512(p + 256);
+	const __mmask64 fifth_lo = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << v)));
+	const __mmask64 fifth_hi = _mm512_test_epi8_mask(planes, _mm512_set1_epi8((char)(1 << (v + 4))));
+	*lo = _mm512_and_si512(nib, low4);
+	*hi = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
+	*lo = _mm512_mask_add_epi8(*lo, fifth_lo, *lo, bit4); /* nibble + 16 = nibble | 16 */
+	*hi = _mm512_mask_add_epi8(*hi, fifth_hi, *hi, bit4);
+}
+
+/* Block b of a tile: its 8 quad vectors of unsigned quants
+ * (r16_block_quad_pair) and the 16 rows' scales. Q5_0: 28 vector
+ * operations per block of 16 rows, shared by every token of the pass. */
+ALWAYS_INLINE void r16_block(enum qtype t, const uint8_t *tile, int64_t b, __m512i q[R16_QUADS],
+			     __m512 *dw)
+{
+	*dw = r16_scales(t, tile, b);
+	_Pragma("GCC unroll 4") for (int v = 0; v < R16_QUADS / 2; v++)
+		r16_block_quad_pair(t, tile, b, v, &q[v], &q[v + R16_QUADS / 2]);
 }
 
 ALWAYS_INLINE __m512i r16_bcast(const uint8_t *base, const struct r16_toks *tk, int i, int k)

@@ -12,8 +12,9 @@
  * ALWAYS_INLINE and the block structs: quant_int.h), twice: first for the
  * types and helpers its tile functions use; then, after those functions,
  * with R16_TILE_GROUPS, R16_TILE_PLAIN and R16_PLAIN_PREPARE (and
- * optionally R16_TILE_GROUPS2 and R16_TILE_PLAIN2) defined as their names and R16_PASS_GROUPS
- * as its groups per pass, for r16_gemm_drive over them. Direct calls, not
+ * optionally R16_TILE_GROUPS2 and R16_TILE_PLAIN2) defined as their
+ * names and R16_PASS_GROUPS as its groups per pass, for r16_gemm_drive
+ * over them. Direct calls, not
  * pointers: GCC inlines an always_inline function passed as a pointer
  * only when its optimizer has made the call direct first, which at -O1
  * (the ASan and TSan builds) it did not, leaving a call per tile that
@@ -233,6 +234,14 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&R16_TILE_PLAIN2), r16_ti
 	       "R16_TILE_PLAIN2: r16_tile_plain2_fn");
 #endif
 
+/* Where a pass's share of tile tn's lines starts (line line0 on), for its
+ * next-run prefetch (struct r16_pf): NULL from tile_end on. */
+static inline const uint8_t *r16_next_share(const void *w, size_t tile_bytes, int64_t tn,
+					    int64_t tile_end, int64_t line0)
+{
+	return tn < tile_end ? (const uint8_t *)w + (size_t)tn * tile_bytes + 64 * (size_t)line0 : NULL;
+}
+
 /* A gemm entry (quant.h's contract for gemm_r16) over the including ISA
  * file's tile functions; R16_PASS_GROUPS (a constant): the packed groups
  * each pass of R16_TILE_GROUPS takes (AVX-512: 2, its 16 tokens' chains in
@@ -289,19 +298,12 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 						     .lines = (size_t)(line1 - line0),
 						     .per_block = (size_t)((line1 - line0 + nb - 1) / nb) };
 				for (int64_t ti = tc0; ti < tc1; ti++) {
-					pf.next = ti + run < tile_next
-							  ? (const uint8_t *)w +
-								    (size_t)(ti + run) * tile_bytes +
-								    64 * (size_t)line0
-							  : NULL;
+					pf.next = r16_next_share(w, tile_bytes, ti + run, tile_next, line0);
 #ifdef R16_TILE_GROUPS2
 					if (ti + 1 < tc1) {
 						struct r16_pf pf2 = pf;
-						pf2.next = ti + 1 + run < tile_next
-								   ? (const uint8_t *)w +
-									     (size_t)(ti + 1 + run) * tile_bytes +
-									     64 * (size_t)line0
-								   : NULL;
+						pf2.next = r16_next_share(w, tile_bytes, ti + 1 + run, tile_next,
+									  line0);
 						if (R16_TILE_GROUPS2(t, w, tile_bytes, ti, r0, r1, nb, packed,
 								     group_bytes, g0, c1, T, &pf, &pf2, y,
 								     y_stride)) {
