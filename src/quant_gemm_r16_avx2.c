@@ -239,9 +239,7 @@ ALWAYS_INLINE void q5_groups(const uint8_t *tile, int64_t nb, const struct quant
 		for (int j = 0; j < QUANT_R16_ROWS; j++)
 			acc[gi][j] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
-		if (pf->ahead)
-			r16_prefetch(tile + (size_t)b * block_bytes, block_bytes);
-		r16_prefetch_next(pf, b);
+		r16_prefetch_block(pf, tile + (size_t)b * block_bytes, block_bytes, b);
 		int32_t wq[R16_QUADS][QUANT_R16_ROWS] __attribute__((aligned(32)));
 		float dw[QUANT_R16_ROWS] __attribute__((aligned(32)));
 		q5_block_unpack(tile, b, wq, dw);
@@ -410,9 +408,7 @@ ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct qua
 			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nsb; b++) {
 		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
-		if (pf->ahead)
-			r16_prefetch(sb, QUANT_R16K_Q4_K_SB);
-		r16_prefetch_next(pf, b);
+		r16_prefetch_block(pf, sb, QUANT_R16K_Q4_K_SB, b);
 		struct q4k_unpacked o;
 		q4k_unpack(sb, &o);
 		for (int gi = 0; gi < ng; gi++)

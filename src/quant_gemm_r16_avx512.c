@@ -94,12 +94,12 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
 	__m512 acc[2 * QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 16") for (int l = 0; l < 2 * QUANT_GEMM_GROUP; l++)
 		acc[l] = _mm512_setzero_ps();
+	const size_t block_bytes = quant_r16_pair_bytes(t) / 2;
 	for (int64_t b = 0; b < nb; b++) {
 		__m512i q[R16_QUADS];
 		__m512 dw;
-		if (pf->ahead) /* a block's share of its pair */
-			r16_prefetch(tile + (size_t)b * (quant_r16_pair_bytes(t) / 2), quant_r16_pair_bytes(t) / 2);
-		r16_prefetch_next(pf, b);
+		/* a block's share of its pair */
+		r16_prefetch_block(pf, tile + (size_t)b * block_bytes, block_bytes, b);
 		r16_block(t, tile, b, q, &dw);
 		/* the groups' corrections through memory, so that each token's
 		 * is one broadcast load */
@@ -151,12 +151,8 @@ ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const u
 		acca[l] = accb[l] = _mm512_setzero_ps();
 	const size_t block_bytes = quant_r16_pair_bytes(t) / 2;
 	for (int64_t b = 0; b < nb; b++) {
-		if (pfa->ahead) {
-			r16_prefetch(ta + (size_t)b * block_bytes, block_bytes);
-			r16_prefetch(tb + (size_t)b * block_bytes, block_bytes);
-		}
-		r16_prefetch_next(pfa, b);
-		r16_prefetch_next(pfb, b);
+		r16_prefetch_block(pfa, ta + (size_t)b * block_bytes, block_bytes, b);
+		r16_prefetch_block(pfb, tb + (size_t)b * block_bytes, block_bytes, b);
 		const struct quant_gemm_block *blk = g + b;
 		int32_t corr[QUANT_GEMM_GROUP] __attribute__((aligned(32)));
 		r16_group_corr(t, blk, corr);
@@ -323,9 +319,7 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 						 4 };
 		}
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
-		if (pf->ahead)
-			r16_prefetch(sb, sb_bytes);
-		r16_prefetch_next(pf, b);
+		r16_prefetch_block(pf, sb, sb_bytes, b);
 		if (t == QTYPE_Q4_K)
 			r16k_q4k(sb, &tk, nt, acc, accm, pf);
 		else
@@ -333,6 +327,20 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 	}
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
+}
+
+/* Tile ti's results for the nt tokens of groups g0 on (acc[l]: token
+ * 8 * g0 + l) into y: the tokens below T, the rows in [r0, r1). */
+ALWAYS_INLINE void r16_tile_store(int64_t ti, int64_t r0, int64_t r1, int64_t g0, int nt, int64_t T,
+				  const __m512 *acc, float *y, int64_t y_stride)
+{
+	const __mmask16 rows = r16_rows_mask(ti, r0, r1);
+	float *yt = y + ti * QUANT_R16_ROWS;
+	for (int l = 0; l < nt; l++) {
+		const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
+		if (tk < T)
+			_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[l]);
+	}
 }
 
 /* Tile ti against the group pair at g0 (or the last group alone, before
@@ -358,13 +366,7 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 	} else {
 		r16_groups(t, tile, nb, g, 1, pf, acc);
 	}
-	const __mmask16 rows = r16_rows_mask(ti, r0, r1);
-	float *yt = y + ti * QUANT_R16_ROWS;
-	for (int l = 0; l < ng * QUANT_GEMM_GROUP; l++) {
-		const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
-		if (tk < T)
-			_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[l]);
-	}
+	r16_tile_store(ti, r0, r1, g0, ng * QUANT_GEMM_GROUP, T, acc, y, y_stride);
 }
 
 /* Tiles ti and ti + 1 against the last group alone (8 tokens or fewer,
@@ -384,15 +386,8 @@ ALWAYS_INLINE bool r16_tile_groups2(enum qtype t, const void *w, size_t tile_byt
 		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
 	__m512 acc[2][QUANT_GEMM_GROUP];
 	r16_groups_two_tiles(t, tile, tile + tile_bytes, nb, g, pf, pf2, acc[0], acc[1]);
-	for (int k = 0; k < 2; k++) {
-		const __mmask16 rows = r16_rows_mask(ti + k, r0, r1);
-		float *yt = y + (ti + k) * QUANT_R16_ROWS;
-		for (int l = 0; l < QUANT_GEMM_GROUP; l++) {
-			const int64_t tk = g0 * QUANT_GEMM_GROUP + l;
-			if (tk < T)
-				_mm512_mask_storeu_ps(yt + tk * y_stride, rows, acc[k][l]);
-		}
-	}
+	for (int k = 0; k < 2; k++)
+		r16_tile_store(ti + k, r0, r1, g0, QUANT_GEMM_GROUP, T, acc[k], y, y_stride);
 	return true;
 }
 

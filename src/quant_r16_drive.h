@@ -133,6 +133,17 @@ ALWAYS_INLINE void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
 		__builtin_prefetch(pf->next + 64 * l, 0, 2);
 }
 
+/* What a pass of groups prefetches at block (or super-block) b, whose
+ * bytes start at p: its own lines R16_PREFETCH_AHEAD further where the
+ * pass is the run's first (pf->ahead), and its share of the next run. */
+ALWAYS_INLINE void r16_prefetch_block(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
+				      int64_t b)
+{
+	if (pf->ahead)
+		r16_prefetch(p, bytes);
+	r16_prefetch_next(pf, b);
+}
+
 /* Packed activations per pass over the tiles (prefill): 512 KB, half
  * of L2, holds 80 groups of 640-wide rows, so the default model's 512-
  * token prefill reads each tile once. */
