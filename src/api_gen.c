@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "api_int.h"
+#include "clock.h"
 #include "engine.h"
 #include "generate.h"
 #include "hash.h"
@@ -393,7 +394,7 @@ static void tokrec_store(struct tokrec *recs, int32_t *ids, float *lps, int i, i
 
 static void on_token(struct gen_choice *ch, const struct engine_event *ev)
 {
-	double now = gen_now();
+	double now = clock_now_s();
 	if (ch->n_toks > 0)
 		metrics_observe(ch->k->a->metrics, METRICS_ITL, now - ch->t_last);
 	ch->t_last = now;

@@ -31,6 +31,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "clock.h"
 #include "generate.h"
 #include "mem.h"
 #include "quant.h"
@@ -133,9 +134,9 @@ double bench_stream_measure(struct pool *pool, struct bench_stream *s, int runs)
 	for (int r = 0; r < runs; r++) /* the distances alternate: drift hits both */
 		for (size_t d = 0; d < STREAM_AHEADS; d++) {
 			s->ahead = stream_aheads[d];
-			double t0 = gen_now();
+			double t0 = clock_now_s();
 			pool_run(pool, stream_thread, s);
-			gbs[d][r] = (double)(s->words * sizeof(uint64_t)) / (gen_now() - t0) / 1e9;
+			gbs[d][r] = (double)(s->words * sizeof(uint64_t)) / (clock_now_s() - t0) / 1e9;
 		}
 	double best = 0;
 	for (size_t d = 0; d < STREAM_AHEADS; d++) {
@@ -193,9 +194,9 @@ double bench_int8_peak(struct pool *pool, int runs)
 	double gmacs[64];
 	pool_run(pool, peak_thread, j); /* warm-up (clocks up, code in cache) */
 	for (int r = 0; r < runs; r++) {
-		double t0 = gen_now();
+		double t0 = clock_now_s();
 		pool_run(pool, peak_thread, j);
-		double dt = gen_now() - t0;
+		double dt = clock_now_s() - t0;
 		uint64_t macs = 0;
 		for (int t = 0; t < pool_threads(pool) && t < 64; t++)
 			macs += j->macs[t];

@@ -29,6 +29,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "clock.h"
 #include "forward.h"
 #include "generate.h"
 #include "kv.h"
@@ -227,7 +228,7 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 			tok[s] = prompt_token(P);
 		}
 	}
-	double t0 = gen_now();
+	double t0 = clock_now_s();
 	for (int g = 0; g < gen; g++) {
 		for (int s = 0; s < B; s++) {
 			if (g > 0)
@@ -244,7 +245,7 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 		if (runner_step(r, &d, &c->err))
 			return -1;
 	}
-	return gen_now() - t0;
+	return clock_now_s() - t0;
 }
 
 /* Decode steps of the warm-up run (pages in the weights): within the
@@ -341,13 +342,13 @@ static int bench_prefill(struct bench_ctx *c, const struct bench_opts *o, int ki
 	int rc = !tok || !pos || !seq;
 	for (int run = 0; run < 3 && !rc; run++) {
 		kv_seq_truncate(fwd_kv(f), 0, 0);
-		double t0 = gen_now();
+		double t0 = clock_now_s();
 		for (int i = 0; i < o->prompt && !rc; i += chunk) {
 			int n = o->prompt - i < chunk ? o->prompt - i : chunk;
 			struct fwd_batch b = { .n = n, .tokens = tok + i, .pos = pos + i, .seq = seq };
 			rc = runner_step(r, &b, &c->err) != ING_OK;
 		}
-		t[run] = o->prompt / (gen_now() - t0);
+		t[run] = o->prompt / (clock_now_s() - t0);
 	}
 	ing_free(tok);
 	ing_free(pos);

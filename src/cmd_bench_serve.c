@@ -21,6 +21,7 @@
 
 #include "bench_serve.h"
 #include "cli.h"
+#include "clock.h"
 #include "mem.h"
 #include "sbuf.h"
 
@@ -68,13 +69,6 @@ static int usage(void)
 		"                         [--concurrency 16] [--requests 200] [--max-tokens 64]\n"
 		"                         [--seed 1] [--model NAME] [--api-key K] [--json]\n");
 	return 2;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Checks and normalises the base URL; -1 if it is not http(s)://... */
@@ -266,7 +260,7 @@ static size_t stream_write(char *p, size_t size, size_t n, void *ud)
 {
 	struct bs_xfer *x = ud;
 	size_t len = size * n, keep = sizeof x->head - 1 - x->n_head;
-	double t = now_s() - x->res->t0;
+	double t = clock_now_s() - x->res->t0;
 	memcpy(x->head + x->n_head, p, len < keep ? len : keep);
 	x->n_head += len < keep ? len : keep;
 	if (sbuf_put(&x->line, p, len))
@@ -312,7 +306,7 @@ static int xfer_start(CURLM *m, const struct bs_opts *o, const struct bs_req *q,
 	curl_easy_setopt(x->h, CURLOPT_PRIVATE, x);
 	curl_easy_setopt(x->h, CURLOPT_TIMEOUT, 600L);
 	r->started = 1;
-	r->t0 = now_s();
+	r->t0 = clock_now_s();
 	if (curl_multi_add_handle(m, x->h) != CURLM_OK) {
 		xfer_free(x);
 		return -1;
@@ -328,7 +322,7 @@ static void xfer_finish(CURLM *m, CURL *h, CURLcode cc)
 	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&x);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	struct bs_result *r = x->res;
-	r->e2e = now_s() - r->t0;
+	r->e2e = clock_now_s() - r->t0;
 	r->done = 1;
 	x->head[x->n_head] = 0;
 	if (cc != CURLE_OK)
@@ -596,8 +590,8 @@ static int bench_run(const struct bs_opts *o, const char *model)
 	int rc = 1;
 	if (!r)
 		goto out;
-	double t0 = now_s();
-	if (run_all(o, q, r) || stats_compute(r, o->requests, now_s() - t0, &s))
+	double t0 = clock_now_s();
+	if (run_all(o, q, r) || stats_compute(r, o->requests, clock_now_s() - t0, &s))
 		goto out;
 	stats_turns(q, r, o->requests, &s);
 	report_failure(r, o->requests);

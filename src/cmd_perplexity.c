@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "forward.h"
 #include "mem.h"
 #include "model.h"
@@ -238,13 +239,6 @@ static int tokenize_text(const struct ppl_ctx *c, const char *text, size_t len,
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Scores every chunk, printing running estimates; returns 0 or -1. */
 static int run_chunks(struct ppl_ctx *c, const struct ppl_opts *o, struct token_ids *ids,
 		      struct ppl_sums *s)
@@ -257,7 +251,7 @@ static int run_chunks(struct ppl_ctx *c, const struct ppl_opts *o, struct token_
 	const int nth = pool_threads(c->ses.pool);
 	fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld, batch %lld, %d thread%s\n",
 		ids->n, (long long)n_chunk, (long long)C, (long long)o->batch, nth, cli_plural(nth));
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	for (int64_t k = 0; k < n_chunk; k++) {
 		int32_t *chunk = ids->ids + k * C, saved = chunk[0];
 		if (add_bos)
@@ -272,7 +266,7 @@ static int run_chunks(struct ppl_ctx *c, const struct ppl_opts *o, struct token_
 		fprintf(stderr, "[%lld]%.4f,", (long long)k + 1, exp(s->nll / (double)s->count));
 		fflush(stderr);
 	}
-	double dt = now_s() - t0;
+	double dt = clock_now_s() - t0;
 	fprintf(stderr, "\nperplexity: %.2f s, %.1f tok/s\n", dt,
 		dt > 0 ? (double)(n_chunk * C) / dt : 0.0);
 	return 0;

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "forward.h"
 #include "generate.h"
 #include "gguf.h"
@@ -278,7 +279,7 @@ int engine_submit(struct engine *e, const struct engine_params *p, engine_event_
 		return err->code ? err->code : ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	q->cb = on_event;
 	q->ud = ud;
-	q->t_submit = gen_now();
+	q->t_submit = clock_now_s();
 	pthread_mutex_lock(&e->mu);
 	if (e->stop || e->n_live >= e->max_live) {
 		pthread_mutex_unlock(&e->mu);
@@ -346,7 +347,7 @@ static void release_slot(struct engine *e, struct req *q)
 static void finish(struct engine *e, struct req *q, enum engine_finish why, const char *error)
 {
 	release_slot(e, q);
-	double now = gen_now();
+	double now = clock_now_s();
 	struct engine_event ev = { .kind = error ? ENGINE_EV_ERROR : ENGINE_EV_FINISHED, .id = q->id,
 				   .finish = why, .n_prompt = q->n_prompt,
 				   .n_generated = q->n_generated,
@@ -536,7 +537,7 @@ static void admit(struct engine *e, int64_t budget)
 		q->admitted = ++e->admissions;
 		q->n_draft = 0; /* a preempted request may carry its aborted step's draft */
 		if (!q->t_start) {
-			q->t_start = gen_now();
+			q->t_start = clock_now_s();
 			pthread_mutex_lock(&e->mu);
 			e->stats.prompt_tokens += (uint64_t)q->n_prompt;
 			pthread_mutex_unlock(&e->mu);
@@ -826,7 +827,7 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	else if (q->spec)
 		spec_seq_append(e->spec[q->slot], &tok, 1);
 	if (!q->t_first)
-		q->t_first = gen_now();
+		q->t_first = clock_now_s();
 	ev.token = tok;
 	ev.is_eos = req_stops_at(e, q, tok);
 	if (q->matcher)
@@ -1001,7 +1002,7 @@ static void loop(struct engine *e)
 	while (take_incoming(e)) {
 		reap_cancelled(e);
 		int64_t rows = 0;
-		double t0 = gen_now();
+		double t0 = clock_now_s();
 		int rc = run_step(e, &rows, &err);
 		if (rc) {
 			/* the lone running request cannot fit: fail it, keep serving */
@@ -1013,7 +1014,7 @@ static void loop(struct engine *e)
 		} else if (rows > 0) {
 			after_step(e, rows);
 		}
-		publish_stats(e, rows, gen_now() - t0);
+		publish_stats(e, rows, clock_now_s() - t0);
 	}
 	/* not draining: everything left is cancelled */
 	while (e->n_running) {

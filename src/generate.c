@@ -1,17 +1,9 @@
 /* generate.c — see generate.h. */
 #include "generate.h"
 
-#include <time.h>
-
+#include "clock.h"
 #include "kv.h"
 #include "quant.h"
-
-double gen_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 const char *gen_stop_name(enum gen_stop s)
 {
@@ -120,11 +112,11 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft, 0);
 	/* a plain greedy sampler takes the argmax the LM head finds */
 	const bool argmax = sampler_is_plain_greedy(s);
-	double t0 = gen_now();
+	double t0 = clock_now_s();
 	rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, argmax, err);
 	if (rc)
 		return rc;
-	double t1 = gen_now();
+	double t1 = clock_now_s();
 	st->t_prompt_s = t1 - t0;
 	/* Each step fed row 0 = the last sampled token at position pos and rows
 	 * 1..n_draft = the draft; row i's logits pick the token after row i.
@@ -180,13 +172,13 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		n_draft = 0;
 		int room = draft_room(cfg, st, pos, n_ctx);
 		if (room > 0) {
-			double td = gen_now();
+			double td = clock_now_s();
 			if (cfg->spec)
 				n_draft = (int)quant_gemm_rows_trim(
 						  1 + spec_seq_draft(cfg->spec, room, rows + 1)) - 1;
 			else if ((rc = spec_draft_propose(cfg->draft, 0, room, rows + 1, &n_draft, err)))
 				return rc;
-			st->t_draft_s += gen_now() - td;
+			st->t_draft_s += clock_now_s() - td;
 			if (n_draft > 0) {
 				st->n_drafts++;
 				st->n_draft_tokens += n_draft;
@@ -205,6 +197,6 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 		pos++;
 	}
 done:
-	st->t_gen_s = gen_now() - t1;
+	st->t_gen_s = clock_now_s() - t1;
 	return ING_OK;
 }

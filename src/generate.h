@@ -59,7 +59,5 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 
 const char *gen_stop_name(enum gen_stop s);
 
-/* Monotonic seconds. */
-double gen_now(void);
 
 #endif

@@ -5,14 +5,8 @@
  * between ops. With a profile array set, each dispatch is timed. */
 #include <time.h>
 
+#include "clock.h"
 #include "runner_int.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void graph_thread(void *ctx, int ith, int nth)
 {
@@ -30,10 +24,10 @@ int runner_graph_step(struct runner *r, ing_err *err)
 	const struct fwd_op *ops = fwd_ops(r->f, &n);
 	for (int i = 0; i < n; i++) {
 		r->op = &ops[i];
-		double t0 = r->profile ? now_s() : 0;
+		double t0 = r->profile ? clock_now_s() : 0;
 		pool_run(r->pool, graph_thread, r);
 		if (r->profile)
-			r->profile[ops[i].kind] += now_s() - t0;
+			r->profile[ops[i].kind] += clock_now_s() - t0;
 	}
 	return ING_OK;
 }

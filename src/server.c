@@ -37,6 +37,7 @@
 
 #include <microhttpd.h>
 
+#include "clock.h"
 #include "mem.h"
 #include "sbuf.h"
 
@@ -108,13 +109,6 @@ static bool fd_hung_up(int fd)
 	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* MHD closes a connection once timeout passes since its last socket
  * activity, and checks that also right after a callback returns, counting
  * the time spent inside it. Time spent waiting for the engine is not the
@@ -122,7 +116,7 @@ static double mono_s(void)
  * timeout_s without progress on the socket closes the connection. */
 static void conn_timeout_after(struct MHD_Connection *conn, unsigned timeout_s, double since)
 {
-	double waited = mono_s() - since;
+	double waited = clock_now_s() - since;
 	unsigned t = timeout_s + (waited > 0 ? (unsigned)waited + 1 : 0);
 	MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, t);
 }
@@ -248,7 +242,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		long n = sc->src.next(sc->src.ud, buf, max, SERVER_POLL_MS);
 		if (n > 0) {
 			conn_timeout_after(sc->conn, sc->timeout_s, sc->t_out);
-			sc->t_out = mono_s();
+			sc->t_out = clock_now_s();
 			return n;
 		}
 		if (n == SERVER_STREAM_END) {
@@ -278,7 +272,7 @@ int server_call_stream(struct server_call *c, int status, const char *content_ty
 		return -1;
 	}
 	*sc = (struct stream_ctx){ .src = *src, .call = c, .fd = call_fd(c), .conn = c->conn,
-				   .timeout_s = c->srv->cfg.timeout_s, .t_out = mono_s() };
+				   .timeout_s = c->srv->cfg.timeout_s, .t_out = clock_now_s() };
 	struct MHD_Response *r = MHD_create_response_from_callback(
 		MHD_SIZE_UNKNOWN, SERVER_STREAM_BLOCK, stream_read, sc, stream_free);
 	if (!r) {
@@ -399,7 +393,7 @@ static struct server_call *call_new(struct server *s, struct MHD_Connection *con
 		return NULL;
 	c->srv = s;
 	c->conn = conn;
-	c->t0 = mono_s();
+	c->t0 = clock_now_s();
 	snprintf(c->method, sizeof c->method, "%s", method);
 	if (s->cfg.access_log)
 		peer_format(conn, c->peer, sizeof c->peer);
@@ -552,7 +546,7 @@ static enum MHD_Result call_dispatch(struct server_call *c)
 	 * It is back (stretched by the handler's time, see
 	 * conn_timeout_after) before the response goes out, so a client that
 	 * stops reading is cut off after timeout_s without progress. */
-	double t0 = mono_s();
+	double t0 = clock_now_s();
 	MHD_set_connection_option(c->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	s->handler(s->ud, c);
 	conn_timeout_after(c->conn, s->cfg.timeout_s, t0);
@@ -634,7 +628,7 @@ static void call_log(const struct server_call *c, enum MHD_RequestTerminationCod
 	log_escape(c->path, path, sizeof path);
 	const char *end = termination_text(c, toe);
 	fprintf(stderr, "ingot serve: %s \"%s %s\" %s %.3f s%s%s%s%s%s\n", c->peer, method, path,
-		status, mono_s() - c->t0, c->note[0] ? " " : "", c->note, end ? " (" : "",
+		status, clock_now_s() - c->t0, c->note[0] ? " " : "", c->note, end ? " (" : "",
 		end ? end : "", end ? ")" : "");
 }
 

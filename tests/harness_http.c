@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "api_int.h"
+#include "clock.h"
 #include "mem.h"
 #include "server.h"
 
@@ -82,13 +83,6 @@ static void server_up(void)
 		harness_fail("server_start: %s", err.msg);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Sends data, shuts down the sending side, reads the answer into resp
  * (up to cap bytes kept). Returns bytes received, or -1 when the server
  * did not close within the deadline. */
@@ -104,14 +98,14 @@ static long exchange(const uint8_t *data, size_t size, char *resp, size_t cap)
 	size_t sent = 0, got = 0;
 	bool shut = false;
 	long total = 0;
-	double deadline = now_s() + 5;
+	double deadline = clock_now_s() + 5;
 	for (;;) {
 		if (sent == size && !shut) {
 			shutdown(fd, SHUT_WR);
 			shut = true;
 		}
 		struct pollfd p = { .fd = fd, .events = POLLIN | (shut ? 0 : POLLOUT) };
-		int ms = (int)((deadline - now_s()) * 1000), pr = ms > 0 ? poll(&p, 1, ms) : 0;
+		int ms = (int)((deadline - clock_now_s()) * 1000), pr = ms > 0 ? poll(&p, 1, ms) : 0;
 		if (pr < 0 && errno == EINTR) /* libFuzzer's -timeout alarm */
 			continue;
 		if (pr <= 0) {
@@ -155,10 +149,10 @@ int harness_http(const uint8_t *data, size_t size)
 {
 	server_up();
 	char resp[64] = { 0 };
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	long n = exchange(data, size, resp, sizeof resp - 1);
-	if (getenv("HARNESS_HTTP_DEBUG") && now_s() - t0 > 1)
-		fprintf(stderr, "harness_http: %.2f s, %ld bytes back\n", now_s() - t0, n);
+	if (getenv("HARNESS_HTTP_DEBUG") && clock_now_s() - t0 > 1)
+		fprintf(stderr, "harness_http: %.2f s, %ld bytes back\n", clock_now_s() - t0, n);
 	if (n < 0 && getenv("HARNESS_HTTP_DEBUG")) {
 		char cmd[128];
 		snprintf(cmd, sizeof cmd, "ss -tanoi | grep -A1 :%d >&2; ls /proc/%d/task | wc -l >&2",

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "clock.h"
 #include "engine.h"
 #include "forward.h"
 #include "model.h"
@@ -648,19 +649,12 @@ static void test_logprobs_batched(const struct result *solo)
 	engine_destroy(e, true);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Runs a scenario and prints how long it took (the TSan build is slow). */
 #define SCENARIO(call)                                                                   \
 	do {                                                                             \
-		double t0_ = now_s();                                                    \
+		double t0_ = clock_now_s();                                                    \
 		call;                                                                    \
-		fprintf(stderr, "test_engine: %-28s %6.1f s\n", #call, now_s() - t0_); \
+		fprintf(stderr, "test_engine: %-28s %6.1f s\n", #call, clock_now_s() - t0_); \
 	} while (0)
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "mem.h"
 #include "server.h"
 
@@ -77,13 +78,6 @@ static void handler(void *ud, struct server_call *c)
 	server_call_respond(c, 200, "text/plain", "ok", 2);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int connect_to(int port, int rcvbuf)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -129,17 +123,17 @@ int main(void)
 	const char *sreq = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
 	CHECK(fd >= 0 && send(fd, sreq, strlen(sreq), 0) > 0, "stream request not sent");
 	usleep(300 * 1000);
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	int st = request(port, "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-	double dt = now_s() - t0;
+	double dt = clock_now_s() - t0;
 	CHECK(st == 200 && dt < 1, "another request while a stream is stuck: %d in %.2f s", st, dt);
 	printf("a request beside a stuck stream: %d in %.0f ms\n", st, dt * 1000);
 
-	t0 = now_s();
-	while (!atomic_load(&closed) && now_s() - t0 < 10)
+	t0 = clock_now_s();
+	while (!atomic_load(&closed) && clock_now_s() - t0 < 10)
 		usleep(20 * 1000);
 	CHECK(atomic_load(&closed), "the stuck stream was never closed");
-	printf("stuck stream closed after %.1f s more, %ld bytes produced\n", now_s() - t0,
+	printf("stuck stream closed after %.1f s more, %ld bytes produced\n", clock_now_s() - t0,
 	       atomic_load(&produced));
 	CHECK(atomic_load(&produced) < (64L << 20), "the stream was not held back: %ld bytes",
 	      atomic_load(&produced));

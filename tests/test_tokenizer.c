@@ -14,18 +14,12 @@
 #include <time.h>
 
 #include "check.h"
+#include "clock.h"
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "mem.h"
 #include "tokenizer.h"
 #include "tokenizer_int.h" /* the pre-tokenizer table, tested directly */
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static struct tokenizer *open_vocab(const char *path, double *secs)
 {
@@ -36,10 +30,10 @@ static struct tokenizer *open_vocab(const char *path, double *secs)
 		CHECK(0, "gguf_open %s: %s", path, err.msg);
 		return NULL;
 	}
-	double t0 = now();
+	double t0 = clock_now_s();
 	int rc = tokenizer_open(g, &tk, &err);
 	if (secs)
-		*secs = now() - t0;
+		*secs = clock_now_s() - t0;
 	CHECK(rc == ING_OK, "tokenizer_open %s: %s", path, err.msg);
 	gguf_close(g);
 	return tk;
@@ -330,9 +324,9 @@ static void test_big(const struct tokenizer *tk, const char *name)
 	char *text = make_nospace(n);
 	struct token_ids ids = {0};
 	ing_err err = {0};
-	double t0 = now();
+	double t0 = clock_now_s();
 	int rc = tokenizer_encode(tk, text, n, 0, &ids, &err);
-	double secs = now() - t0;
+	double secs = clock_now_s() - t0;
 	CHECK(rc == ING_OK, "%s: 1 MB encode: %s", name, err.msg);
 	printf("%s: 1 MB without spaces -> %zu tokens in %.2f s\n", name, ids.n, secs);
 	char *dec;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "quant.h"
 
 #define AMX_FNS __attribute__((target("avx512f,avx512bw,avx512vl,fma,amx-tile,amx-int8"), noinline))
@@ -51,13 +52,6 @@ struct tilecfg {
 	uint16_t colsb[16];
 	uint8_t rows[16];
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Tiles 0, 1: A; 2, 3: B; 4, 5: C, as amx_configure sets them. */
 AMX_FNS static void tiles_configure(void)
@@ -141,9 +135,9 @@ int main(int argc, char **argv)
 	for (int rd = 0; rd < rounds; rd++) {
 		double ns[LOOP_COUNT];
 		for (int k = 0; k < LOOP_COUNT; k++) {
-			const double t0 = now_s();
+			const double t0 = clock_now_s();
 			sink += loop_run((enum loop_kind)k, STAGES_A_ROUND);
-			ns[k] = (now_s() - t0) / (2.0 * STAGES_A_ROUND) * 1e9;
+			ns[k] = (clock_now_s() - t0) / (2.0 * STAGES_A_ROUND) * 1e9;
 		}
 		printf("round %d: %s %.2f  %s %.2f  %s %.2f  (tiles + floats %.2f)\n", rd + 1, loop_names[0],
 		       ns[0], loop_names[1], ns[1], loop_names[2], ns[2], ns[0] + ns[1]);

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "mem.h"
 #include "quant.h"
 #include "quant_fill.h"
@@ -57,13 +58,6 @@ struct share {
 	int64_t r0, r1;
 	int ith;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *share_run(void *p)
 {
@@ -189,7 +183,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++) {
 		pthread_t th[2];
 		struct share s[2];
-		const double t0 = now_s();
+		const double t0 = clock_now_s();
 		for (int i = 0; i < nth; i++) {
 			s[i] = (struct share){ &b, b.rows / nth * i, b.rows / nth * (i + 1), i };
 			if (pthread_create(&th[i], NULL, share_run, &s[i]) != 0) {
@@ -199,7 +193,7 @@ int main(int argc, char **argv)
 		}
 		for (int i = 0; i < nth; i++)
 			pthread_join(th[i], NULL);
-		const double dt = now_s() - t0;
+		const double dt = clock_now_s() - t0;
 		printf("  round %d: %7.2f ms  %6.1f G multiply-adds/s  %5.1f GB/s\n", r + 1, dt * 1e3,
 		       (double)b.rows * (double)b.n * (double)T / dt / 1e9, (double)w16_bytes / dt / 1e9);
 	}

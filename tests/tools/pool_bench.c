@@ -14,16 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "pool.h"
 
 enum { DISPATCHES = 200000 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void nothing(void *ctx, int ith, int nth)
 {
@@ -56,10 +50,10 @@ int main(int argc, char **argv)
 	printf("%d threads%s, %d empty dispatches a round\n", threads, pin ? ", pinned" : "",
 	       DISPATCHES);
 	for (int r = 0; r < rounds; r++) {
-		const double t0 = now_s();
+		const double t0 = clock_now_s();
 		for (int i = 0; i < DISPATCHES; i++)
 			pool_run(p, nothing, NULL);
-		printf("round %d: %.0f ns a dispatch\n", r + 1, (now_s() - t0) / DISPATCHES * 1e9);
+		printf("round %d: %.0f ns a dispatch\n", r + 1, (clock_now_s() - t0) / DISPATCHES * 1e9);
 	}
 	pool_destroy(p);
 	return 0;

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "quant.h"
 #include "quant_int.h"
 #include "quant_fill.h"
@@ -61,13 +62,6 @@ static const struct bench_case cases[] = {
 	{ "ffn_down", QTYPE_Q4_K, 2048, 640 },
 	{ "ffn_down", QTYPE_Q6_K, 2048, 640 },
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x2545f4914f6cdd1dull; /* quant_fill.h's stream */
 
@@ -100,10 +94,10 @@ static double matvec_time(const struct quant_kernels *k, const struct bench_case
 			  const uint8_t *w, size_t mat_bytes, int copies, int64_t rows,
 			  const void *a, size_t a_stride, float *y, double min_s)
 {
-	double best = INFINITY, start = now_s();
+	double best = INFINITY, start = clock_now_s();
 	int runs = 0;
 	do {
-		double t0 = now_s();
+		double t0 = clock_now_s();
 		for (int i = 0; i < copies; i++) {
 			const uint8_t *wi = w + (size_t)i * mat_bytes;
 			if (a_stride)
@@ -111,10 +105,10 @@ static double matvec_time(const struct quant_kernels *k, const struct bench_case
 			else
 				matvec(k, c->type, wi, c->n, rows, a, y);
 		}
-		double t = now_s() - t0;
+		double t = clock_now_s() - t0;
 		best = t < best ? t : best;
 		runs++;
-	} while (now_s() - start < min_s || runs < 2);
+	} while (clock_now_s() - start < min_s || runs < 2);
 	return best;
 }
 
@@ -150,10 +144,10 @@ __attribute__((target("avx2"))) static uint64_t read_pass_avx2(const uint8_t *p,
 static double read_bandwidth(const uint8_t *p, size_t bytes, double min_s)
 {
 	volatile uint64_t sink = 0;
-	double best = INFINITY, start = now_s();
+	double best = INFINITY, start = clock_now_s();
 	int pass = 0;
 	do {
-		double t0 = now_s();
+		double t0 = clock_now_s();
 #if defined(__x86_64__) && defined(__GNUC__)
 		if (pass++ % 2 && __builtin_cpu_supports("avx2"))
 			sink += read_pass_avx2(p, bytes);
@@ -161,9 +155,9 @@ static double read_bandwidth(const uint8_t *p, size_t bytes, double min_s)
 #endif
 			sink += read_pass_plain(p, bytes);
 		(void)pass;
-		double t = now_s() - t0;
+		double t = clock_now_s() - t0;
 		best = t < best ? t : best;
-	} while (now_s() - start < min_s);
+	} while (clock_now_s() - start < min_s);
 	(void)sink;
 	return (double)bytes / best / 1e9;
 }
@@ -296,10 +290,10 @@ static int bench_gemm_case(const struct bench_case *c, double min_s, const int *
 			const void *wk = r16 ? w16 : w;
 			double best = 1e30, spent = 0;
 			while (spent < min_s) {
-				double t0 = now_s();
+				double t0 = clock_now_s();
 				fn(c->n, wk, row_bytes, 0, rows, a, (size_t)a_row,
 				   T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y, rows, rows);
-				double dt = now_s() - t0;
+				double dt = clock_now_s() - t0;
 				spent += dt;
 				best = dt < best ? dt : best;
 			}

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "mem.h"
 #include "quant.h"
 
@@ -38,13 +39,6 @@ static const int work_counts[] = { 0, 2, 4, 8, 12 };
  * that stay in L1 */
 enum { QUADS = 48 };
 static int32_t quads[QUADS];
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One pass over p[0 .. bytes) (a multiple of 256), n vpdpbusd a 64-byte
  * line; returns a value of the sums, so the work is kept. n is a
@@ -105,10 +99,10 @@ static double pass_rate(const uint8_t *p, size_t bytes, int n, bool bcast, int r
 {
 	double best = 0;
 	for (int r = 0; r < rounds; r++) {
-		const double t0 = now_s();
+		const double t0 = clock_now_s();
 		for (int i = 0; i < repeat; i++)
 			sink += stream_pass(p, bytes, n, bcast);
-		const double gbs = (double)bytes * repeat / (now_s() - t0) / 1e9;
+		const double gbs = (double)bytes * repeat / (clock_now_s() - t0) / 1e9;
 		best = gbs > best ? gbs : best;
 	}
 	return best;
