@@ -96,6 +96,7 @@ struct fwd {
 	int64_t n_out;
 	bool argmax;                 /* fill best[] in the LM head */
 	bool argmax_only;            /* ... and keep the logits in lm_tile only */
+	bool gate_up_split;          /* this step's gate_up units are 2F (plan_gate_up) */
 	struct ops_best *best;       /* [n_threads][max_out] argmax of each thread's share */
 	struct fwd_op *ops;
 	int n_ops;
@@ -518,6 +519,32 @@ static void plan_push(struct fwd *f, enum op_kind kind, int32_t layer, int64_t u
 	f->ops[f->n_ops++] = (struct fwd_op){ .kind = kind, .layer = layer, .n_units = units };
 }
 
+/* Units of the gate_up op (F = n_ff): F, each a row of both matrices,
+ * the activation applied by the thread that computed it; or, for a step
+ * of at most GATE_UP_SPLIT_MAX_TOKENS tokens, 2F, the gate's rows then
+ * the up's (as QKV's units run through q, k, v), the activation left to
+ * the ffn_quant op. A thread's share then reads one matrix, then maybe
+ * the other, where F units made each of the megakernel's chunks (1/16 of
+ * a share) read 128 rows of gate, then 128 of up, then gate again: two
+ * streams taking turns, which read slower than each in one piece (the
+ * graph runner with its shares cut so, batch 1, 0.985). Measured on the
+ * Sapphire Rapids-class host, `ingot bench --batch B --runner mega
+ * --runs 5 --gen 64 --prompt 16` (3 at B > 1), processes alternating A
+ * B B A, tok/s ratio, 2F units against F (at every batch size): batch 1
+ * 1.028 (three cycles, each above 1.01), batch 4 1.006, batch 8 0.990
+ * (three cycles: there the activation of 8 rows runs on one thread,
+ * ffn_quant being an epilogue), batch 32 1.005; the graph runner at batch
+ * 1 0.998. As here (2F units up to 4 tokens): batch 1 1.015 (three more
+ * cycles, each above 1.008), one thread 1.010; mega against graph in the
+ * same `ingot bench` runs 1.026 and 1.031, where it had been 0.96-1.03. */
+#define GATE_UP_SPLIT_MAX_TOKENS 4
+
+static int64_t plan_gate_up(struct fwd *f, int64_t T)
+{
+	f->gate_up_split = T <= GATE_UP_SPLIT_MAX_TOKENS;
+	return f->gate_up_split ? 2 * f->hp->n_ff : f->hp->n_ff;
+}
+
 int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 {
 	int rc = check_batch(f, b, err);
@@ -539,7 +566,7 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 			for (int64_t o = 0; o < f->n_out; o++)
 				ops_best_init(&f->best[(size_t)th * (size_t)f->max_out + (size_t)o]);
 	const struct model_hparams *hp = f->hp;
-	const int64_t attn_units = plan_attn(f);
+	const int64_t attn_units = plan_attn(f), gate_up_units = plan_gate_up(f, T);
 	f->n_ops = 0;
 	plan_push(f, OP_EMBED, 0, T);
 	for (int32_t il = 0; il < hp->n_layer; il++) {
@@ -550,7 +577,7 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 		plan_push(f, OP_ATTN_QUANT, il, T);
 		plan_push(f, OP_WO, il, hp->d_model);
 		plan_push(f, OP_FFN_IN, il, T);
-		plan_push(f, OP_GATE_UP, il, hp->n_ff);
+		plan_push(f, OP_GATE_UP, il, gate_up_units);
 		plan_push(f, OP_FFN_QUANT, il, T);
 		plan_push(f, OP_DOWN, il, hp->d_model);
 	}
@@ -769,10 +796,34 @@ static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int6
 {
 	const struct model_layer *l = &f->m->layers[il];
 	const int64_t F = f->hp->n_ff;
-	matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1, u_pf);
-	matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1, u_pf);
-	for (int64_t t = 0; t < f->n; t++)
-		ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
+	if (!f->gate_up_split) {
+		matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1, u_pf);
+		matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1, u_pf);
+		for (int64_t t = 0; t < f->n; t++)
+			ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
+		return;
+	}
+	const struct gguf_tensor *W[2] = { l->w_gate, l->w_up };
+	float *Y[2] = { f->hb, f->hb2 };
+	for (int i = 0; i < 2; i++) { /* units [iF, iF + F): matrix i's rows */
+		const int64_t base = i * F;
+		const int64_t r0 = u0 > base ? u0 - base : 0;
+		const int64_t r1 = u1 - base < F ? u1 - base : F;
+		const int64_t r_pf = u_pf - base < F ? u_pf - base : F;
+		if (r0 < r1)
+			matmul(f, W[i], SRC_FFN_IN, f->n, Y[i], F, r0, r1, r_pf);
+	}
+}
+
+/* Row t of the FFN's hidden activations quantized for down (after the
+ * activation, where gate_up left it: plan_gate_up). */
+static void exec_ffn_quant(struct fwd *f, int64_t t)
+{
+	const int64_t F = f->hp->n_ff;
+	float *h = f->hb + t * F;
+	if (f->gate_up_split)
+		ops_glu(h, f->hb2 + t * F, F, f->m->arch->act);
+	act_store(f, &f->act[SRC_FFN_HID], t, f->n, h);
 }
 
 static void exec_out_in(struct fwd *f, int64_t u0, int64_t u1)
@@ -898,7 +949,7 @@ void fwd_op_exec(struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 	case OP_GATE_UP: exec_gate_up(f, il, u0, u1, u_pf); break;
 	case OP_FFN_QUANT:
 		for (int64_t t = u0; t < u1; t++)
-			act_store(f, &f->act[SRC_FFN_HID], t, f->n, f->hb + t * f->hp->n_ff);
+			exec_ffn_quant(f, t);
 		break;
 	case OP_DOWN: matmul(f, l->w_down, SRC_FFN_HID, f->n, f->tmp, D, u0, u1, u_pf); break;
 	case OP_OUT_IN: exec_out_in(f, u0, u1); break;
@@ -940,7 +991,11 @@ bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int64_t u0
 					   base, bytes);
 		return weight_rows(f, l->wv, u0 - f->Dq - f->Dk, u1 - f->Dq - f->Dk, base, bytes);
 	case OP_WO: return weight_rows(f, l->wo, u0, u1, base, bytes);
-	case OP_GATE_UP: return weight_rows(f, l->w_gate, u0, u1, base, bytes);
+	case OP_GATE_UP: /* first matrix this thread touches (plan_gate_up) */
+		if (u0 < f->hp->n_ff)
+			return weight_rows(f, l->w_gate, u0, u1 < f->hp->n_ff ? u1 : f->hp->n_ff, base,
+					   bytes);
+		return weight_rows(f, l->w_up, u0 - f->hp->n_ff, u1 - f->hp->n_ff, base, bytes);
 	case OP_DOWN: return weight_rows(f, l->w_down, u0, u1, base, bytes);
 	case OP_LM_HEAD: return weight_rows(f, f->m->output, u0, u1, base, bytes);
 	default: return false;
