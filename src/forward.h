@@ -63,9 +63,9 @@ enum op_kind {
 	OP_ATTN_QUANT,  /* units T: quantize attention output */
 	OP_WO,          /* units D: output projection */
 	OP_FFN_IN,      /* units T: post-attn norm, residual, FFN norm, quantize */
-	OP_GATE_UP,     /* units F: gate & up projections + activation; or,
-			 * in a step of few tokens, 2F: gate's rows, then up's */
-	OP_FFN_QUANT,   /* units T: (the activation there,) quantize FFN hidden */
+	OP_GATE_UP,     /* units F: gate & up projections + activation (a
+			 * step of <= 4 tokens: 2F, gate's rows then up's) */
+	OP_FFN_QUANT,   /* units T: (<= 4 tokens: the activation,) quantize */
 	OP_DOWN,        /* units D: down projection */
 	OP_OUT_IN,      /* units T_out: finish last layer, final norm, quantize */
 	OP_LM_HEAD,     /* units V: logits */

@@ -59,5 +59,4 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 
 const char *gen_stop_name(enum gen_stop s);
 
-
 #endif
