@@ -42,7 +42,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "clock.h"
 #include "forward.h"

@@ -3,8 +3,6 @@
  * Units of each op are split contiguously and evenly across the threads;
  * pool_run returns only when every thread is done, which is the barrier
  * between ops. With a profile array set, each dispatch is timed. */
-#include <time.h>
-
 #include "clock.h"
 #include "runner_int.h"
 

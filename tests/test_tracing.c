@@ -5,7 +5,6 @@
  * dropped spans are counted. (Spans reaching a real receiver are checked
  * by tests/test_tracing.py.) */
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
 #include "clock.h"
