@@ -96,7 +96,6 @@ struct fwd {
 	int64_t n_out;
 	bool argmax;                 /* fill best[] in the LM head */
 	bool argmax_only;            /* ... and keep the logits in lm_tile only */
-	bool gate_up_split;          /* this step's gate_up units are 2F (plan_gate_up) */
 	struct ops_best *best;       /* [n_threads][max_out] argmax of each thread's share */
 	struct fwd_op *ops;
 	int n_ops;
@@ -539,11 +538,8 @@ static void plan_push(struct fwd *f, enum op_kind kind, int32_t layer, int64_t u
  * same `ingot bench` runs 1.026 and 1.031, where it had been 0.96-1.03. */
 #define GATE_UP_SPLIT_MAX_TOKENS 4
 
-static int64_t plan_gate_up(struct fwd *f, int64_t T)
-{
-	f->gate_up_split = T <= GATE_UP_SPLIT_MAX_TOKENS;
-	return f->gate_up_split ? 2 * f->hp->n_ff : f->hp->n_ff;
-}
+/* Whether this step's gate_up units are 2F (f->n set by fwd_plan). */
+static bool gate_up_split(const struct fwd *f) { return f->n <= GATE_UP_SPLIT_MAX_TOKENS; }
 
 int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 {
@@ -566,7 +562,8 @@ int fwd_plan(struct fwd *f, const struct fwd_batch *b, ing_err *err)
 			for (int64_t o = 0; o < f->n_out; o++)
 				ops_best_init(&f->best[(size_t)th * (size_t)f->max_out + (size_t)o]);
 	const struct model_hparams *hp = f->hp;
-	const int64_t attn_units = plan_attn(f), gate_up_units = plan_gate_up(f, T);
+	const int64_t attn_units = plan_attn(f);
+	const int64_t gate_up_units = gate_up_split(f) ? 2 * hp->n_ff : hp->n_ff;
 	f->n_ops = 0;
 	plan_push(f, OP_EMBED, 0, T);
 	for (int32_t il = 0; il < hp->n_layer; il++) {
@@ -657,21 +654,50 @@ static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 		act_store(f, &f->act[SRC_ATTN_IN], t, f->n, f->xb + t * D);
 }
 
+/* Matrices an op's units run through one after another, each into its
+ * own output rows of `rows` floats a token: QKV's q, k, v; gate_up's
+ * gate, up (2F units: plan_gate_up's comment). Unit u is row u - base of
+ * the matrix whose rows [base, base + rows) hold it. */
+struct stacked {
+	int n;
+	const struct gguf_tensor *W[3];
+	float *Y[3];
+	int64_t rows[3];
+};
+
+static struct stacked stacked_qkv(const struct fwd *f, const struct model_layer *l)
+{
+	return (struct stacked){ 3, { l->wq, l->wk, l->wv }, { f->q, f->kk, f->vv },
+				 { f->Dq, f->Dk, f->Dv } };
+}
+
+static struct stacked stacked_gate_up(const struct fwd *f, const struct model_layer *l)
+{
+	return (struct stacked){ 2, { l->w_gate, l->w_up }, { f->hb, f->hb2 },
+				 { f->hp->n_ff, f->hp->n_ff } };
+}
+
+/* Units [u0, u1) of the stack against the activations of src; [u1, u_pf)
+ * the thread's next (the kernels' prefetch runs on into them). */
+static void stacked_matmul(const struct fwd *f, const struct stacked *st, enum act_src src,
+			   int64_t u0, int64_t u1, int64_t u_pf)
+{
+	int64_t base = 0;
+	for (int i = 0; i < st->n; i++) {
+		const int64_t rows = st->rows[i];
+		const int64_t r0 = u0 > base ? u0 - base : 0;
+		const int64_t r1 = u1 - base < rows ? u1 - base : rows;
+		const int64_t r_pf = u_pf - base < rows ? u_pf - base : rows;
+		if (r0 < r1)
+			matmul(f, st->W[i], src, f->n, st->Y[i], rows, r0, r1, r_pf);
+		base += rows;
+	}
+}
+
 static void exec_qkv(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int64_t u_pf)
 {
-	const struct model_layer *l = &f->m->layers[il];
-	const struct gguf_tensor *W[3] = { l->wq, l->wk, l->wv };
-	float *Y[3] = { f->q, f->kk, f->vv };
-	const int64_t rows[3] = { f->Dq, f->Dk, f->Dv };
-	int64_t base = 0;
-	for (int i = 0; i < 3; i++) {
-		int64_t r0 = u0 > base ? u0 - base : 0;
-		int64_t r1 = u1 - base < rows[i] ? u1 - base : rows[i];
-		int64_t r_pf = u_pf - base < rows[i] ? u_pf - base : rows[i];
-		if (r0 < r1)
-			matmul(f, W[i], SRC_ATTN_IN, f->n, Y[i], rows[i], r0, r1, r_pf);
-		base += rows[i];
-	}
+	const struct stacked st = stacked_qkv(f, &f->m->layers[il]);
+	stacked_matmul(f, &st, SRC_ATTN_IN, u0, u1, u_pf);
 }
 
 static void add_bias(float *y, const struct gguf_tensor *b, int64_t n)
@@ -796,23 +822,15 @@ static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int6
 {
 	const struct model_layer *l = &f->m->layers[il];
 	const int64_t F = f->hp->n_ff;
-	if (!f->gate_up_split) {
-		matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1, u_pf);
-		matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1, u_pf);
-		for (int64_t t = 0; t < f->n; t++)
-			ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
+	if (gate_up_split(f)) {
+		const struct stacked st = stacked_gate_up(f, l);
+		stacked_matmul(f, &st, SRC_FFN_IN, u0, u1, u_pf);
 		return;
 	}
-	const struct gguf_tensor *W[2] = { l->w_gate, l->w_up };
-	float *Y[2] = { f->hb, f->hb2 };
-	for (int i = 0; i < 2; i++) { /* units [iF, iF + F): matrix i's rows */
-		const int64_t base = i * F;
-		const int64_t r0 = u0 > base ? u0 - base : 0;
-		const int64_t r1 = u1 - base < F ? u1 - base : F;
-		const int64_t r_pf = u_pf - base < F ? u_pf - base : F;
-		if (r0 < r1)
-			matmul(f, W[i], SRC_FFN_IN, f->n, Y[i], F, r0, r1, r_pf);
-	}
+	matmul(f, l->w_gate, SRC_FFN_IN, f->n, f->hb, F, u0, u1, u_pf);
+	matmul(f, l->w_up, SRC_FFN_IN, f->n, f->hb2, F, u0, u1, u_pf);
+	for (int64_t t = 0; t < f->n; t++)
+		ops_glu(f->hb + t * F + u0, f->hb2 + t * F + u0, u1 - u0, f->m->arch->act);
 }
 
 /* Row t of the FFN's hidden activations quantized for down (after the
@@ -821,7 +839,7 @@ static void exec_ffn_quant(struct fwd *f, int64_t t)
 {
 	const int64_t F = f->hp->n_ff;
 	float *h = f->hb + t * F;
-	if (f->gate_up_split)
+	if (gate_up_split(f))
 		ops_glu(h, f->hb2 + t * F, F, f->m->arch->act);
 	act_store(f, &f->act[SRC_FFN_HID], t, f->n, h);
 }
@@ -978,24 +996,33 @@ static bool weight_rows(const struct fwd *f, const struct gguf_tensor *W, int64_
 	return true;
 }
 
+/* The bytes of the first matrix of the stack that units [u0, u1) touch,
+ * its rows among them (weight_rows). */
+static bool stacked_first_rows(const struct fwd *f, const struct stacked *st, int64_t u0,
+			       int64_t u1, const void **base, size_t *bytes)
+{
+	int64_t b = 0;
+	for (int i = 0; i < st->n; b += st->rows[i++])
+		if (u0 < b + st->rows[i] || i == st->n - 1)
+			return weight_rows(f, st->W[i], u0 - b,
+					   u1 - b < st->rows[i] ? u1 - b : st->rows[i], base, bytes);
+	return false;
+}
+
 bool fwd_op_weight_span(const struct fwd *f, const struct fwd_op *op, int64_t u0, int64_t u1,
 			const void **base, size_t *bytes)
 {
 	const struct model_layer *l = op->layer < f->hp->n_layer ? &f->m->layers[op->layer] : NULL;
 	switch (op->kind) {
-	case OP_QKV: /* first matrix this thread touches */
-		if (u0 < f->Dq)
-			return weight_rows(f, l->wq, u0, u1 < f->Dq ? u1 : f->Dq, base, bytes);
-		if (u0 < f->Dq + f->Dk)
-			return weight_rows(f, l->wk, u0 - f->Dq, u1 - f->Dq < f->Dk ? u1 - f->Dq : f->Dk,
-					   base, bytes);
-		return weight_rows(f, l->wv, u0 - f->Dq - f->Dk, u1 - f->Dq - f->Dk, base, bytes);
+	case OP_QKV: {
+		const struct stacked st = stacked_qkv(f, l);
+		return stacked_first_rows(f, &st, u0, u1, base, bytes);
+	}
 	case OP_WO: return weight_rows(f, l->wo, u0, u1, base, bytes);
-	case OP_GATE_UP: /* first matrix this thread touches (plan_gate_up) */
-		if (u0 < f->hp->n_ff)
-			return weight_rows(f, l->w_gate, u0, u1 < f->hp->n_ff ? u1 : f->hp->n_ff, base,
-					   bytes);
-		return weight_rows(f, l->w_up, u0 - f->hp->n_ff, u1 - f->hp->n_ff, base, bytes);
+	case OP_GATE_UP: { /* F units: gate's rows, inside the stack's first F */
+		const struct stacked st = stacked_gate_up(f, l);
+		return stacked_first_rows(f, &st, u0, u1, base, bytes);
+	}
 	case OP_DOWN: return weight_rows(f, l->w_down, u0, u1, base, bytes);
 	case OP_LM_HEAD: return weight_rows(f, f->m->output, u0, u1, base, bytes);
 	default: return false;
