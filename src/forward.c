@@ -656,7 +656,7 @@ static void exec_attn_in(struct fwd *f, int32_t il, int64_t u0, int64_t u1)
 
 /* Matrices an op's units run through one after another, each into its
  * own output rows of `rows` floats a token: QKV's q, k, v; gate_up's
- * gate, up (2F units: plan_gate_up's comment). Unit u is row u - base of
+ * gate, up (2F units: GATE_UP_SPLIT_MAX_TOKENS). Unit u is row u - base of
  * the matrix whose rows [base, base + rows) hold it. */
 struct stacked {
 	int n;
@@ -834,7 +834,7 @@ static void exec_gate_up(struct fwd *f, int32_t il, int64_t u0, int64_t u1, int6
 }
 
 /* Row t of the FFN's hidden activations quantized for down (after the
- * activation, where gate_up left it: plan_gate_up). */
+ * activation, where gate_up left it: gate_up_split). */
 static void exec_ffn_quant(struct fwd *f, int64_t t)
 {
 	const int64_t F = f->hp->n_ff;
