@@ -141,8 +141,8 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
  * (three); batch 4, mega 1.036 (two). The K types keep a tile at a time
  * (their runs' sums S for 16 chains would not fit the registers beside
  * them: not tried). */
-ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb, int64_t nb,
-					const struct quant_gemm_block *g, const struct r16_pf *pfa,
+ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb,
+					int64_t nb, const struct quant_gemm_block *g, const struct r16_pf *pfa,
 					const struct r16_pf *pfb, __m512 outa[QUANT_GEMM_GROUP],
 					__m512 outb[QUANT_GEMM_GROUP])
 {
