@@ -598,19 +598,25 @@ static void method_not_allowed(struct server_call *c, const char *method, const 
 	api_respond_error(c, &e);
 }
 
+const char *api_route_path(const char *path, char buf[API_PATH_MAX])
+{
+	/* one trailing slash means the same resource (Starlette, in front of
+	 * vLLM, redirects it) */
+	size_t n = strlen(path);
+	if (n <= 1 || n >= API_PATH_MAX || path[n - 1] != '/')
+		return path;
+	memcpy(buf, path, n - 1);
+	buf[n - 1] = '\0';
+	return buf;
+}
+
 void api_handle(void *ud, struct server_call *c)
 {
 	struct api *a = ud;
 	const char *path = server_call_path(c), *method = server_call_method(c);
 	const struct route *r = NULL, *known = NULL; /* known: a route of this path */
-	/* one trailing slash means the same resource (Starlette, in front of
-	 * vLLM, redirects it) */
-	char trimmed[1024];
-	size_t pn = strlen(path);
-	if (pn > 1 && pn < sizeof trimmed && path[pn - 1] == '/') {
-		snprintf(trimmed, sizeof trimmed, "%.*s", (int)(pn - 1), path);
-		path = trimmed;
-	}
+	char trimmed[API_PATH_MAX];
+	path = api_route_path(path, trimmed);
 	/* the caller's request id goes back with the answer (as vLLM's
 	 * --enable-request-id-headers does) */
 	const char *rid = server_call_header(c, "X-Request-Id");

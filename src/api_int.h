@@ -171,6 +171,14 @@ struct gen_request {
  * headers and log lines as it is). */
 bool api_request_id_ok(const char *s);
 
+/* The path the router matches for path: without one trailing slash
+ * ("/metrics/" is "/metrics"), copied into buf when trimmed; path itself
+ * otherwise (also when it is API_PATH_MAX bytes or longer). Anything that
+ * intercepts routes in front of api_handle must match this, not the raw
+ * path. */
+#define API_PATH_MAX 1024
+const char *api_route_path(const char *path, char buf[API_PATH_MAX]);
+
 /* Reads everything but the prompt from body into r (zeroed first). */
 int gen_request_parse(struct api *a, const cJSON *body, bool chat, struct gen_request *r,
 		      struct api_error *e);

@@ -6,10 +6,13 @@
  * body limit and a 1 s idle timeout), after which the client shuts down
  * its sending side and reads until the server closes. The handler is the
  * API's router (api_handle) on an engine-less api (harness_api_init):
- * the generation endpoints stop after api_gen_request_read and answer
- * 200 or the error, /metrics answers a fixed text; everything else
- * (routing, 404/405, /tokenize, /detokenize, /v1/models, /health, auth,
- * body limits, HTTP parsing) is the real code.
+ * the generation endpoints (chat, completions, responses) stop after
+ * api_gen_request_read and answer 200 or the error, /metrics answers a
+ * fixed text; everything else (routing, 404/405, /tokenize, /detokenize,
+ * /v1/models, /health, auth, body limits, HTTP parsing) is the real code.
+ * The intercepts match paths as the router does (api_route_path: a
+ * trailing slash is the same route); one they miss reaches the engine,
+ * which is NULL here, and crashes.
  *
  * Invariants: the server answers with something that starts "HTTP/1." or
  * closes without answering, and closes within 5 s of the client's
@@ -41,25 +44,32 @@ static struct {
 static void handler(void *ud, struct server_call *c)
 {
 	struct api *a = ud;
-	const char *path = server_call_path(c), *method = server_call_method(c);
-	bool chat = !strcmp(path, "/v1/chat/completions");
-	if ((chat || !strcmp(path, "/v1/completions")) && !strcmp(method, "POST")) {
+	char trimmed[API_PATH_MAX];
+	const char *path = api_route_path(server_call_path(c), trimmed);
+	const char *method = server_call_method(c);
+	bool chat = !strcmp(path, "/v1/chat/completions"), responses = !strcmp(path, "/v1/responses");
+	if ((chat || responses || !strcmp(path, "/v1/completions")) && !strcmp(method, "POST")) {
 		size_t len;
 		const char *s = server_call_body(c, &len);
 		struct api_error e;
 		struct gen_request r;
-		cJSON *body = api_body_parse(a, s, len, &e);
-		if (body && api_gen_request_read(a, body, chat, c, &r, &e) == 0) {
+		cJSON *body = api_body_parse(a, s, len, &e), *conv = NULL;
+		int rc = body ? 0 : -1;
+		if (!rc && responses)
+			rc = api_responses_chat_body(body, a->store, &conv, &e);
+		if (!rc && api_gen_request_read(a, responses ? conv : body, chat || responses, c, &r,
+						&e) == 0) {
 			gen_request_free(&r);
 			server_call_header_add(c, "Retry-After", "1");
 			server_call_respond(c, 200, "application/json", "{}", 2);
 		} else {
 			api_respond_error(c, &e);
 		}
+		cJSON_Delete(conv);
 		cJSON_Delete(body);
 		return;
 	}
-	if (!strcmp(path, "/metrics")) {
+	if (!strcmp(path, "/metrics") && (!strcmp(method, "GET") || !strcmp(method, "HEAD"))) {
 		server_call_respond(c, 200, "text/plain", "# none\n", 7);
 		return;
 	}
