@@ -251,9 +251,10 @@ ALWAYS_INLINE void r16k_run(const __m512i *q, int nq, __m512i sc, const struct r
 		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(s[i], sc));
 }
 
-/* One Q4_K super-block at sb against nt tokens into acc, accm. */
-ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
-			    __m512 *accm, const struct r16_pf *pf)
+/* One Q4_K super-block at sb (the tile's b-th) against nt tokens into acc,
+ * accm; pf: what to prefetch, a sub-block's share at a time. */
+ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, int64_t b, const struct r16_toks *tk, int nt,
+			    __m512 *acc, __m512 *accm, const struct r16_pf *pf)
 {
 	const size_t share = quant_r16k_sb_bytes(QTYPE_Q4_K) / 8;
 	__m512i S[2 * QUANT_GEMM_GROUP];
@@ -263,6 +264,7 @@ ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt
 		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 			const int s = 2 * c + h; /* the sub-block */
 			r16_prefetch_stream(pf, sb + (size_t)s * share, share);
+			r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, s, 8);
 			__m512i q[8];
 			r16k_q4k_quads(sb, s, q);
 			r16k_run(q, 8, r16k_q4k_scale(sb, s), tk, 8 * s, nt, S);
@@ -280,13 +282,14 @@ ALWAYS_INLINE void r16k_q4k(const uint8_t *sb, const struct r16_toks *tk, int nt
  * further 34-36, 3.3 KB 34-37); 1 thread 13-15.5 -> 13-16.4. */
 #define R16K_Q6K_STREAM_LEAD (QUANT_R16K_Q6_K_BITS - QUANT_R16K_Q6_K_NIBBLES)
 
-/* Quads 8r .. 8r + 7 of the Q6_K super-block at sb (the runs of scale
- * pair r) against nt tokens into S. */
-ALWAYS_INLINE void r16k_q6k_run_pair(const uint8_t *sb, int r, const struct r16_toks *tk, int nt,
-				     __m512i *S, const struct r16_pf *pf, size_t share)
+/* Quads 8r .. 8r + 7 of the Q6_K super-block at sb (the tile's b-th; the
+ * runs of scale pair r) against nt tokens into S. */
+ALWAYS_INLINE void r16k_q6k_run_pair(const uint8_t *sb, int64_t b, int r, const struct r16_toks *tk,
+				     int nt, __m512i *S, const struct r16_pf *pf, size_t share)
 {
 	__m512i q[8], lo, hi;
 	r16_prefetch_stream(pf, sb + (size_t)r * share + R16K_Q6K_STREAM_LEAD, share);
+	r16_prefetch_block_part(pf, sb, QUANT_R16K_Q6_K_SB, b, r, 8);
 	if (nt == 1)
 		r16k_q6k_quads_const(sb, r, q);
 	else
@@ -297,10 +300,11 @@ ALWAYS_INLINE void r16k_q6k_run_pair(const uint8_t *sb, int r, const struct r16_
 	r16k_run(q + 4, 4, hi, tk, 8 * r + 4, nt, S);
 }
 
-/* One Q6_K super-block at sb against nt tokens into acc: S = sum sc * u *
- * a - 32 * sum sc * bsum (r16k_q6k_quads, r16k_finish). */
-ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt, __m512 *acc,
-			    const struct r16_pf *pf)
+/* One Q6_K super-block at sb (the tile's b-th) against nt tokens into
+ * acc: S = sum sc * u * a - 32 * sum sc * bsum (r16k_q6k_quads,
+ * r16k_finish); pf: what to prefetch, a scale pair's share at a time. */
+ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, int64_t b, const struct r16_toks *tk, int nt,
+			    __m512 *acc, const struct r16_pf *pf)
 {
 	const size_t share = (quant_r16k_sb_bytes(QTYPE_Q6_K) + 7) / 8;
 	__m512i S[2 * QUANT_GEMM_GROUP];
@@ -308,10 +312,10 @@ ALWAYS_INLINE void r16k_q6k(const uint8_t *sb, const struct r16_toks *tk, int nt
 		S[i] = _mm512_setzero_si512();
 	if (nt == 1) {
 		_Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)
-			r16k_q6k_run_pair(sb, r, tk, nt, S, pf, share);
+			r16k_q6k_run_pair(sb, b, r, tk, nt, S, pf, share);
 	} else {
 		_Pragma("GCC unroll 1") for (int r = 0; r < 8; r++)
-			r16k_q6k_run_pair(sb, r, tk, nt, S, pf, share);
+			r16k_q6k_run_pair(sb, b, r, tk, nt, S, pf, share);
 	}
 	r16k_finish(QTYPE_Q6_K, sb, tk, nt, S, acc, NULL);
 }
@@ -344,11 +348,10 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 						 4 };
 		}
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
-		r16_prefetch_block(pf, sb, sb_bytes, b);
 		if (t == QTYPE_Q4_K)
-			r16k_q4k(sb, &tk, nt, acc, accm, pf);
+			r16k_q4k(sb, b, &tk, nt, acc, accm, pf);
 		else
-			r16k_q6k(sb, &tk, nt, acc, pf);
+			r16k_q6k(sb, b, &tk, nt, acc, pf);
 	}
 	_Pragma("GCC unroll 16") for (int i = 0; i < nt; i++)
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
