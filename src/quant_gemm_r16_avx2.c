@@ -408,12 +408,13 @@ ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct qua
 			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nsb; b++) {
 		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
-		r16_prefetch_block(pf, sb, QUANT_R16K_Q4_K_SB, b);
 		struct q4k_unpacked o;
 		q4k_unpack(sb, &o);
 		for (int gi = 0; gi < ng; gi++)
-			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4)
+			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4) {
+				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, gi * 4 + j0 / 4, ng * 4);
 				q4k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi], accm[gi]);
+			}
 	}
 	for (int gi = 0; gi < ng; gi++)
 		for (int j = 0; j < QUANT_R16_ROWS; j++)

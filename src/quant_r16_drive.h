@@ -151,8 +151,11 @@ ALWAYS_INLINE void r16_prefetch_block(const struct r16_pf *pf, const uint8_t *p,
  * at its start, which left the stream waiting on a full queue of misses
  * while the runs computed. Measured on the Sapphire Rapids-class host,
  * `lmhead_bench --tokens 8 --threads 2` (Q4_K 194 MB, Q6_K 282 MB), the
- * best 2 of 7 rounds, alternating processes: Q4_K 10.5-11.7 -> 9.4 ms,
- * Q6_K 9.0-11.3 -> 8.7-9.0. */
+ * best 2 of 5-7 rounds, alternating processes: AVX-512, T = 8, Q4_K
+ * 10.5-11.7 -> 9.4 ms, Q6_K 9.0-11.3 -> 8.7-9.0; T = 16, Q4_K 20-23 ->
+ * 16-18, Q6_K 17.4-19.2 -> 13.5-15.8; the AVX2 Q4_K kernel (--isa avx2,
+ * parts of 4 rows), T = 8 19.8-22.7 -> 16.8-17.4, T = 16 33.5-34.7 ->
+ * 28.3-31.6. */
 ALWAYS_INLINE void r16_prefetch_block_part(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
 					   int64_t b, int j, int n)
 {

@@ -6,7 +6,7 @@
  * multiply-adds/s and GB/s of weights.
  *
  *   lmhead_bench [--threads N] [--tokens T] [--piece ROWS] [--rounds R] [--amx]
- *                [--type q8_0|q5_0|q4_k|q6_k] [--logits]
+ *                [--isa avx2|avx512|amx] [--type q8_0|q5_0|q4_k|q6_k] [--logits]
  *
  * Each piece's results go to a buffer of the thread's (T x piece floats,
  * the matrix taken from the piece's first row on), as a greedy batch's
@@ -15,7 +15,8 @@
  * matrix instead, as a batch that reads its logits (pieces of 2048).
  *
  * --amx: the amx table's kernel instead of the AVX-512 one (exits 2 where
- * the CPU or the OS does not offer it). --type: a matrix of that type
+ * the CPU or the OS does not offer it); --isa: that table's (--isa avx2:
+ * the AVX2 kernels, on a host that also has AVX-512). --type: a matrix of that type
  * and about that size instead (the K types 2048 columns wide, as the
  * default model's ffn_down): the layers' types streaming from memory.
  *
@@ -25,7 +26,7 @@
  * with small sane scales (quant_fill.h); the results are not checked
  * (that is test_quant's job). The 170-190 MB of weights do not fit in
  * any cache, so every round reads them from memory once per pass of groups.
- * Needs the AVX-512 table's repacked kernel (exits 2 without it). */
+ * Needs the chosen table's repacked kernel (exits 2 without it). */
 #include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = { { "threads", 1, 0, 'j' }, { "tokens", 1, 0, 't' },
 					       { "piece", 1, 0, 'p' }, { "rounds", 1, 0, 'r' },
 					       { "amx", 0, 0, 'x' }, { "type", 1, 0, 'y' },
-					       { "logits", 0, 0, 'l' },
+					       { "logits", 0, 0, 'l' }, { "isa", 1, 0, 'i' },
 					       { 0, 0, 0, 0 } };
 	for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
 		if (c == 'j')
@@ -118,6 +119,15 @@ int main(int argc, char **argv)
 			isa = QUANT_ISA_AMX;
 		else if (c == 'l')
 			logits = true;
+		else if (c == 'i') {
+			for (isa = 0; isa < QUANT_ISA_COUNT; isa++)
+				if (strcmp(optarg, quant_isa_name(isa)) == 0)
+					break;
+			if (isa == QUANT_ISA_COUNT) {
+				fprintf(stderr, "lmhead_bench: --isa avx2|avxvnni|avx512|amx\n");
+				return 1;
+			}
+		}
 		else if (c == 'y') {
 			for (ty = 0; ty < (int)(sizeof types / sizeof types[0]); ty++)
 				if (strcmp(optarg, types[ty].name) == 0)
