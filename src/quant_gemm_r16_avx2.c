@@ -412,7 +412,8 @@ ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct qua
 		q4k_unpack(sb, &o);
 		for (int gi = 0; gi < ng; gi++)
 			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4) {
-				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, gi * 4 + j0 / 4, ng * 4);
+				const int part = gi * 4 + j0 / 4, parts = ng * 4;
+				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, part, parts);
 				q4k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi], accm[gi]);
 			}
 	}

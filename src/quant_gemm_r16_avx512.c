@@ -138,9 +138,12 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
  * 1`, A B B A twice, third best of 7 rounds: 14.1-14.3 -> 12.9-13.2 ms.
  * `ingot bench --batch 8 --runs 3 --gen 32 --prompt 16`, processes A B B
  * A, tok/s ratio: mega 1.043 (four cycles, each 1.03-1.05), graph 1.041
- * (three); batch 4, mega 1.036 (two). The K types keep a tile at a time
- * (their runs' sums S for 16 chains would not fit the registers beside
- * them: not tried). */
+ * (three); batch 4, mega 1.036 (two). The K types keep a tile at a time:
+ * a two-tile pass of theirs (both tiles' sums S in memory, touched once
+ * a run of quads) ran Q4_K T = 8 hot 161-181 -> 172-190 G multiply-
+ * adds/s and Q6_K no faster, and in the model at batch 8 (the K types'
+ * only share there, AMX taking them from 11 tokens) down and wo took as
+ * long as before (bench/HISTORY.md). */
 ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb,
 					int64_t nb, const struct quant_gemm_block *g, const struct r16_pf *pfa,
 					const struct r16_pf *pfb, __m512 outa[QUANT_GEMM_GROUP],

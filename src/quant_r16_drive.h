@@ -160,8 +160,8 @@ ALWAYS_INLINE void r16_prefetch_block_part(const struct r16_pf *pf, const uint8_
 					   int64_t b, int j, int n)
 {
 	if (pf->ahead) {
-		const size_t o0 = bytes * (size_t)j / (size_t)n, o1 = bytes * (size_t)(j + 1) / (size_t)n;
-		r16_prefetch(p + o0, o1 - o0);
+		const size_t o0 = bytes * (size_t)j / (size_t)n;
+		r16_prefetch(p + o0, bytes * (size_t)(j + 1) / (size_t)n - o0);
 	}
 	if (!pf->next)
 		return;
