@@ -133,9 +133,10 @@ ALWAYS_INLINE void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
 		__builtin_prefetch(pf->next + 64 * l, 0, 2);
 }
 
-/* What a pass of groups prefetches at block (or super-block) b, whose
- * bytes start at p: its own lines R16_PREFETCH_AHEAD further where the
- * pass is the run's first (pf->ahead), and its share of the next run. */
+/* What a pass of groups prefetches at block b (Q8_0, Q5_0; the K types'
+ * super-blocks take r16_prefetch_block_part), whose bytes start at p: its
+ * own lines R16_PREFETCH_AHEAD further where the pass is the run's first
+ * (pf->ahead), and its share of the next run. */
 ALWAYS_INLINE void r16_prefetch_block(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
 				      int64_t b)
 {

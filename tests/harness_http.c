@@ -47,7 +47,8 @@ static void handler(void *ud, struct server_call *c)
 	char trimmed[API_PATH_MAX];
 	const char *path = api_route_path(server_call_path(c), trimmed);
 	const char *method = server_call_method(c);
-	bool chat = !strcmp(path, "/v1/chat/completions"), responses = !strcmp(path, "/v1/responses");
+	bool chat = !strcmp(path, "/v1/chat/completions");
+	bool responses = !strcmp(path, "/v1/responses"); /* read as the chat body it becomes */
 	if ((chat || responses || !strcmp(path, "/v1/completions")) && !strcmp(method, "POST")) {
 		size_t len;
 		const char *s = server_call_body(c, &len);
@@ -57,8 +58,8 @@ static void handler(void *ud, struct server_call *c)
 		int rc = body ? 0 : -1;
 		if (!rc && responses)
 			rc = api_responses_chat_body(body, a->store, &conv, &e);
-		if (!rc && api_gen_request_read(a, responses ? conv : body, chat || responses, c, &r,
-						&e) == 0) {
+		const cJSON *req = responses ? conv : body;
+		if (!rc && api_gen_request_read(a, req, chat || responses, c, &r, &e) == 0) {
 			gen_request_free(&r);
 			server_call_header_add(c, "Retry-After", "1");
 			server_call_respond(c, 200, "application/json", "{}", 2);

@@ -15,8 +15,8 @@
  * matrix instead, as a batch that reads its logits (pieces of 2048).
  *
  * --amx: the amx table's kernel instead of the AVX-512 one (exits 2 where
- * the CPU or the OS does not offer it); --isa: that table's (--isa avx2:
- * the AVX2 kernels, on a host that also has AVX-512). --type: a matrix of that type
+ * the CPU or the OS does not offer it); --isa: that table's (avx2: the
+ * AVX2 kernels, also on a host with AVX-512). --type: a matrix of that type
  * and about that size instead (the K types 2048 columns wide, as the
  * default model's ffn_down): the layers' types streaming from memory.
  *
@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 				if (strcmp(optarg, quant_isa_name(isa)) == 0)
 					break;
 			if (isa == QUANT_ISA_COUNT) {
-				fprintf(stderr, "lmhead_bench: --isa avx2|avxvnni|avx512|amx\n");
+				fprintf(stderr, "lmhead_bench: --isa avx2|avx512|amx\n");
 				return 1;
 			}
 		}
