@@ -24,8 +24,8 @@
  * R16_TILE_CHUNK tiles (which waits in L2 for the next pair); then the
  * tokens past the groups one at a time from their plain rows. A lone
  * group (8 tokens or fewer: batched decode of up to 8) goes over two tiles
- * at a time instead (r16_groups_two_tiles), each broadcast quad feeding
- * both tiles' chains.
+ * at a time instead (r16_groups_two_tiles; the K types
+ * r16k_group_two_tiles), each broadcast quad feeding both tiles' chains.
  *
  * Measured on the Zen 4 host, against the row-major VNNI kernels on the
  * same rows (`quant_bench --quick`, one thread, cache-resident): Q8_0
@@ -138,12 +138,8 @@ ALWAYS_INLINE void r16_groups(enum qtype t, const uint8_t *tile, int64_t nb,
  * 1`, A B B A twice, third best of 7 rounds: 14.1-14.3 -> 12.9-13.2 ms.
  * `ingot bench --batch 8 --runs 3 --gen 32 --prompt 16`, processes A B B
  * A, tok/s ratio: mega 1.043 (four cycles, each 1.03-1.05), graph 1.041
- * (three); batch 4, mega 1.036 (two). The K types keep a tile at a time:
- * a two-tile pass of theirs (both tiles' sums S in memory, touched once
- * a run of quads) ran Q4_K T = 8 hot 161-181 -> 172-190 G multiply-
- * adds/s and Q6_K no faster, and in the model at batch 8 (the K types'
- * only share there, AMX taking them from 11 tokens) down and wo took as
- * long as before (bench/HISTORY.md). */
+ * (three); batch 4, mega 1.036 (two). The K types' own is
+ * r16k_group_two_tiles. */
 ALWAYS_INLINE void r16_groups_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb,
 					int64_t nb, const struct quant_gemm_block *g, const struct r16_pf *pfa,
 					const struct r16_pf *pfb, __m512 outa[QUANT_GEMM_GROUP],
@@ -360,6 +356,110 @@ ALWAYS_INLINE void r16k_tile(enum qtype t, const uint8_t *tile, int64_t nsb,
 		out[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acc[i], accm[i]) : acc[i];
 }
 
+/* Quad vector k of run u (below) of the super-block at s. */
+ALWAYS_INLINE __m512i r16k_run_quad(enum qtype t, const uint8_t *s, int u, int k)
+{
+	return t == QTYPE_Q4_K ? r16k_q4k_quad(s, u, k) : r16k_q6k_quad(s, u / 2, 4 * (u % 2) + k);
+}
+
+/* Run u of a K-type super-block against one packed group (8 tokens, tk)
+ * for two tiles at once, their super-blocks at sa and sb: S*[i] += the
+ * run's scale * token i's products with the run's quads. A run is Q4_K
+ * sub-block u (quads 8u .. 8u + 7), or the half u % 2 of Q6_K scale pair
+ * u / 2 (quads 4u .. 4u + 3); each broadcast quad feeds both tiles'
+ * chains (16 of them). The same sums as r16k_run's over one tile. */
+ALWAYS_INLINE void r16k_run_two_tiles(enum qtype t, const uint8_t *sa, const uint8_t *sb, int u,
+				      const struct r16_toks *tk, __m512i Sa[QUANT_GEMM_GROUP],
+				      __m512i Sb[QUANT_GEMM_GROUP])
+{
+	const bool q4 = t == QTYPE_Q4_K;
+	const int nq = q4 ? 8 : 4, k0 = nq * u;
+	__m512i ca[QUANT_GEMM_GROUP], cb[QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++)
+		ca[i] = cb[i] = _mm512_setzero_si512();
+	_Pragma("GCC unroll 8") for (int k = 0; k < nq; k++) {
+		const __m512i qa = r16k_run_quad(t, sa, u, k), qb = r16k_run_quad(t, sb, u, k);
+		_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
+			const __m512i x = r16_bcast(tk->x[0], tk, i, k0 + k);
+			ca[i] = _mm512_dpbusd_epi32(ca[i], qa, x);
+			cb[i] = _mm512_dpbusd_epi32(cb[i], qb, x);
+		}
+	}
+	__m512i sca, scb;
+	if (q4) {
+		sca = r16k_q4k_scale(sa, u);
+		scb = r16k_q4k_scale(sb, u);
+	} else {
+		__m512i lo, hi;
+		r16k_q6k_scales(sa, u / 2, &lo, &hi);
+		sca = u % 2 ? hi : lo;
+		r16k_q6k_scales(sb, u / 2, &lo, &hi);
+		scb = u % 2 ? hi : lo;
+	}
+	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
+		Sa[i] = _mm512_add_epi32(Sa[i], _mm512_mullo_epi32(ca[i], sca));
+		Sb[i] = _mm512_add_epi32(Sb[i], _mm512_mullo_epi32(cb[i], scb));
+	}
+}
+
+/* One packed group at g against two K-type tiles at once, ta and tb of
+ * nsb super-blocks: r16_groups_two_tiles for Q4_K and Q6_K, by runs
+ * (r16k_run_two_tiles), each tile's sums S closed as r16k_tile closes
+ * them, so that outa and outb are bit for bit r16k_tile's results for ta
+ * and tb. The 16 chains of a run and its quads fill the registers: both
+ * tiles' S wait in memory, touched once a run. Each run issues its share
+ * of both tiles' prefetches (r16_prefetch_block_part).
+ *
+ * Measured on the Sapphire Rapids-class host against a tile at a time:
+ * `quant_bench --gemm 4,8` (one thread, hot), G multiply-adds/s, Q4_K T
+ * = 8 161-181 -> 172-190, T = 4 81-91 -> 89-95, Q6_K no faster;
+ * streaming, `lmhead_bench --tokens T --threads 2` (the best 2 of 5
+ * rounds, alternating processes, ms), Q4_K T = 4 9.9-10.1 -> 8.6-8.9, T
+ * = 8 9.8-10.2 -> 8.4-9.0; Q6_K T = 4 9.3-9.9 -> 8.2-8.6, T = 8 9.6-10.0
+ * -> 8.2-8.6. `ingot bench --batch B --runs 5 --gen 64 --prompt 16`,
+ * processes A B B A, tok/s ratio: batch 8 mega 1.009 (three cycles),
+ * graph 1.034 (two), batch 4 mega 1.016 (two). (Before the prefetches
+ * were spread, each super-block's at its start, the pass gained hot but
+ * not streaming, and lost 2-3% in the model.) */
+ALWAYS_INLINE void r16k_group_two_tiles(enum qtype t, const uint8_t *ta, const uint8_t *tb,
+					int64_t nsb, const struct quant_gemm_kblock *g,
+					const struct r16_pf *pfa, const struct r16_pf *pfb,
+					__m512 outa[QUANT_GEMM_GROUP],
+					__m512 outb[QUANT_GEMM_GROUP])
+{
+	const size_t sb_bytes = quant_r16k_sb_bytes(t);
+	const int run_pairs = t == QTYPE_Q4_K ? 4 : 8;
+	__m512 acca[QUANT_GEMM_GROUP], accma[QUANT_GEMM_GROUP];
+	__m512 accb[QUANT_GEMM_GROUP], accmb[QUANT_GEMM_GROUP];
+	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++)
+		acca[i] = accma[i] = accb[i] = accmb[i] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		const struct r16_toks tk = { { (const uint8_t *)g[b].quads, NULL },
+					     { (const uint8_t *)g[b].bsum_pairs, NULL },
+					     { g[b].d, NULL },
+					     sizeof g->quads[0] };
+		const uint8_t *sa = ta + (size_t)b * sb_bytes, *sb = tb + (size_t)b * sb_bytes;
+		__m512i Sa[QUANT_GEMM_GROUP], Sb[QUANT_GEMM_GROUP];
+		_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++)
+			Sa[i] = Sb[i] = _mm512_setzero_si512();
+		/* runs in pairs, so that u % 2 is a constant (Q4_K: which
+		 * nibble; Q6_K: which scale of the pair) */
+		_Pragma("GCC unroll 1") for (int c = 0; c < run_pairs; c++)
+			_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+				const int u = 2 * c + h; /* the run, of 2 * run_pairs */
+				r16_prefetch_block_part(pfa, sa, sb_bytes, b, u, 2 * run_pairs);
+				r16_prefetch_block_part(pfb, sb, sb_bytes, b, u, 2 * run_pairs);
+				r16k_run_two_tiles(t, sa, sb, u, &tk, Sa, Sb);
+			}
+		r16k_finish(t, sa, &tk, QUANT_GEMM_GROUP, Sa, acca, accma);
+		r16k_finish(t, sb, &tk, QUANT_GEMM_GROUP, Sb, accb, accmb);
+	}
+	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
+		outa[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(acca[i], accma[i]) : acca[i];
+		outb[i] = t == QTYPE_Q4_K ? _mm512_sub_ps(accb[i], accmb[i]) : accb[i];
+	}
+}
+
 /* Tile ti's results for the nt tokens of groups g0 on (acc[l]: token
  * 8 * g0 + l) into y: the tokens below T, the rows in [r0, r1). */
 ALWAYS_INLINE void r16_tile_store(int64_t ti, int64_t r0, int64_t r1, int64_t g0, int nt, int64_t T,
@@ -401,22 +501,24 @@ ALWAYS_INLINE void r16_tile_groups(enum qtype t, const void *w, size_t tile_byte
 }
 
 /* Tiles ti and ti + 1 against the last group alone (8 tokens or fewer,
- * before c1), Q8_0 and Q5_0 (r16_groups_two_tiles): false, having done
- * nothing, for a pair of groups or a K type. pf, pf2: what each tile's
- * pass prefetches. */
+ * before c1): r16_groups_two_tiles, or r16k_group_two_tiles for the K
+ * types; false, having done nothing, for a pair of groups. pf, pf2: what
+ * each tile's pass prefetches. */
 ALWAYS_INLINE bool r16_tile_groups2(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				    int64_t r0, int64_t r1, int64_t nb, const void *packed,
 				    size_t group_bytes, int64_t g0, int64_t c1, int64_t T,
 				    const struct r16_pf *pf, const struct r16_pf *pf2, float *y,
 				    int64_t y_stride)
 {
-	if (quant_r16_k_type(t) || c1 - g0 != 1)
+	if (c1 - g0 != 1)
 		return false;
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
-	const struct quant_gemm_block *g =
-		(const void *)((const uint8_t *)packed + (size_t)g0 * group_bytes);
+	const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 	__m512 acc[2][QUANT_GEMM_GROUP];
-	r16_groups_two_tiles(t, tile, tile + tile_bytes, nb, g, pf, pf2, acc[0], acc[1]);
+	if (quant_r16_k_type(t))
+		r16k_group_two_tiles(t, tile, tile + tile_bytes, nb, g, pf, pf2, acc[0], acc[1]);
+	else
+		r16_groups_two_tiles(t, tile, tile + tile_bytes, nb, g, pf, pf2, acc[0], acc[1]);
 	for (int k = 0; k < 2; k++)
 		r16_tile_store(ti + k, r0, r1, g0, QUANT_GEMM_GROUP, T, acc[k], y, y_stride);
 	return true;

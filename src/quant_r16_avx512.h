@@ -101,16 +101,20 @@ ALWAYS_INLINE void r16_group_corr(enum qtype t, const struct quant_gemm_block *b
 
 /* ---- Q4_K and Q6_K super-blocks (layout in quant_int.h) ---- */
 
-/* Q4_K sub-block s's 8 quad vectors (quads 8s .. 8s + 7) of the
- * super-block at sb: the low (s even) or high nibbles of chunk s / 2. */
+/* Quad vector k (quad 8s + k) of Q4_K sub-block s of the super-block at
+ * sb: the low (s even) or high nibbles of chunk s / 2. */
+ALWAYS_INLINE __m512i r16k_q4k_quad(const uint8_t *sb, int s, int k)
+{
+	const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)(s / 2) + 64 * (size_t)k;
+	const __m512i nib = _mm512_loadu_si512(v);
+	return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0f));
+}
+
+/* Sub-block s's 8 quad vectors (quads 8s .. 8s + 7). */
 ALWAYS_INLINE void r16k_q4k_quads(const uint8_t *sb, int s, __m512i q[8])
 {
-	const __m512i low4 = _mm512_set1_epi8(0x0f);
-	const uint8_t *v = sb + QUANT_R16K_Q4_K_QUANTS + 512 * (size_t)(s / 2);
-	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-		const __m512i nib = _mm512_loadu_si512(v + 64 * k);
-		q[k] = _mm512_and_si512(s % 2 ? _mm512_srli_epi16(nib, 4) : nib, low4);
-	}
+	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+		q[k] = r16k_q4k_quad(sb, s, k);
 }
 
 /* The 16 rows' scales of Q4_K sub-block s, as int32. */
@@ -119,22 +123,27 @@ ALWAYS_INLINE __m512i r16k_q4k_scale(const uint8_t *sb, int s)
 	return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sb + QUANT_R16K_Q4_K_SCALES + 16 * s)));
 }
 
-/* Q6_K quads 8r .. 8r + 7 of the super-block at sb, u = q + 32 put
+/* Q6_K quad 8r + k (k < 8) of the super-block at sb, u = q + 32 put
  * together from its nibble and its 2-bit part (quad vector K: nibble
  * vector K % 32, low or high; 2-bit vector K % 16, bits 2 (K / 16)). */
-ALWAYS_INLINE void r16k_q6k_quads(const uint8_t *sb, int r, __m512i q[8])
+ALWAYS_INLINE __m512i r16k_q6k_quad(const uint8_t *sb, int r, int k)
 {
 	const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
 	const __m128i nib_shift = _mm_cvtsi32_si128(r < 4 ? 0 : 4);
 	const __m128i bits_shift = _mm_cvtsi32_si128(2 * (r / 2));
 	const uint8_t *nv = sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (size_t)(8 * (r % 4));
 	const uint8_t *bv = sb + QUANT_R16K_Q6_K_BITS + 64 * (size_t)(8 * (r % 2));
-	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-		const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
-		const __m512i hi = _mm512_and_si512(
-			_mm512_slli_epi16(_mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift), 4), top2);
-		q[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xec); /* (lo & low4) | hi */
-	}
+	const __m512i lo = _mm512_srl_epi16(_mm512_loadu_si512(nv + 64 * k), nib_shift);
+	const __m512i bits = _mm512_srl_epi16(_mm512_loadu_si512(bv + 64 * k), bits_shift);
+	const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(bits, 4), top2);
+	return _mm512_ternarylogic_epi32(lo, hi, low4, 0xec); /* (lo & low4) | hi */
+}
+
+/* Quads 8r .. 8r + 7. */
+ALWAYS_INLINE void r16k_q6k_quads(const uint8_t *sb, int r, __m512i q[8])
+{
+	_Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)
+		q[k] = r16k_q6k_quad(sb, r, k);
 }
 
 /* r16k_q6k_quads for r a constant (the caller unrolls over it): the
