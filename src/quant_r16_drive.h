@@ -122,41 +122,38 @@ static inline void r16_prefetch_stream(const struct r16_pf *pf, const uint8_t *p
 			__builtin_prefetch(p + R16_STREAM_L1_AHEAD + o, 0, 3); /* prefetcht0 */
 }
 
-/* Block b's share of the next run's lines, into L2 (prefetcht1). */
-ALWAYS_INLINE void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
+/* Lines [l0, l1) of the next run (those below pf->lines), into L2
+ * (prefetcht1). */
+ALWAYS_INLINE void r16_prefetch_next_lines(const struct r16_pf *pf, size_t l0, size_t l1)
 {
 	if (!pf->next)
 		return;
-	const size_t l0 = (size_t)b * pf->per_block;
-	const size_t l1 = l0 + pf->per_block < pf->lines ? l0 + pf->per_block : pf->lines;
+	l1 = l1 < pf->lines ? l1 : pf->lines;
 	for (size_t l = l0; l < l1; l++)
 		__builtin_prefetch(pf->next + 64 * l, 0, 2);
 }
 
-/* What a pass of groups prefetches at block b (Q8_0, Q5_0; the K types'
- * super-blocks take r16_prefetch_block_part), whose bytes start at p: its
- * own lines R16_PREFETCH_AHEAD further where the pass is the run's first
- * (pf->ahead), and its share of the next run. */
-ALWAYS_INLINE void r16_prefetch_block(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
-				      int64_t b)
+/* Block b's share of the next run's lines. */
+ALWAYS_INLINE void r16_prefetch_next(const struct r16_pf *pf, int64_t b)
 {
-	if (pf->ahead)
-		r16_prefetch(p, bytes);
-	r16_prefetch_next(pf, b);
+	const size_t l0 = (size_t)b * pf->per_block;
+	r16_prefetch_next_lines(pf, l0, l0 + pf->per_block);
 }
 
-/* Part j of n of r16_prefetch_block, for the K types' passes of groups,
- * which call it at each of a super-block's n runs of quads: a
- * super-block's lines (Q4_K 37, Q6_K 53, each ahead and again for the
- * next run) then go out a run's share at a time rather than in one burst
- * at its start, which left the stream waiting on a full queue of misses
- * while the runs computed. Measured on the Sapphire Rapids-class host,
- * `lmhead_bench --tokens 8 --threads 2` (Q4_K 194 MB, Q6_K 282 MB), the
- * best 2 of 5-7 rounds, alternating processes: AVX-512, T = 8, Q4_K
- * 10.5-11.7 -> 9.4 ms, Q6_K 9.0-11.3 -> 8.7-9.0; T = 16, Q4_K 20-23 ->
- * 16-18, Q6_K 17.4-19.2 -> 13.5-15.8; the AVX2 Q4_K kernel (--isa avx2,
- * parts of 4 rows), T = 8 19.8-22.7 -> 16.8-17.4, T = 16 33.5-34.7 ->
- * 28.3-31.6. */
+/* Part j of n of what a pass of groups prefetches at block (or super-
+ * block) b, whose bytes start at p: its own lines R16_PREFETCH_AHEAD
+ * further where the pass is the run's first (pf->ahead), and its share of
+ * the next run. The K types' passes call it at each of a super-block's n
+ * runs of quads: a super-block's lines (Q4_K 37, Q6_K 53, each ahead and
+ * again for the next run) then go out a run's share at a time rather than
+ * in one burst at its start, which left the stream waiting on a full
+ * queue of misses while the runs computed. Measured on the Sapphire
+ * Rapids-class host, `lmhead_bench --tokens 8 --threads 2` (Q4_K 194 MB,
+ * Q6_K 282 MB), the best 2 of 5-7 rounds, alternating processes: AVX-512,
+ * T = 8, Q4_K 10.5-11.7 -> 9.4 ms, Q6_K 9.0-11.3 -> 8.7-9.0; T = 16, Q4_K
+ * 20-23 -> 16-18, Q6_K 17.4-19.2 -> 13.5-15.8; the AVX2 Q4_K kernel
+ * (--isa avx2, parts of 4 rows), T = 8 19.8-22.7 -> 16.8-17.4, T = 16
+ * 33.5-34.7 -> 28.3-31.6. */
 ALWAYS_INLINE void r16_prefetch_block_part(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
 					   int64_t b, int j, int n)
 {
@@ -164,14 +161,16 @@ ALWAYS_INLINE void r16_prefetch_block_part(const struct r16_pf *pf, const uint8_
 		const size_t o0 = bytes * (size_t)j / (size_t)n;
 		r16_prefetch(p + o0, bytes * (size_t)(j + 1) / (size_t)n - o0);
 	}
-	if (!pf->next)
-		return;
 	const size_t base = (size_t)b * pf->per_block;
-	const size_t l0 = base + pf->per_block * (size_t)j / (size_t)n;
-	size_t l1 = base + pf->per_block * (size_t)(j + 1) / (size_t)n;
-	l1 = l1 < pf->lines ? l1 : pf->lines;
-	for (size_t l = l0; l < l1; l++)
-		__builtin_prefetch(pf->next + 64 * l, 0, 2);
+	r16_prefetch_next_lines(pf, base + pf->per_block * (size_t)j / (size_t)n,
+				base + pf->per_block * (size_t)(j + 1) / (size_t)n);
+}
+
+/* All of block b's prefetches at once (Q8_0, Q5_0: a block's are few). */
+ALWAYS_INLINE void r16_prefetch_block(const struct r16_pf *pf, const uint8_t *p, size_t bytes,
+				      int64_t b)
+{
+	r16_prefetch_block_part(pf, p, bytes, b, 0, 1);
 }
 
 /* Packed activations per pass over the tiles (prefill): 512 KB, half
