@@ -362,6 +362,16 @@ ALWAYS_INLINE __m512i r16k_run_quad(enum qtype t, const uint8_t *s, int u, int k
 	return t == QTYPE_Q4_K ? r16k_q4k_quad(s, u, k) : r16k_q6k_quad(s, u / 2, 4 * (u % 2) + k);
 }
 
+/* Run u's 16 rows' scales, as int32. */
+ALWAYS_INLINE __m512i r16k_run_scale(enum qtype t, const uint8_t *s, int u)
+{
+	if (t == QTYPE_Q4_K)
+		return r16k_q4k_scale(s, u);
+	__m512i lo, hi;
+	r16k_q6k_scales(s, u / 2, &lo, &hi);
+	return u % 2 ? hi : lo;
+}
+
 /* Run u of a K-type super-block against one packed group (8 tokens, tk)
  * for two tiles at once, their super-blocks at sa and sb: S*[i] += the
  * run's scale * token i's products with the run's quads. A run is Q4_K
@@ -372,8 +382,7 @@ ALWAYS_INLINE void r16k_run_two_tiles(enum qtype t, const uint8_t *sa, const uin
 				      const struct r16_toks *tk, __m512i Sa[QUANT_GEMM_GROUP],
 				      __m512i Sb[QUANT_GEMM_GROUP])
 {
-	const bool q4 = t == QTYPE_Q4_K;
-	const int nq = q4 ? 8 : 4, k0 = nq * u;
+	const int nq = t == QTYPE_Q4_K ? 8 : 4, k0 = nq * u;
 	__m512i ca[QUANT_GEMM_GROUP], cb[QUANT_GEMM_GROUP];
 	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++)
 		ca[i] = cb[i] = _mm512_setzero_si512();
@@ -385,17 +394,7 @@ ALWAYS_INLINE void r16k_run_two_tiles(enum qtype t, const uint8_t *sa, const uin
 			cb[i] = _mm512_dpbusd_epi32(cb[i], qb, x);
 		}
 	}
-	__m512i sca, scb;
-	if (q4) {
-		sca = r16k_q4k_scale(sa, u);
-		scb = r16k_q4k_scale(sb, u);
-	} else {
-		__m512i lo, hi;
-		r16k_q6k_scales(sa, u / 2, &lo, &hi);
-		sca = u % 2 ? hi : lo;
-		r16k_q6k_scales(sb, u / 2, &lo, &hi);
-		scb = u % 2 ? hi : lo;
-	}
+	const __m512i sca = r16k_run_scale(t, sa, u), scb = r16k_run_scale(t, sb, u);
 	_Pragma("GCC unroll 8") for (int i = 0; i < QUANT_GEMM_GROUP; i++) {
 		Sa[i] = _mm512_add_epi32(Sa[i], _mm512_mullo_epi32(ca[i], sca));
 		Sb[i] = _mm512_add_epi32(Sb[i], _mm512_mullo_epi32(cb[i], scb));
