@@ -247,16 +247,6 @@ ALWAYS_INLINE void amx_block_step(enum qtype t, const uint8_t *tile, int64_t b,
 		acc[i] = r16_step(dw, &tk, i, _mm512_load_si512(c[i]), acc[i]);
 }
 
-/* The 16 rows' integer scale of K-type run s of the super-block at sb. */
-ALWAYS_INLINE __m512i amx_run_scale(enum qtype t, const uint8_t *sb, int s)
-{
-	if (t == QTYPE_Q4_K)
-		return r16k_q4k_scale(sb, s);
-	__m512i lo, hi;
-	r16k_q6k_scales(sb, s / 2, &lo, &hi);
-	return s % 2 ? hi : lo;
-}
-
 /* The end of a K-type super-block at sb for the 16 tokens of the packed
  * pair ga, gb on the sums S: r16k_finish, as the VNNI kernels end one. */
 ALWAYS_INLINE void amx_sb_step(enum qtype t, const uint8_t *sb, const struct quant_gemm_kblock *ga,
@@ -294,7 +284,7 @@ ALWAYS_INLINE void amx_finish_run(enum qtype t, const uint8_t *tile, int64_t r,
 	}
 	const int64_t per = amx_runs_per_block(t), b = r / per;
 	const uint8_t *sb = tile + (size_t)b * quant_r16k_sb_bytes(t);
-	const __m512i sc = amx_run_scale(t, sb, (int)(r % per));
+	const __m512i sc = r16k_run_scale(t, sb, (int)(r % per));
 	_Pragma("GCC unroll 16") for (int i = 0; i < AMX_TOKENS; i++)
 		S[i] = _mm512_add_epi32(S[i], _mm512_mullo_epi32(_mm512_load_si512(c[i]), sc));
 	if (r % per == per - 1) {

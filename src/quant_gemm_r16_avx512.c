@@ -362,16 +362,6 @@ ALWAYS_INLINE __m512i r16k_run_quad(enum qtype t, const uint8_t *s, int u, int k
 	return t == QTYPE_Q4_K ? r16k_q4k_quad(s, u, k) : r16k_q6k_quad(s, u / 2, 4 * (u % 2) + k);
 }
 
-/* Run u's 16 rows' scales, as int32. */
-ALWAYS_INLINE __m512i r16k_run_scale(enum qtype t, const uint8_t *s, int u)
-{
-	if (t == QTYPE_Q4_K)
-		return r16k_q4k_scale(s, u);
-	__m512i lo, hi;
-	r16k_q6k_scales(s, u / 2, &lo, &hi);
-	return u % 2 ? hi : lo;
-}
-
 /* Run u of a K-type super-block against one packed group (8 tokens, tk)
  * for two tiles at once, their super-blocks at sa and sb: S*[i] += the
  * run's scale * token i's products with the run's quads. A run is Q4_K

@@ -183,6 +183,18 @@ ALWAYS_INLINE void r16k_q6k_scales(const uint8_t *sb, int p, __m512i *lo, __m512
 	*hi = _mm512_srai_epi32(pr, 16);
 }
 
+/* The 16 rows' scales of K-type run s of the super-block at sb, as int32:
+ * Q4_K sub-block s (32 elements), Q6_K sub-block s (16: half s % 2 of
+ * scale pair s / 2). */
+ALWAYS_INLINE __m512i r16k_run_scale(enum qtype t, const uint8_t *sb, int s)
+{
+	if (t == QTYPE_Q4_K)
+		return r16k_q4k_scale(sb, s);
+	__m512i lo, hi;
+	r16k_q6k_scales(sb, s / 2, &lo, &hi);
+	return s % 2 ? hi : lo;
+}
+
 /* The end of a super-block at sb for nt tokens (tk) with sums S: the
  * contract's float step on 16 rows at once (Q4_K: S against d into acc,
  * M from the mins against the bsum pairs, against dmin, into accm; Q6_K:
