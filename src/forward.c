@@ -183,10 +183,24 @@ static void matmul_w16(const struct fwd *f, const struct gguf_tensor *W, const v
 			r1, r_pf);
 }
 
+/* W as the kernels read its plain rows: where the model holds a copy of
+ * them (model_rows), a view of W over the copy, made in *v. */
+static const struct gguf_tensor *rows_view(const struct fwd *f, const struct gguf_tensor *W,
+					   struct gguf_tensor *v)
+{
+	const void *rows = model_rows(f->m, W);
+	if (rows == W->data)
+		return W;
+	*v = *W;
+	v->data = rows;
+	return v;
+}
+
 static void matmul(const struct fwd *f, const struct gguf_tensor *W, enum act_src src, int64_t T,
 		   float *y, int64_t y_stride, int64_t r0, int64_t r1, int64_t r_pf)
 {
-	matmul_w16(f, W, r16_of(f, W), src, T, y, y_stride, r0, r1, r_pf);
+	struct gguf_tensor v;
+	matmul_w16(f, rows_view(f, W, &v), r16_of(f, W), src, T, y, y_stride, r0, r1, r_pf);
 }
 
 /* ---- create / destroy ---- */
@@ -611,12 +625,14 @@ static void exec_embed(struct fwd *f, int64_t u0, int64_t u1)
 {
 	const int64_t D = f->hp->d_model;
 	const float scale = sqrtf((float)D);
-	/* a tied embedding's rows from the LM head's copy: the mapped
-	 * original's pages were given back (model_r16) and stay so */
+	/* a tied embedding's rows from the LM head's copy, repacked or
+	 * plain: the mapped original's pages were given back (model_r16) */
 	const void *e16 = f->r16 ? f->r16[model_tensor_index(f->m, f->m->tok_embd)] : NULL;
+	struct gguf_tensor v;
+	const struct gguf_tensor *E = rows_view(f, f->m->tok_embd, &v);
 	for (int64_t t = u0; t < u1; t++) {
 		float *x = f->x + t * D;
-		ops_embed_row(f->m->tok_embd, e16, f->tokens[t], x);
+		ops_embed_row(E, e16, f->tokens[t], x);
 		if (f->m->arch->flags & ARCH_EMBD_SCALE)
 			for (int64_t i = 0; i < D; i++)
 				x[i] *= scale;
@@ -868,7 +884,7 @@ static void lm_head_rows_from(const struct fwd *f, int64_t base, int64_t r0, int
 	const int64_t n = (int64_t)W->ne[0];
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
 	struct gguf_tensor v = *W;
-	v.data = (const uint8_t *)W->data + (size_t)base * row_bytes;
+	v.data = (const uint8_t *)model_rows(f->m, W) + (size_t)base * row_bytes;
 	v.ne[1] = W->ne[1] - (uint64_t)base;
 	v.nelems = W->nelems - (uint64_t)base * W->ne[0];
 	v.nbytes = W->nbytes - (uint64_t)base * row_bytes;
@@ -991,7 +1007,7 @@ static bool weight_rows(const struct fwd *f, const struct gguf_tensor *W, int64_
 		return true;
 	}
 	const size_t row_bytes = W->nbytes / (W->nelems / W->ne[0]);
-	*base = (const uint8_t *)W->data + (size_t)r0 * row_bytes;
+	*base = (const uint8_t *)model_rows(f->m, W) + (size_t)r0 * row_bytes;
 	*bytes = (size_t)(r1 - r0) * row_bytes;
 	return true;
 }

@@ -256,8 +256,10 @@ int model_open_gguf(struct gguf *g, struct model **out, ing_err *err)
 	pthread_mutex_init(&m->r16_lock, NULL);
 	/* allocated now, filled by model_r16: what a model holds is
 	 * allocated when it is opened */
-	m->r16 = ing_calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *m->r16);
-	if (!m->r16) {
+	const size_t n_tensors = g->n_tensors ? (size_t)g->n_tensors : 1;
+	m->r16 = ing_calloc(n_tensors, sizeof *m->r16);
+	m->rows = ing_calloc(n_tensors, sizeof *m->rows);
+	if (!m->r16 || !m->rows) {
 		model_close(m);
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
@@ -304,6 +306,7 @@ void model_close(struct model *m)
 		return;
 	ing_pages_free(m->r16_map, m->r16_bytes);
 	ing_free(m->r16);
+	ing_free(m->rows);
 	pthread_mutex_destroy(&m->r16_lock);
 	gguf_close(m->gguf);
 	ing_free(m->layers);
@@ -417,14 +420,19 @@ static size_t r16_bytes_of(const struct quant_kernels *k, const struct gguf_tens
  * alternating runs: 0.29-0.48 s with one thread, 0.25-0.29 with two (0.23-
  * 0.37 before AVX2 hosts repacked anything); 279 MB resident at most
  * either way, as each matrix's originals go back when its last piece is
- * packed (all of them at the end: 317 MB). */
+ * packed (all of them at the end: 317 MB). A matrix the table does not
+ * repack is copied as it is, in the same jobs, where the file is mapped:
+ * the mapping's 4 KB pages cost the AVX2 table's Q8_0 LM head a tenth of
+ * its rate at batch 1, against the copy's huge pages. */
 #define R16_JOB_ROWS 4096
 #define R16_BUILD_THREADS 8
+#define R16_COPY_ALIGN 64 /* each copy starts on a cache line */
 
 struct r16_job {
 	const struct gguf_tensor *W;
 	int64_t r0, r1;   /* its rows */
 	uint8_t *dst;     /* the matrix's copy */
+	bool plain;       /* copied as it is, not repacked */
 	size_t first;     /* the matrix's first job, whose `left` counts */
 	atomic_int left;  /* (in a matrix's first job) its jobs not yet done */
 };
@@ -435,14 +443,18 @@ struct r16_build {
 	size_t n_jobs; /* sizing pass: the count; packing pass: jobs made */
 	struct r16_job *jobs; /* NULL in the sizing pass */
 	atomic_size_t next;   /* the next job to take */
-	bool release;         /* give the originals' pages back (mapped file) */
+	bool mapped;          /* the file is mapped: copy the plain matrices,
+			       * give the originals' pages back */
 };
 
 static void r16_visit(struct model *m, const struct gguf_tensor *W, void *ctx)
 {
 	struct r16_build *b = ctx;
-	const size_t i = model_tensor_index(m, W), bytes = r16_bytes_of(b->k, W);
-	if (bytes == 0 || m->r16[i])
+	const size_t i = model_tensor_index(m, W);
+	const size_t packed = r16_bytes_of(b->k, W);
+	const bool plain = packed == 0;
+	const size_t bytes = plain ? (b->mapped ? (size_t)W->nbytes : 0) : packed;
+	if (bytes == 0 || m->r16[i] || m->rows[i])
 		return; /* no copy, or one made already */
 	const size_t first = b->n_jobs;
 	for (int64_t r0 = 0; r0 < rows_of(W); r0 += R16_JOB_ROWS) {
@@ -452,6 +464,7 @@ static void r16_visit(struct model *m, const struct gguf_tensor *W, void *ctx)
 			jb->r0 = r0;
 			jb->r1 = rows_of(W) - r0 < R16_JOB_ROWS ? rows_of(W) : r0 + R16_JOB_ROWS;
 			jb->dst = (uint8_t *)m->r16_map + b->bytes;
+			jb->plain = plain;
 			jb->first = first;
 			atomic_init(&jb->left, 0);
 			atomic_fetch_add(&b->jobs[first].left, 1);
@@ -459,8 +472,22 @@ static void r16_visit(struct model *m, const struct gguf_tensor *W, void *ctx)
 		b->n_jobs++;
 	}
 	if (b->jobs)
-		m->r16[i] = (uint8_t *)m->r16_map + b->bytes;
-	b->bytes += bytes;
+		*(plain ? &m->rows[i] : &m->r16[i]) = (uint8_t *)m->r16_map + b->bytes;
+	b->bytes += (bytes + R16_COPY_ALIGN - 1) / R16_COPY_ALIGN * R16_COPY_ALIGN;
+}
+
+/* Rows [r0, r1) of the job's matrix into its copy: repacked, or as they are. */
+static void r16_job_run(const struct r16_job *jb)
+{
+	const enum qtype t = (enum qtype)jb->W->type;
+	const int64_t n = (int64_t)jb->W->ne[0];
+	const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
+	const uint8_t *src = (const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes;
+	if (jb->plain)
+		memcpy(jb->dst + (size_t)jb->r0 * row_bytes, src, (size_t)(jb->r1 - jb->r0) * row_bytes);
+	else
+		quant_r16_pack(t, src, n, jb->r1 - jb->r0,
+			       jb->dst + (size_t)(jb->r0 / QUANT_R16_ROWS) * quant_r16_tile_bytes(t, n));
 }
 
 /* Packs jobs until none is left (every packing thread, the caller too);
@@ -471,13 +498,8 @@ static void *r16_pack_jobs(void *arg)
 	struct r16_build *b = arg;
 	for (size_t j; (j = atomic_fetch_add(&b->next, 1)) < b->n_jobs;) {
 		struct r16_job *jb = &b->jobs[j];
-		const enum qtype t = (enum qtype)jb->W->type;
-		const int64_t n = (int64_t)jb->W->ne[0];
-		const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
-		quant_r16_pack(t, (const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes, n,
-			       jb->r1 - jb->r0,
-			       jb->dst + (size_t)(jb->r0 / QUANT_R16_ROWS) * quant_r16_tile_bytes(t, n));
-		if (atomic_fetch_sub(&b->jobs[jb->first].left, 1) == 1 && b->release)
+		r16_job_run(jb);
+		if (atomic_fetch_sub(&b->jobs[jb->first].left, 1) == 1 && b->mapped)
 			mapping_release(jb->W->data, jb->W->nbytes);
 	}
 	return NULL;
@@ -485,8 +507,11 @@ static void *r16_pack_jobs(void *arg)
 
 static void r16_build(struct model *m, const struct quant_kernels *k)
 {
-	struct r16_build b = { .k = k };
+	const bool mapped = m->gguf->mapped;
+	struct r16_build b = { .k = k, .mapped = mapped };
 	matrices_each(m, r16_visit, &b);
+	if (b.bytes == 0)
+		return; /* nothing to copy */
 	void *p = ing_pages_alloc(b.bytes); /* huge pages: fewer TLB misses on the streams */
 	if (!p)
 		return;
@@ -497,7 +522,7 @@ static void r16_build(struct model *m, const struct quant_kernels *k)
 	}
 	m->r16_map = p;
 	m->r16_bytes = b.bytes;
-	b = (struct r16_build){ .k = k, .jobs = jobs, .release = m->gguf->mapped };
+	b = (struct r16_build){ .k = k, .jobs = jobs, .mapped = mapped };
 	matrices_each(m, r16_visit, &b);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t helpers = cpus > 1 ? (size_t)cpus - 1 : 0;
@@ -520,14 +545,18 @@ const void *const *model_r16(struct model *m, const struct quant_kernels *k)
 	bool any = false;
 	for (int t = 0; t < QTYPE_COUNT; t++)
 		any |= k->gemm_r16[t] != NULL;
-	if (!any)
-		return NULL;
 	pthread_mutex_lock(&m->r16_lock);
 	if (!m->r16_tried) {
 		m->r16_tried = true;
 		r16_build(m, k);
 	}
-	const void *const *r = m->r16_map ? m->r16 : NULL;
+	const void *const *r = any && m->r16_map ? m->r16 : NULL;
 	pthread_mutex_unlock(&m->r16_lock);
 	return r;
+}
+
+const void *model_rows(const struct model *m, const struct gguf_tensor *W)
+{
+	const void *rows = m->rows[model_tensor_index(m, W)];
+	return rows ? rows : W->data;
 }

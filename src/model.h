@@ -81,13 +81,15 @@ struct model {
 	struct model_layer *layers;            /* [L] */
 	char path[1024];
 	atomic_int narrow;                     /* model_weights_narrow: 0 not yet known, 1 yes, 2 no */
-	/* model_r16: the repacked matrices, one anonymous mapping of
-	 * r16_bytes (r16_map), r16[i] tensor i's copy or NULL; built once
+	/* model_r16: the matrices' copies, one anonymous mapping of
+	 * r16_bytes (r16_map); r16[i] tensor i's repacked copy or NULL,
+	 * rows[i] its plain rows' copy or NULL (model_rows); built once
 	 * under r16_lock; r16_tried says a build was attempted */
 	pthread_mutex_t r16_lock;
 	void *r16_map;
 	size_t r16_bytes;
 	const void **r16;
+	const void **rows;
 	bool r16_tried;
 };
 
@@ -125,14 +127,23 @@ bool model_weights_narrow(struct model *m);
  * tile for table k's gemm_r16 kernels (quant.h): an array indexed like
  * the GGUF's tensors (model_tensor_index), entry i tensor i's copy or
  * NULL where the plain rows serve (not a matrix, a type k has no such
- * kernel for, rows too long); NULL for all when k has none or the copy
+ * kernel for, rows too long); NULL for all when k has none or the copies
  * (about 220 MB for the default model, a third of a second) could not be
- * made. The first call for a table with the kernels builds the copies,
- * kept until model_close (thread-safe); the mapped originals' pages are
- * then given back (a tied embedding faults in the rows it looks up), so
- * the weights stay in memory once. A later table may lack a kernel an
- * entry was made for: check k->gemm_r16[type] before using one. */
+ * made. The first call, whatever the table, builds the copies, kept until
+ * model_close (thread-safe): from a mapped file, the matrices it does not
+ * repack are copied as they are (model_rows), all onto huge pages, and
+ * the originals' pages are then given back (a tied embedding faults in
+ * the rows it looks up), so the weights stay in memory once. A later
+ * table may lack a kernel an entry was made for: check k->gemm_r16[type]
+ * before using one. */
 const void *const *model_r16(struct model *m, const struct quant_kernels *k);
+
+/* W's rows as the file lays them out, where the kernels read them: the
+ * copy model_r16's build made of a matrix it did not repack (huge pages,
+ * where 4 KB ones cost the Q8_0 LM head's AVX2 kernel a tenth of its
+ * rate), else W->data. Call it after model_r16 (whose lock orders the
+ * build before the read). */
+const void *model_rows(const struct model *m, const struct gguf_tensor *W);
 
 /* Index of tensor W (one of m's) in its GGUF's tensor array. */
 static inline size_t model_tensor_index(const struct model *m, const struct gguf_tensor *W)
