@@ -217,7 +217,14 @@ ALWAYS_INLINE void rows8(enum qtype t, int64_t n, const void *w, size_t w_stride
 #define ROW_QUANTS(j) (t == QTYPE_Q8_0 ? legacy_quants(t, w0 + (j) * w_stride, i) \
 				       : legacy_uquants(t, w0 + (j) * w_stride, i))
 #define LANES(q, x) (t == QTYPE_Q8_0 ? block_lanes(q, x) : ublock_lanes(q, x))
-#define FOUR_ROWS(j, out)                                                                   		do {                                                                       			__m256i qa = ROW_QUANTS(j), qb = ROW_QUANTS(j + 1);                 			__m256i qc = ROW_QUANTS(j + 2), qd = ROW_QUANTS(j + 3);             			FOR_COLS(c, nt)                                                    				out[c] = sum_pairs64(                                      					sum_pairs32(LANES(qa, x[c]), LANES(qb, x[c])), 					sum_pairs32(LANES(qc, x[c]), LANES(qd, x[c]))); 		} while (0)
+#define FOUR_ROWS(j, out)                                                                 \
+	do {                                                                              \
+		__m256i qa = ROW_QUANTS(j), qb = ROW_QUANTS(j + 1);                       \
+		__m256i qc = ROW_QUANTS(j + 2), qd = ROW_QUANTS(j + 3);                   \
+		FOR_COLS(c, nt)                                                           \
+			out[c] = sum_pairs64(sum_pairs32(LANES(qa, x[c]), LANES(qb, x[c])), \
+					     sum_pairs32(LANES(qc, x[c]), LANES(qd, x[c])));  \
+	} while (0)
 		FOUR_ROWS(0, s03);
 		FOUR_ROWS(4, s47);
 #undef FOUR_ROWS
