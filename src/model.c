@@ -418,12 +418,16 @@ static size_t r16_bytes_of(const struct quant_kernels *k, const struct gguf_tens
  * ~0.15 s on the Zen 3 host, the AVX-512 hosts' (the LM head too, 235 MB)
  * in 0.2-0.6 s. `ingot run -n 8 -p Hello` on the Zen 3 host, three
  * alternating runs: 0.29-0.48 s with one thread, 0.25-0.29 with two (0.23-
- * 0.37 before AVX2 hosts repacked anything); 279 MB resident at most
- * either way, as each matrix's originals go back when its last piece is
- * packed (all of them at the end: 317 MB). A matrix the table does not
+ * 0.37 before AVX2 hosts repacked anything). A matrix the table does not
  * repack is copied as it is, in the same jobs, where the file is mapped:
  * the mapping's 4 KB pages cost the AVX2 table's Q8_0 LM head a tenth of
- * its rate at batch 1, against the copy's huge pages. */
+ * its rate at batch 1, against the copy's huge pages. The originals go
+ * back piece by piece: `ingot run -n 1 -p Hello` peaks at 296 MB
+ * resident with the AVX2 and the AMX tables alike (Sapphire Rapids-class
+ * host; giving back each matrix's pages when its last piece was done, 388
+ * and 379 MB: the LM head's 178 MB original beside its copy until the end;
+ * all of them at the end, 317 MB on Zen 3 before the AVX2 table copied
+ * its LM head). */
 #define R16_JOB_ROWS 4096
 #define R16_BUILD_THREADS 8
 #define R16_COPY_ALIGN 64 /* each copy starts on a cache line */
@@ -490,16 +494,22 @@ static void r16_job_run(const struct r16_job *jb)
 			       jb->dst + (size_t)(jb->r0 / QUANT_R16_ROWS) * quant_r16_tile_bytes(t, n));
 }
 
-/* Packs jobs until none is left (every packing thread, the caller too);
- * whoever finishes a matrix's last job gives its originals' pages back, so
- * that they are not all resident at once beside the copies. */
+/* Packs jobs until none is left (every packing thread, the caller too).
+ * From a mapped file, each job gives back the pages its rows fill alone,
+ * and whoever finishes a matrix's last job the rest of its pages, so that
+ * the originals are not resident beside the copies for long. */
 static void *r16_pack_jobs(void *arg)
 {
 	struct r16_build *b = arg;
 	for (size_t j; (j = atomic_fetch_add(&b->next, 1)) < b->n_jobs;) {
 		struct r16_job *jb = &b->jobs[j];
 		r16_job_run(jb);
-		if (atomic_fetch_sub(&b->jobs[jb->first].left, 1) == 1 && b->mapped)
+		if (!b->mapped)
+			continue;
+		const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
+		mapping_release((const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes,
+				(size_t)(jb->r1 - jb->r0) * row_bytes);
+		if (atomic_fetch_sub(&b->jobs[jb->first].left, 1) == 1)
 			mapping_release(jb->W->data, jb->W->nbytes);
 	}
 	return NULL;
