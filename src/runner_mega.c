@@ -54,19 +54,26 @@
  * 88 / 455 / 712, all in chunks 88 / 510 / 834. */
 #define MEGA_CHUNKS 16
 
-/* ... but a matrix op on more than MEGA_WIDE_TOKENS rows (a prefill) in
- * MEGA_WIDE_CHUNKS a thread: each call of the AMX kernels gathers its
- * tokens' activations and unpacks each tile once per chunk of tokens, so
- * a call of a few tiles paid that again and again, where the graph runner
- * makes one call a thread. Measured on the Sapphire Rapids-class host,
- * `ingot bench --batch 1 --runner mega --runs 1 --gen 4 --prompt 512`,
- * processes alternating A B B A, three cycles, prefill tok/s: 16 chunks
- * 1742-1858, 4 chunks 1940-2014; then against the graph runner in the
- * same runs, 0.95-1.02 of its figure with 4 chunks, 0.99-1.01 with 2 or
- * 1 (16 chunks had been 0.90). Not measured on the hosts without AMX,
- * whose kernels prepare less per call. */
+/* ... but a matrix op on more than MEGA_WIDE_TOKENS rows (a prefill, a
+ * batch past a lone group of 8) in MEGA_WIDE_CHUNKS a thread: each call of
+ * the AMX kernels (from 9 tokens on) gathers its tokens' activations and
+ * unpacks each tile once per chunk of tokens, so a call of a few tiles
+ * paid that again and again, where the graph runner makes one call a
+ * thread. Measured on the Sapphire Rapids-class host, `ingot bench
+ * --batch 1 --runner mega --runs 1 --gen 4 --prompt 512`, processes
+ * alternating A B B A, three cycles, prefill tok/s: 16 chunks 1742-1858,
+ * 4 chunks 1940-2014; then against the graph runner in the same runs,
+ * 0.95-1.02 of its figure with 4 chunks, 0.99-1.01 with 2 or 1 (16 chunks
+ * had been 0.90). Past 8 tokens rather than 64 (`ingot bench --batch
+ * 16,32 --runner mega,graph --runs 5 --gen 32 --prompt 16`, two rounds,
+ * mega / graph): AMX table batch 16 0.96-0.98 -> 0.99, batch 32 0.97 ->
+ * 0.98-1.00, 16-token prefill 0.92-0.94 -> 0.94-1.01; AVX-512 table
+ * (INGOT_ISA=avx512) prefill 0.89-0.98 -> 1.00-1.07, batches even either
+ * way; AVX2 table even either way; with a busy loop on the other core,
+ * batch 32 mega the same (732-761 against 742-758 tok/s); batches of 9
+ * and 10, processes alternating A B B A, mega 1.006 and 1.007. */
 #define MEGA_WIDE_CHUNKS 4
-#define MEGA_WIDE_TOKENS 64
+#define MEGA_WIDE_TOKENS 8
 
 /* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
  * rows: the norm's sums of squares run 4 rows to a chain
