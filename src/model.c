@@ -1,8 +1,15 @@
-/* model.c — architecture registry, hyperparameters, tensor binding.
+/* model.c — architecture registry, hyperparameters, tensor binding, and
+ * the matrices' copies the kernels read.
  *
  * Adding an architecture: add a row to `arches` and, only if it needs a new
  * kind of operation, a flag the forward pass understands. Hyperparameters
- * come from `{arch}.{key}`; defaults follow llama.cpp's loader. */
+ * come from `{arch}.{key}`; defaults follow llama.cpp's loader.
+ *
+ * The copies (model_r16, model_rows): once per model, every matrix is
+ * copied onto huge pages, repacked into 16-row tiles where the first
+ * table's kernels take them, as it is otherwise (from a mapped file), and
+ * the mapping's pages are given back, so the weights stay in memory once
+ * and the streams run without 4 KB pages' TLB misses. */
 #include "model.h"
 
 #include <math.h>
