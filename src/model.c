@@ -493,12 +493,14 @@ static void r16_job_run(const struct r16_job *jb)
 	const enum qtype t = (enum qtype)jb->W->type;
 	const int64_t n = (int64_t)jb->W->ne[0];
 	const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
+	const int64_t rows = jb->r1 - jb->r0;
 	const uint8_t *src = (const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes;
-	if (jb->plain)
-		memcpy(jb->dst + (size_t)jb->r0 * row_bytes, src, (size_t)(jb->r1 - jb->r0) * row_bytes);
-	else
-		quant_r16_pack(t, src, n, jb->r1 - jb->r0,
-			       jb->dst + (size_t)(jb->r0 / QUANT_R16_ROWS) * quant_r16_tile_bytes(t, n));
+	if (jb->plain) {
+		memcpy(jb->dst + (size_t)jb->r0 * row_bytes, src, (size_t)rows * row_bytes);
+		return;
+	}
+	const size_t tiles = (size_t)(jb->r0 / QUANT_R16_ROWS);
+	quant_r16_pack(t, src, n, rows, jb->dst + tiles * quant_r16_tile_bytes(t, n));
 }
 
 /* Packs jobs until none is left (every packing thread, the caller too).
