@@ -320,13 +320,12 @@ void model_close(struct model *m)
 	ing_free(m);
 }
 
-/* The matrices a layer multiplies each token by. */
-#define LAYER_MATRICES 7
-static void layer_matrices(const struct model_layer *l,
-			   const struct gguf_tensor *w[LAYER_MATRICES])
+void model_layer_matrices(const struct model_layer *l,
+			  const struct gguf_tensor *w[MODEL_LAYER_MATRICES])
 {
-	const struct gguf_tensor *all[LAYER_MATRICES] = { l->wq,     l->wk,   l->wv,    l->wo,
-							  l->w_gate, l->w_up, l->w_down };
+	const struct gguf_tensor *all[MODEL_LAYER_MATRICES] = { l->wq,     l->wk,   l->wv,
+								l->wo,     l->w_gate, l->w_up,
+								l->w_down };
 	memcpy(w, all, sizeof all);
 }
 
@@ -334,9 +333,9 @@ uint64_t model_weight_bytes(const struct model *m)
 {
 	uint64_t b = m->output->nbytes + m->tok_embd->nbytes / (uint64_t)m->hp.n_vocab;
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct gguf_tensor *w[LAYER_MATRICES];
-		layer_matrices(&m->layers[il], w);
-		for (int i = 0; i < LAYER_MATRICES; i++)
+		const struct gguf_tensor *w[MODEL_LAYER_MATRICES];
+		model_layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			b += w[i]->nbytes;
 	}
 	return b;
@@ -347,9 +346,9 @@ static bool weights_narrow_scan(const struct model *m)
 	if (!quant_weights_narrow(m->output->type, m->output->data, m->output->nbytes))
 		return false;
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct gguf_tensor *w[LAYER_MATRICES];
-		layer_matrices(&m->layers[il], w);
-		for (int i = 0; i < LAYER_MATRICES; i++)
+		const struct gguf_tensor *w[MODEL_LAYER_MATRICES];
+		model_layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			if (!quant_weights_narrow(w[i]->type, w[i]->data, w[i]->nbytes))
 				return false;
 	}
@@ -372,9 +371,9 @@ uint64_t model_weight_macs(const struct model *m, bool lm_head)
 {
 	uint64_t n = lm_head ? m->output->nelems : 0;
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct gguf_tensor *w[LAYER_MATRICES];
-		layer_matrices(&m->layers[il], w);
-		for (int i = 0; i < LAYER_MATRICES; i++)
+		const struct gguf_tensor *w[MODEL_LAYER_MATRICES];
+		model_layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			n += w[i]->nelems;
 	}
 	return n;
@@ -399,9 +398,9 @@ static void matrices_each(struct model *m, void (*fn)(struct model *, const stru
 {
 	fn(m, m->output, ctx);
 	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct gguf_tensor *w[LAYER_MATRICES];
-		layer_matrices(&m->layers[il], w);
-		for (int i = 0; i < LAYER_MATRICES; i++)
+		const struct gguf_tensor *w[MODEL_LAYER_MATRICES];
+		model_layer_matrices(&m->layers[il], w);
+		for (int i = 0; i < MODEL_LAYER_MATRICES; i++)
 			fn(m, w[i], ctx);
 	}
 }

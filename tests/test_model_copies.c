@@ -22,19 +22,16 @@
 #include "quant.h"
 #include "runner.h"
 
-#define COPY_ALIGN 64
+#define COPY_ALIGN 64 /* model_rows: a copy starts on a 64-byte line */
 
 /* The matrices the build visits: the LM head, then each layer's. */
 static int matrices_of(const struct model *m, const struct gguf_tensor **w, int max)
 {
 	int n = 0;
 	w[n++] = m->output;
-	for (int64_t il = 0; il < m->hp.n_layer; il++) {
-		const struct model_layer *l = &m->layers[il];
-		const struct gguf_tensor *lw[7] = { l->wq,     l->wk,   l->wv,    l->wo,
-						    l->w_gate, l->w_up, l->w_down };
-		for (int i = 0; i < 7 && n < max; i++)
-			w[n++] = lw[i];
+	for (int64_t il = 0; il < m->hp.n_layer && n + MODEL_LAYER_MATRICES <= max; il++) {
+		model_layer_matrices(&m->layers[il], w + n);
+		n += MODEL_LAYER_MATRICES;
 	}
 	return n;
 }
