@@ -486,27 +486,35 @@ static void r16_visit(struct model *m, const struct gguf_tensor *W, void *ctx)
 	b->bytes += (bytes + R16_COPY_ALIGN - 1) / R16_COPY_ALIGN * R16_COPY_ALIGN;
 }
 
-/* Rows [r0, r1) of the job's matrix into its copy: repacked, or as they are. */
-static void r16_job_run(const struct r16_job *jb)
+/* The job's rows in the original: their first byte, and their bytes in *n. */
+static const uint8_t *r16_job_src(const struct r16_job *jb, size_t *n)
 {
-	const enum qtype t = (enum qtype)jb->W->type;
-	const int64_t n = (int64_t)jb->W->ne[0];
 	const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
-	const int64_t rows = jb->r1 - jb->r0;
-	const uint8_t *src = (const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes;
-	if (jb->plain) {
-		memcpy(jb->dst + (size_t)jb->r0 * row_bytes, src, (size_t)rows * row_bytes);
-		return;
-	}
-	const size_t tiles = (size_t)(jb->r0 / QUANT_R16_ROWS);
-	quant_r16_pack(t, src, n, rows, jb->dst + tiles * quant_r16_tile_bytes(t, n));
+	*n = (size_t)(jb->r1 - jb->r0) * row_bytes;
+	return (const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes;
 }
 
-/* Packs jobs until none is left (every packing thread, the caller too).
+/* Rows [r0, r1) of the job's matrix into its copy: repacked, or as they
+ * are (at the same offset as in the original). */
+static void r16_job_run(const struct r16_job *jb)
+{
+	size_t n_src;
+	const uint8_t *src = r16_job_src(jb, &n_src);
+	if (jb->plain) {
+		memcpy(jb->dst + (src - (const uint8_t *)jb->W->data), src, n_src);
+		return;
+	}
+	const enum qtype t = (enum qtype)jb->W->type;
+	const int64_t n = (int64_t)jb->W->ne[0];
+	const size_t tiles = (size_t)(jb->r0 / QUANT_R16_ROWS);
+	quant_r16_pack(t, src, n, jb->r1 - jb->r0, jb->dst + tiles * quant_r16_tile_bytes(t, n));
+}
+
+/* Runs jobs until none is left (every building thread, the caller too).
  * From a mapped file, each job gives back the pages its rows fill alone,
  * and whoever finishes a matrix's last job the rest of its pages, so that
  * the originals are not resident beside the copies for long. */
-static void *r16_pack_jobs(void *arg)
+static void *r16_jobs_run(void *arg)
 {
 	struct r16_build *b = arg;
 	for (size_t j; (j = atomic_fetch_add(&b->next, 1)) < b->n_jobs;) {
@@ -514,9 +522,9 @@ static void *r16_pack_jobs(void *arg)
 		r16_job_run(jb);
 		if (!b->mapped)
 			continue;
-		const size_t row_bytes = jb->W->nbytes / (size_t)rows_of(jb->W);
-		mapping_release((const uint8_t *)jb->W->data + (size_t)jb->r0 * row_bytes,
-				(size_t)(jb->r1 - jb->r0) * row_bytes);
+		size_t n_src;
+		const uint8_t *src = r16_job_src(jb, &n_src);
+		mapping_release(src, n_src);
 		if (atomic_fetch_sub(&b->jobs[jb->first].left, 1) == 1)
 			mapping_release(jb->W->data, jb->W->nbytes);
 	}
@@ -548,9 +556,9 @@ static void r16_build(struct model *m, const struct quant_kernels *k)
 	helpers = helpers < b.n_jobs ? helpers : b.n_jobs;
 	pthread_t tid[R16_BUILD_THREADS - 1];
 	size_t started = 0;
-	while (started < helpers && pthread_create(&tid[started], NULL, r16_pack_jobs, &b) == 0)
+	while (started < helpers && pthread_create(&tid[started], NULL, r16_jobs_run, &b) == 0)
 		started++; /* a thread that cannot start leaves its jobs to the others */
-	r16_pack_jobs(&b);
+	r16_jobs_run(&b);
 	for (size_t i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	ing_free(jobs);
