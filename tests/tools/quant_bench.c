@@ -31,7 +31,10 @@
  * of weights: their rows8 path is what a batch-1 decode step runs, where
  * the columns above time the single-row dot entries); every SIMD table must give the same bits
  * ("NOT IDENTICAL" otherwise: they share one float contract, the VNNI ones
- * differing from AVX2 only in how integer sums are formed).
+ * differing from AVX2 only in how integer sums are formed). Q8_0 also
+ * through a table's narrow twin ("/narrow": the kernel a model whose
+ * Q8_0 weights hold no quant of -128 runs, as the default model's LM
+ * head does on AVX2; the bench's weights hold none).
  * Deterministic data; figures vary with the machine's load (quote ratios to
  * the read bandwidth of the same run, not absolute numbers). */
 #include <math.h>
@@ -243,6 +246,17 @@ static int bench_case_run(const struct bench_case *c, double min_s, double bw_st
  * contract, so their results must agree bit for bit ("NOT IDENTICAL").
  * Packed groups from QUANT_GEMM_PACK_MIN tokens on, as the runners pass
  * them. */
+/* Table k's narrow twin, where it runs another kernel for type t than k
+ * does and the weights w allow it; else NULL. */
+static const struct quant_kernels *narrow_twin(const struct quant_kernels *k, enum qtype t,
+					       const uint8_t *w, size_t bytes)
+{
+	const struct quant_kernels *nk = quant_kernels_narrow(k);
+	if (nk == k || nk->gemm[t] == k->gemm[t] || !quant_weights_narrow(t, w, bytes))
+		return NULL;
+	return nk;
+}
+
 static int bench_gemm_case(const struct bench_case *c, double min_s, const int *Ts, size_t nT)
 {
 	const struct qtype_traits *tr = qtype_traits(c->type);
@@ -262,6 +276,13 @@ static int bench_gemm_case(const struct bench_case *c, double min_s, const int *
 		return -1;
 	}
 	quant_fill_weights(c->type, w, row_bytes * (size_t)rows, &rng);
+	/* no Q8_0 quant of -128, as every quantizer writes (and a real model's
+	 * LM head holds): the narrow twin's kernel runs too */
+	if (c->type == QTYPE_Q8_0)
+		for (size_t i = 0; i < row_bytes * (size_t)rows; i++)
+			if (i % sizeof(struct block_q8_0) >= offsetof(struct block_q8_0, qs) &&
+			    w[i] == 0x80)
+				w[i] = 0x81;
 	/* Q8_0, Q5_0, Q4_K, Q6_K: the rows repacked 16 to a tile too, for the
 	 * tables' r16 kernels */
 	void *w16 = quant_r16_type(c->type) ? malloc(quant_r16_bytes(c->type, c->n, rows)) : NULL;
@@ -277,13 +298,18 @@ static int bench_gemm_case(const struct bench_case *c, double min_s, const int *
 		const int64_t T = Ts[ti];
 		int have_y0 = 0;
 		double avx512_r16 = 0; /* the AVX-512 table's r16 time, for the ratio */
-		for (int kind = 0; kind < 2 * QUANT_ISA_COUNT; kind++) {
+		for (int kind = 0; kind < 3 * QUANT_ISA_COUNT; kind++) {
 			/* kind < QUANT_ISA_COUNT: table kind's gemm entry on the
-			 * rows; past it, table kind - QUANT_ISA_COUNT's r16 entry
-			 * on the repacked rows */
-			const int r16 = kind >= QUANT_ISA_COUNT;
+			 * rows; then table kind % QUANT_ISA_COUNT's r16 entry on
+			 * the repacked rows; then its narrow twin's gemm entry
+			 * (the one a model's Q8_0 weights get when no quant is
+			 * -128), where it has one and the weights allow it */
+			const int r16 = kind / QUANT_ISA_COUNT == 1;
+			const int narrow = kind / QUANT_ISA_COUNT == 2;
 			const struct quant_kernels *k =
 				quant_kernels_get((enum quant_isa)(kind % QUANT_ISA_COUNT));
+			if (k && narrow)
+				k = narrow_twin(k, c->type, w, row_bytes * (size_t)rows);
 			quant_gemm_fn fn = !k ? NULL : r16 ? (w16 ? k->gemm_r16[c->type] : NULL) : k->gemm[c->type];
 			if (!fn)
 				continue;
@@ -312,7 +338,8 @@ static int bench_gemm_case(const struct bench_case *c, double min_s, const int *
 			else if (r16 && k->isa == QUANT_ISA_AMX && avx512_r16 > 0)
 				snprintf(gbs + strlen(gbs), sizeof gbs - strlen(gbs), "  (%.2fx avx512/r16)",
 					 avx512_r16 / best);
-			snprintf(isa, sizeof isa, "%s%s", quant_isa_name(k->isa), r16 ? "/r16" : "");
+			snprintf(isa, sizeof isa, "%s%s", quant_isa_name(k->isa),
+				 r16 ? "/r16" : narrow ? "/narrow" : "");
 			printf("%-4s %-9s %4lldx%-7lld T=%-4lld %-10s %8.1f G multiply-adds/s%s%s\n", tr->name,
 			       c->name, (long long)c->n, (long long)rows, (long long)T, isa,
 			       (double)c->n * (double)rows * (double)T / best / 1e9, gbs,
