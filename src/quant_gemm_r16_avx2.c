@@ -1,13 +1,13 @@
-/* quant_gemm_r16_avx2.c — the matrix kernels over Q5_0 and Q4_K weights
- * repacked 16 rows to a tile (layouts in quant.h and quant_int.h, packing
- * in quant_r16.c and quant_r16k.c) for CPUs with AVX2 and no AVX-512: the
- * default model's Q5_0 projections (q, k, half the v, gate and up: 44 of
- * its 67 MB of layer weights) and its Q4_K ones (attn_output, half the
- * down: 13 MB). Q8_0 stays row-major here (u = q + 128 against an
- * activation overflows vpmaddubsw's int16 pairs), and so does Q6_K (its
- * row-major kernels already stream ~17 GB/s a core). The passes over
- * tiles and groups are quant_r16_drive.h's, shared with the AVX-512
- * kernels; this file is the work on one tile.
+/* quant_gemm_r16_avx2.c — the matrix kernels over Q5_0, Q4_K and Q6_K
+ * weights repacked 16 rows to a tile (layouts in quant.h and quant_int.h,
+ * packing in quant_r16.c and quant_r16k.c) for CPUs with AVX2 and no
+ * AVX-512: the default model's Q5_0 projections (q, k, half the v, gate
+ * and up: 44 of its 67 MB of layer weights), its Q4_K ones (attn_output,
+ * half the down: 13 MB) and its Q6_K ones (the other half of the down:
+ * 10 MB). Q8_0 stays row-major here (u = q + 128 against an activation
+ * overflows vpmaddubsw's int16 pairs). The passes over tiles and groups
+ * are quant_r16_drive.h's, shared with the AVX-512 kernels; this file is
+ * the work on one tile.
  *
  * Why: on the Zen 3 host the row-major batch-1 kernel (rows8 in
  * quant_gemm_avx2.c) does ~17 G multiply-adds/s a core cache-resident,
@@ -57,7 +57,18 @@
  * Q4_K, the same shapes (its own section below): quant_bench --quick, one
  * thread, cache-resident, 2048 x 640, G multiply-adds/s, row-major ->
  * this: T = 1 22.8 -> 52.9, T = 2 33.9 -> 57.0, T = 8 72.3 -> 83.5, T = 32
- * 95.7 -> 97.4, T = 128 98.8 -> 98.3. */
+ * 95.7 -> 97.4, T = 128 98.8 -> 98.3.
+ *
+ * Q6_K, the same way (its section below), for the row-major kernels'
+ * ~17 GB/s a core at batch 1, which is what the down products streamed
+ * in a decode step: `quant_bench --gemm` on the Zen 3 host, one thread,
+ * cache-resident, 2048 x 624, three runs, G multiply-adds/s, row-major ->
+ * this: T = 1 21.0 -> 25.5-25.8, T = 2 34.7 -> 40.7-41.4, T = 8 65.1 ->
+ * 63.1-64.1, T = 32 78.8 -> 74.2-75.3, T = 128 79.5 -> 79.3-79.7 (its
+ * batches pay for unpacking 16 rows' u once per pass where the row-major
+ * kernel unpacks 4 from a denser layout). `ingot bench --batch 1 --runner
+ * graph --profile`, processes alternating: the down op 0.91-1.09 -> 0.83-
+ * 0.97 ms a step. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -394,13 +405,34 @@ ALWAYS_INLINE void q4k_rows4(const struct q4k_unpacked *o, int j0,
 	}
 }
 
+/* The 4-row blocks j0 = 0, 4, 8, 12 of a tile, each running the
+ * statement after j0 (a block in braces): unrolled where a pass has two
+ * groups or more, so the rows' offsets into the unpacked super-block are
+ * constants, and rolled for one group, where the unrolled code lost
+ * (Q4_K T = 8 76 -> 71, Q6_K 61 -> 55); unroll is a constant at each
+ * instance (q4k_groups, q6k_groups). `quant_bench --gemm` on the Zen 3
+ * host, one thread, cache-resident, alternating with the build before
+ * (rolled throughout), best of runs, G multiply-adds/s: Q4_K T = 8 76.3
+ * -> 79.2, T = 32 87.5 -> 93.3, T = 128 92.1 -> 99.7; Q5_0 unchanged. */
+#define R16K_ROW_BLOCKS(unroll, j0, ...)                                                          \
+	do {                                                                                     \
+		if (unroll) {                                                                    \
+			_Pragma("GCC unroll 4") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4)   \
+				__VA_ARGS__                                                      \
+		} else {                                                                         \
+			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4)   \
+				__VA_ARGS__                                                      \
+		}                                                                                \
+	} while (0)
+
 /* ng (1 .. R16_AVX2_PASS_GROUPS) packed groups at g (nsb super-blocks
  * apart) against one Q4_K tile: acc[gi][j] gets row j against the 8
  * tokens of group gi, in the lanes. Each super-block is unpacked once
- * for all the groups. */
-ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
-			      int ng, const struct r16_pf *pf,
-			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+ * for all the groups. unroll: a constant (R16K_ROW_BLOCKS). */
+ALWAYS_INLINE void q4k_groups_run(const uint8_t *tile, int64_t nsb,
+				  const struct quant_gemm_kblock *g, int ng, bool unroll,
+				  const struct r16_pf *pf,
+				  __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
 {
 	__m256 accm[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
 	for (int gi = 0; gi < ng; gi++)
@@ -411,15 +443,270 @@ ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct qua
 		struct q4k_unpacked o;
 		q4k_unpack(sb, &o);
 		for (int gi = 0; gi < ng; gi++)
-			_Pragma("GCC unroll 1") for (int j0 = 0; j0 < QUANT_R16_ROWS; j0 += 4) {
+			R16K_ROW_BLOCKS(unroll, j0, {
 				const int part = gi * 4 + j0 / 4, parts = ng * 4;
 				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, part, parts);
 				q4k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi], accm[gi]);
-			}
+			});
 	}
 	for (int gi = 0; gi < ng; gi++)
 		for (int j = 0; j < QUANT_R16_ROWS; j++)
 			acc[gi][j] = _mm256_sub_ps(acc[gi][j], accm[gi][j]);
+}
+
+/* q4k_groups_run, its row blocks unrolled for two groups or more
+ * (R16K_ROW_BLOCKS). */
+ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
+			      int ng, const struct r16_pf *pf,
+			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+{
+	if (ng > 1)
+		q4k_groups_run(tile, nsb, g, ng, true, pf, acc);
+	else
+		q4k_groups_run(tile, nsb, g, 1, false, pf, acc);
+}
+
+/* ---- Q6_K (layout in quant_int.h) ----
+ *
+ * Per super-block of 16 rows and a token: S = sum over the 16 sub-blocks
+ * s of sc_s * (the products of u = q + 32 with its 4 quads of
+ * activations), less 32 * sum_s sc_s * bsum_s: the exact S_b of the K
+ * contract (quant_gemm_k_avx2.c), so the same float step gives the row-
+ * major kernels' bits. u <= 63 and |a| <= 128 bound a vpmaddubsw pair by
+ * 2 * 63 * 128 = 16128: two quads add up in int16, then vpmaddwd weighs
+ * them with the sub-block's (sc, sc) pair. The offset takes the scales as
+ * stored, (sc_2p, sc_2p + 1) in each row's int32 lane, against the bsum
+ * pair (bsum_2p, bsum_2p + 1): one vpmaddwd per two sub-blocks. */
+
+/* Half h (rows 8h .. 8h+7) of quad vectors v, v + 16, v + 32 and v + 48
+ * (v < 16) of the Q6_K super-block at sb into u[0 .. 3]: the four that
+ * share 2-bit vector v. The low 4 bits of u come from nibble vectors v
+ * and v + 16 (low nibbles for the first two, high for the others), the
+ * top 2 from bits 2p, 2p + 1 of the 2-bit vector for u[p], moved to bits
+ * 4-5 by a 16-bit shift (what crosses into the other byte is masked off). */
+ALWAYS_INLINE void q6k_quads4(const uint8_t *sb, int v, int h, __m256i u[4])
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+	const __m256i n0 = load256(sb + QUANT_R16K_Q6_K_NIBBLES + 64 * v + 32 * h);
+	const __m256i n1 = load256(sb + QUANT_R16K_Q6_K_NIBBLES + 64 * (v + 16) + 32 * h);
+	const __m256i bits = load256(sb + QUANT_R16K_Q6_K_BITS + 64 * v + 32 * h);
+	u[0] = _mm256_or_si256(_mm256_and_si256(n0, low4),
+			       _mm256_and_si256(_mm256_slli_epi16(bits, 4), top2));
+	u[1] = _mm256_or_si256(_mm256_and_si256(n1, low4),
+			       _mm256_and_si256(_mm256_slli_epi16(bits, 2), top2));
+	u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n0, 4), low4),
+			       _mm256_and_si256(bits, top2));
+	u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n1, 4), low4),
+			       _mm256_and_si256(_mm256_srli_epi16(bits, 2), top2));
+}
+
+/* The scales of rows 8h .. 8h+7 of sub-block pair p as stored: (sc_2p,
+ * sc_2p + 1) sign-extended into each row's int32 lane. */
+static inline __m256i q6k_scale_pairs(const uint8_t *sb, int p, int h)
+{
+	return _mm256_cvtepi8_epi16(load128(sb + QUANT_R16K_Q6_K_SCALES + 32 * p + 16 * h));
+}
+
+/* Sub-block s's scale of rows 8h .. 8h+7 as (sc_s, sc_s) in each row's
+ * int32 lane. */
+static inline __m256i q6k_scale_dup(const uint8_t *sb, int s, int h)
+{
+	const __m128i even = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
+	const __m128i pick = _mm_add_epi8(even, _mm_set1_epi8((char)(s % 2)));
+	const __m128i pairs = load128(sb + QUANT_R16K_Q6_K_SCALES + 32 * (s / 2) + 16 * h);
+	return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(pairs, pick));
+}
+
+/* Half h of the exact S of one Q6_K super-block at sb against nt (1 or 2,
+ * a constant at each instance) plain Q8_K blocks x[c], rows in the lanes,
+ * each quad vector unpacked once for all of them. Quads in 2-bit vector
+ * order (q6k_quads4): vectors 4c .. 4c + 3 hold the quads of sub-blocks
+ * c, c + 4, c + 8 and c + 12, two vectors to a run. */
+ALWAYS_INLINE void q6k_plain_sums(const uint8_t *sb, int h, const struct block_q8_K *const *x,
+				  int nt, __m256i S[2])
+{
+	__m256i O[2];
+	FOR_COLS(c, nt)
+		S[c] = O[c] = _mm256_setzero_si256();
+	_Pragma("GCC unroll 1") for (int v0 = 0; v0 < 16; v0 += 2) {
+		__m256i run[2][4];
+		FOR_COLS(c, nt)
+			for (int i = 0; i < 4; i++)
+				run[c][i] = _mm256_setzero_si256();
+		_Pragma("GCC unroll 2") for (int v = v0; v < v0 + 2; v++) {
+			__m256i u[4];
+			q6k_quads4(sb, v, h, u);
+			FOR_COLS(c, nt) {
+				const uint8_t *qs = (const uint8_t *)x[c]->qs;
+				_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+					const __m256i xq = quad_bcast(qs, 4, v + 16 * i);
+					run[c][i] = _mm256_add_epi16(run[c][i], _mm256_maddubs_epi16(u[i], xq));
+				}
+			}
+		}
+		_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+			const __m256i sc = q6k_scale_dup(sb, v0 / 4 + 4 * i, h);
+			FOR_COLS(c, nt)
+				S[c] = _mm256_add_epi32(S[c], _mm256_madd_epi16(run[c][i], sc));
+		}
+	}
+	_Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+		const __m256i scp = q6k_scale_pairs(sb, p, h);
+		FOR_COLS(c, nt) {
+			const __m256i bs = quad_bcast((const uint8_t *)x[c]->bsums, 4, p);
+			O[c] = _mm256_add_epi32(O[c], _mm256_madd_epi16(scp, bs));
+		}
+	}
+	FOR_COLS(c, nt)
+		S[c] = _mm256_sub_epi32(S[c], _mm256_slli_epi32(O[c], 5));
+}
+
+/* nt (1 or 2, a constant at each instance) plain Q8_K rows a[c] against
+ * one Q6_K tile of nsb super-blocks into acc[c], rows in the lanes. */
+ALWAYS_INLINE void q6k_plain(const uint8_t *tile, int64_t nsb, const struct block_q8_K *const *a,
+			     int nt, const struct r16_pf *pf, __m256 acc[][2])
+{
+	FOR_COLS(c, nt)
+		acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q6_K_SB;
+		const struct block_q8_K *x[2];
+		FOR_COLS(c, nt)
+			x[c] = a[c] + b;
+		r16_prefetch_stream(pf, sb, QUANT_R16K_Q6_K_SB);
+		_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+			__m256i S[2];
+			q6k_plain_sums(sb, h, x, nt, S);
+			const __m256 dw = _mm256_cvtph_ps(load128(sb + 16 * h));
+			FOR_COLS(c, nt)
+				acc[c][h] = r16_float_step(dw, x[c]->d, S[c], acc[c][h]);
+		}
+	}
+}
+
+/* q6k_plain out of line, for one and for two rows: inlined into the
+ * entry beside the two instances of the groups' pass, the one-row loop
+ * ran 15% slower (`quant_bench --gemm 1`, Q6_K: 26 -> 22-23.5 G
+ * multiply-adds/s). */
+static __attribute__((noinline)) void q6k_plain1(const uint8_t *tile, int64_t nsb,
+						 const struct block_q8_K *a, const struct r16_pf *pf,
+						 __m256 acc[2])
+{
+	__m256 o[1][2];
+	q6k_plain(tile, nsb, (const struct block_q8_K *const[]){ a }, 1, pf, o);
+	acc[0] = o[0][0], acc[1] = o[0][1];
+}
+
+static __attribute__((noinline)) void q6k_plain2(const uint8_t *tile, int64_t nsb,
+						 const struct block_q8_K *a,
+						 const struct block_q8_K *b, const struct r16_pf *pf,
+						 __m256 acc[2][2])
+{
+	q6k_plain(tile, nsb, (const struct block_q8_K *const[]){ a, b }, 2, pf, acc);
+}
+
+/* A Q6_K super-block of a tile unpacked for the groups: quad k of row j
+ * (u = q + 32) at q[k][j], sub-block s's (sc, sc) at sc[s][j], pair p's
+ * stored (sc_2p, sc_2p + 1) at scp[p][j], the fp16 factors as floats. */
+struct q6k_unpacked {
+	int32_t q[QK_K / 4][QUANT_R16_ROWS];
+	int32_t sc[16][QUANT_R16_ROWS], scp[8][QUANT_R16_ROWS];
+	float d[QUANT_R16_ROWS];
+} __attribute__((aligned(32)));
+
+static inline void q6k_unpack(const uint8_t *sb, struct q6k_unpacked *o)
+{
+	for (int h = 0; h < 2; h++) {
+		const int j = R16_HALF_ROWS * h;
+		_Pragma("GCC unroll 16") for (int v = 0; v < 16; v++) {
+			__m256i u[4];
+			q6k_quads4(sb, v, h, u);
+			for (int i = 0; i < 4; i++)
+				_mm256_store_si256((__m256i *)&o->q[v + 16 * i][j], u[i]);
+		}
+		_Pragma("GCC unroll 16") for (int s = 0; s < 16; s++)
+			_mm256_store_si256((__m256i *)&o->sc[s][j], q6k_scale_dup(sb, s, h));
+		_Pragma("GCC unroll 8") for (int p = 0; p < 8; p++)
+			_mm256_store_si256((__m256i *)&o->scp[p][j], q6k_scale_pairs(sb, p, h));
+		_mm256_store_ps(o->d + j, _mm256_cvtph_ps(load128(sb + 16 * h)));
+	}
+}
+
+/* Rows j0 .. j0+3 of an unpacked super-block against one group block gb,
+ * 8 tokens in the lanes (as tok8 of quant_gemm_k_avx2.c): into f. */
+ALWAYS_INLINE void q6k_rows4(const struct q6k_unpacked *o, int j0,
+			     const struct quant_gemm_kblock *gb, __m256 *f)
+{
+	__m256i S[4], O[4];
+	_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+		S[r] = O[r] = _mm256_setzero_si256();
+	/* 8 quads (4 runs of 2) per pass, as tok8_sums */
+	_Pragma("GCC unroll 1") for (int k8 = 0; k8 < QK_K / 4; k8 += 8) {
+		_Pragma("GCC unroll 4") for (int k0 = k8; k0 < k8 + 8; k0 += 2) {
+			__m256i p[4];
+			_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+				p[r] = _mm256_setzero_si256();
+			_Pragma("GCC unroll 2") for (int k = k0; k < k0 + 2; k++) {
+				const __m256i x = load256(gb->quads[k]);
+				_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+					const __m256i u = _mm256_set1_epi32(o->q[k][j0 + r]);
+					p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(u, x));
+					KEEP(p[r]);
+				}
+			}
+			_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+				const __m256i sc = _mm256_set1_epi32(o->sc[k0 / 4][j0 + r]);
+				S[r] = _mm256_add_epi32(S[r], _mm256_madd_epi16(p[r], sc));
+				KEEP(S[r]);
+			}
+		}
+	}
+	_Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+		const __m256i x = load256(gb->bsum_pairs[p]);
+		_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+			const __m256i scp = _mm256_set1_epi32(o->scp[p][j0 + r]);
+			O[r] = _mm256_add_epi32(O[r], _mm256_madd_epi16(scp, x));
+		}
+	}
+	const __m256 da = _mm256_loadu_ps(gb->d);
+	_Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+		const __m256i s = _mm256_sub_epi32(S[r], _mm256_slli_epi32(O[r], 5));
+		f[j0 + r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(o->d[j0 + r]), da),
+					    _mm256_cvtepi32_ps(s), f[j0 + r]);
+	}
+}
+
+/* q4k_groups (its unrolling choice too) for a Q6_K tile: one unpacking of
+ * each super-block for every group of the pass. */
+ALWAYS_INLINE void q6k_groups_run(const uint8_t *tile, int64_t nsb,
+				  const struct quant_gemm_kblock *g, int ng, bool unroll,
+				  const struct r16_pf *pf,
+				  __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+{
+	for (int gi = 0; gi < ng; gi++)
+		for (int j = 0; j < QUANT_R16_ROWS; j++)
+			acc[gi][j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nsb; b++) {
+		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q6_K_SB;
+		struct q6k_unpacked o;
+		q6k_unpack(sb, &o);
+		for (int gi = 0; gi < ng; gi++)
+			R16K_ROW_BLOCKS(unroll, j0, {
+				const int part = gi * 4 + j0 / 4, parts = ng * 4;
+				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q6_K_SB, b, part, parts);
+				q6k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi]);
+			});
+	}
+}
+
+ALWAYS_INLINE void q6k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
+			      int ng, const struct r16_pf *pf,
+			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+{
+	if (ng > 1)
+		q6k_groups_run(tile, nsb, g, ng, true, pf, acc);
+	else
+		q6k_groups_run(tile, nsb, g, 1, false, pf, acc);
 }
 
 /* An 8 x 8 transpose: out[l] lane j = in[j] lane l. */
@@ -469,6 +756,8 @@ ALWAYS_INLINE void avx2_tile_groups(enum qtype t, const void *w, size_t tile_byt
 	const int ng = c1 - g0 < R16_AVX2_PASS_GROUPS ? (int)(c1 - g0) : R16_AVX2_PASS_GROUPS;
 	if (t == QTYPE_Q4_K)
 		q4k_groups(tile, nb, g, ng, pf, acc);
+	else if (t == QTYPE_Q6_K)
+		q6k_groups(tile, nb, g, ng, pf, acc);
 	else
 		q5_groups(tile, nb, g, ng, pf, acc);
 	for (int gi = 0; gi < ng; gi++)
@@ -555,14 +844,16 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 	__m256 acc[1][2];
 	if (t == QTYPE_Q4_K)
 		q4k_plain(tile, nb, at, &pf, acc[0]);
+	else if (t == QTYPE_Q6_K)
+		q6k_plain1(tile, nb, at, &pf, acc[0]);
 	else
 		q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at }, &corr, &da, 1, &pf, acc);
 	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0][0]);
 	r16_store_half(yr, ti * QUANT_R16_ROWS + R16_HALF_ROWS, r0, r1, acc[0][1]);
 }
 
-/* R16_TILE_PLAIN2 (quant_r16_drive.h): two plain rows at once, Q5_0
- * only (Q4_K's nibbles unpack in two instructions: it takes one row at a
+/* R16_TILE_PLAIN2 (quant_r16_drive.h): two plain rows at once, Q5_0 and
+ * Q6_K (Q4_K's nibbles unpack in two instructions: it takes one row at a
  * time). */
 ALWAYS_INLINE bool avx2_tile_plain2(enum qtype t, const void *w, size_t tile_bytes, int64_t ti,
 				    int64_t r0, int64_t r1, int64_t nb, const void *at,
@@ -570,14 +861,17 @@ ALWAYS_INLINE bool avx2_tile_plain2(enum qtype t, const void *w, size_t tile_byt
 				    const float *da_a, const float *da_b, bool stream, float *ya,
 				    float *yb)
 {
-	if (t != QTYPE_Q5_0)
+	if (t == QTYPE_Q4_K)
 		return false;
 	const struct r16_pf pf = { .stream = stream };
 	const uint8_t *tile = (const uint8_t *)w + (size_t)ti * tile_bytes;
 	__m256 acc[2][2];
-	q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at, bt },
-		 (const int32_t *const[]){ corr_a, corr_b }, (const float *const[]){ da_a, da_b }, 2,
-		 &pf, acc);
+	if (t == QTYPE_Q6_K)
+		q6k_plain2(tile, nb, at, bt, &pf, acc);
+	else
+		q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at, bt },
+			 (const int32_t *const[]){ corr_a, corr_b },
+			 (const float *const[]){ da_a, da_b }, 2, &pf, acc);
 	_Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
 		r16_store_half(ya, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc[0][h]);
 		r16_store_half(yb, ti * QUANT_R16_ROWS + R16_HALF_ROWS * h, r0, r1, acc[1][h]);
@@ -594,9 +888,11 @@ ALWAYS_INLINE bool avx2_tile_plain2(enum qtype t, const void *w, size_t tile_byt
 
 R16_GEMM_ENTRY(gemm_q5_0_r16, QTYPE_Q5_0)
 R16_GEMM_ENTRY(gemm_q4_K_r16, QTYPE_Q4_K)
+R16_GEMM_ENTRY(gemm_q6_K_r16, QTYPE_Q6_K)
 
 void quant_gemm_r16_avx2_register(struct quant_kernels *k)
 {
 	k->gemm_r16[QTYPE_Q5_0] = gemm_q5_0_r16;
 	k->gemm_r16[QTYPE_Q4_K] = gemm_q4_K_r16;
+	k->gemm_r16[QTYPE_Q6_K] = gemm_q6_K_r16;
 }
