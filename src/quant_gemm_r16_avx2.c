@@ -410,7 +410,7 @@ ALWAYS_INLINE void q4k_rows4(const struct q4k_unpacked *o, int j0,
  * groups or more, so the rows' offsets into the unpacked super-block are
  * constants, and rolled for one group, where the unrolled code lost
  * (Q4_K T = 8 76 -> 71, Q6_K 61 -> 55); unroll is a constant at each
- * instance (q4k_groups, q6k_groups). `quant_bench --gemm` on the Zen 3
+ * instance (k_groups). `quant_bench --gemm` on the Zen 3
  * host, one thread, cache-resident, alternating with the build before
  * (rolled throughout), best of runs, G multiply-adds/s: Q4_K T = 8 76.3
  * -> 79.2, T = 32 87.5 -> 93.3, T = 128 92.1 -> 99.7; Q5_0 unchanged. */
@@ -424,47 +424,6 @@ ALWAYS_INLINE void q4k_rows4(const struct q4k_unpacked *o, int j0,
 				__VA_ARGS__                                                      \
 		}                                                                                \
 	} while (0)
-
-/* ng (1 .. R16_AVX2_PASS_GROUPS) packed groups at g (nsb super-blocks
- * apart) against one Q4_K tile: acc[gi][j] gets row j against the 8
- * tokens of group gi, in the lanes. Each super-block is unpacked once
- * for all the groups. unroll: a constant (R16K_ROW_BLOCKS). */
-ALWAYS_INLINE void q4k_groups_run(const uint8_t *tile, int64_t nsb,
-				  const struct quant_gemm_kblock *g, int ng, bool unroll,
-				  const struct r16_pf *pf,
-				  __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
-{
-	__m256 accm[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
-	for (int gi = 0; gi < ng; gi++)
-		for (int j = 0; j < QUANT_R16_ROWS; j++)
-			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
-	for (int64_t b = 0; b < nsb; b++) {
-		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q4_K_SB;
-		struct q4k_unpacked o;
-		q4k_unpack(sb, &o);
-		for (int gi = 0; gi < ng; gi++)
-			R16K_ROW_BLOCKS(unroll, j0, {
-				const int part = gi * 4 + j0 / 4, parts = ng * 4;
-				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q4_K_SB, b, part, parts);
-				q4k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi], accm[gi]);
-			});
-	}
-	for (int gi = 0; gi < ng; gi++)
-		for (int j = 0; j < QUANT_R16_ROWS; j++)
-			acc[gi][j] = _mm256_sub_ps(acc[gi][j], accm[gi][j]);
-}
-
-/* q4k_groups_run, its row blocks unrolled for two groups or more
- * (R16K_ROW_BLOCKS). */
-ALWAYS_INLINE void q4k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
-			      int ng, const struct r16_pf *pf,
-			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
-{
-	if (ng > 1)
-		q4k_groups_run(tile, nsb, g, ng, true, pf, acc);
-	else
-		q4k_groups_run(tile, nsb, g, 1, false, pf, acc);
-}
 
 /* ---- Q6_K (layout in quant_int.h) ----
  *
@@ -676,37 +635,56 @@ ALWAYS_INLINE void q6k_rows4(const struct q6k_unpacked *o, int j0,
 	}
 }
 
-/* q4k_groups (its unrolling choice too) for a Q6_K tile: one unpacking of
- * each super-block for every group of the pass. */
-ALWAYS_INLINE void q6k_groups_run(const uint8_t *tile, int64_t nsb,
-				  const struct quant_gemm_kblock *g, int ng, bool unroll,
-				  const struct r16_pf *pf,
-				  __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+/* ng (1 .. R16_AVX2_PASS_GROUPS) packed groups at g (nsb super-blocks
+ * apart) against one Q4_K or Q6_K tile (t, a constant): acc[gi][j] gets
+ * row j against the 8 tokens of group gi, in the lanes. Each super-block
+ * is unpacked once for all the groups. unroll: a constant
+ * (R16K_ROW_BLOCKS). */
+ALWAYS_INLINE void k_groups_run(enum qtype t, const uint8_t *tile, int64_t nsb,
+				const struct quant_gemm_kblock *g, int ng, bool unroll,
+				const struct r16_pf *pf,
+				__m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
 {
+	const size_t sb_bytes = quant_r16k_sb_bytes(t);
+	__m256 accm[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS]; /* Q4_K's M part */
 	for (int gi = 0; gi < ng; gi++)
 		for (int j = 0; j < QUANT_R16_ROWS; j++)
-			acc[gi][j] = _mm256_setzero_ps();
+			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nsb; b++) {
-		const uint8_t *sb = tile + (size_t)b * QUANT_R16K_Q6_K_SB;
-		struct q6k_unpacked o;
-		q6k_unpack(sb, &o);
+		const uint8_t *sb = tile + (size_t)b * sb_bytes;
+		union {
+			struct q4k_unpacked q4;
+			struct q6k_unpacked q6;
+		} o;
+		if (t == QTYPE_Q4_K)
+			q4k_unpack(sb, &o.q4);
+		else
+			q6k_unpack(sb, &o.q6);
 		for (int gi = 0; gi < ng; gi++)
 			R16K_ROW_BLOCKS(unroll, j0, {
 				const int part = gi * 4 + j0 / 4, parts = ng * 4;
-				r16_prefetch_block_part(pf, sb, QUANT_R16K_Q6_K_SB, b, part, parts);
-				q6k_rows4(&o, j0, g + (size_t)gi * (size_t)nsb + b, acc[gi]);
+				const struct quant_gemm_kblock *gb = g + (size_t)gi * (size_t)nsb + b;
+				r16_prefetch_block_part(pf, sb, sb_bytes, b, part, parts);
+				if (t == QTYPE_Q4_K)
+					q4k_rows4(&o.q4, j0, gb, acc[gi], accm[gi]);
+				else
+					q6k_rows4(&o.q6, j0, gb, acc[gi]);
 			});
 	}
+	for (int gi = 0; t == QTYPE_Q4_K && gi < ng; gi++)
+		for (int j = 0; j < QUANT_R16_ROWS; j++)
+			acc[gi][j] = _mm256_sub_ps(acc[gi][j], accm[gi][j]);
 }
 
-ALWAYS_INLINE void q6k_groups(const uint8_t *tile, int64_t nsb, const struct quant_gemm_kblock *g,
-			      int ng, const struct r16_pf *pf,
-			      __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
+/* k_groups_run, its row blocks unrolled for two groups or more. */
+ALWAYS_INLINE void k_groups(enum qtype t, const uint8_t *tile, int64_t nsb,
+			    const struct quant_gemm_kblock *g, int ng, const struct r16_pf *pf,
+			    __m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS])
 {
 	if (ng > 1)
-		q6k_groups_run(tile, nsb, g, ng, true, pf, acc);
+		k_groups_run(t, tile, nsb, g, ng, true, pf, acc);
 	else
-		q6k_groups_run(tile, nsb, g, 1, false, pf, acc);
+		k_groups_run(t, tile, nsb, g, 1, false, pf, acc);
 }
 
 /* An 8 x 8 transpose: out[l] lane j = in[j] lane l. */
@@ -754,10 +732,8 @@ ALWAYS_INLINE void avx2_tile_groups(enum qtype t, const void *w, size_t tile_byt
 	const void *g = (const uint8_t *)packed + (size_t)g0 * group_bytes;
 	__m256 acc[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS];
 	const int ng = c1 - g0 < R16_AVX2_PASS_GROUPS ? (int)(c1 - g0) : R16_AVX2_PASS_GROUPS;
-	if (t == QTYPE_Q4_K)
-		q4k_groups(tile, nb, g, ng, pf, acc);
-	else if (t == QTYPE_Q6_K)
-		q6k_groups(tile, nb, g, ng, pf, acc);
+	if (t == QTYPE_Q4_K || t == QTYPE_Q6_K)
+		k_groups(t, tile, nb, g, ng, pf, acc);
 	else
 		q5_groups(tile, nb, g, ng, pf, acc);
 	for (int gi = 0; gi < ng; gi++)
