@@ -141,8 +141,8 @@ const void *const *model_r16(struct model *m, const struct quant_kernels *k);
 /* W's rows as the file lays them out, where the kernels read them: the
  * copy model_r16's build made of a matrix it did not repack (starting on
  * a 64-byte line, on huge pages, where 4 KB ones cost the Q8_0 LM head's
- * AVX2 kernel a tenth of its rate), else W->data. Call it after model_r16 (whose lock orders the
- * build before the read). */
+ * AVX2 kernel a tenth of its rate), else W->data. Call it after model_r16
+ * (whose lock orders the build before the read). */
 const void *model_rows(const struct model *m, const struct gguf_tensor *W);
 
 /* The matrices a layer multiplies each token by, into w: wq, wk, wv, wo,

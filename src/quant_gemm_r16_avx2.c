@@ -67,8 +67,8 @@
  * 63.1-64.1, T = 32 78.8 -> 74.2-75.3, T = 128 79.5 -> 79.3-79.7 (its
  * batches pay for unpacking 16 rows' u once per pass where the row-major
  * kernel unpacks 4 from a denser layout). `ingot bench --batch 1 --runner
- * graph --profile`, processes alternating: the down op 0.91-1.09 -> 0.83-
- * 0.97 ms a step. */
+ * graph --profile`, processes alternating, two rounds of three: the down
+ * op 0.91-1.09 -> 0.83-1.02 ms a step. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -410,10 +410,10 @@ ALWAYS_INLINE void q4k_rows4(const struct q4k_unpacked *o, int j0,
  * groups or more, so the rows' offsets into the unpacked super-block are
  * constants, and rolled for one group, where the unrolled code lost
  * (Q4_K T = 8 76 -> 71, Q6_K 61 -> 55); unroll is a constant at each
- * instance (k_groups). `quant_bench --gemm` on the Zen 3
- * host, one thread, cache-resident, alternating with the build before
- * (rolled throughout), best of runs, G multiply-adds/s: Q4_K T = 8 76.3
- * -> 79.2, T = 32 87.5 -> 93.3, T = 128 92.1 -> 99.7; Q5_0 unchanged. */
+ * instance (k_groups). `quant_bench --gemm` on the Zen 3 host, one
+ * thread, cache-resident, alternating with the build before (rolled
+ * throughout), best of runs, G multiply-adds/s: Q4_K T = 8 76.3 -> 79.2,
+ * T = 32 87.5 -> 93.3, T = 128 92.1 -> 99.7; Q5_0 unchanged. */
 #define R16K_ROW_BLOCKS(unroll, j0, ...)                                                          \
 	do {                                                                                     \
 		if (unroll) {                                                                    \
@@ -549,11 +549,9 @@ ALWAYS_INLINE void q6k_plain(const uint8_t *tile, int64_t nsb, const struct bloc
  * multiply-adds/s). */
 static __attribute__((noinline)) void q6k_plain1(const uint8_t *tile, int64_t nsb,
 						 const struct block_q8_K *a, const struct r16_pf *pf,
-						 __m256 acc[2])
+						 __m256 acc[1][2])
 {
-	__m256 o[1][2];
-	q6k_plain(tile, nsb, (const struct block_q8_K *const[]){ a }, 1, pf, o);
-	acc[0] = o[0][0], acc[1] = o[0][1];
+	q6k_plain(tile, nsb, (const struct block_q8_K *const[]){ a }, 1, pf, acc);
 }
 
 static __attribute__((noinline)) void q6k_plain2(const uint8_t *tile, int64_t nsb,
@@ -648,8 +646,11 @@ ALWAYS_INLINE void k_groups_run(enum qtype t, const uint8_t *tile, int64_t nsb,
 	const size_t sb_bytes = quant_r16k_sb_bytes(t);
 	__m256 accm[R16_AVX2_PASS_GROUPS][QUANT_R16_ROWS]; /* Q4_K's M part */
 	for (int gi = 0; gi < ng; gi++)
-		for (int j = 0; j < QUANT_R16_ROWS; j++)
-			acc[gi][j] = accm[gi][j] = _mm256_setzero_ps();
+		for (int j = 0; j < QUANT_R16_ROWS; j++) {
+			acc[gi][j] = _mm256_setzero_ps();
+			if (t == QTYPE_Q4_K)
+				accm[gi][j] = acc[gi][j];
+		}
 	for (int64_t b = 0; b < nsb; b++) {
 		const uint8_t *sb = tile + (size_t)b * sb_bytes;
 		union {
@@ -821,7 +822,7 @@ ALWAYS_INLINE void avx2_tile_plain(enum qtype t, const void *w, size_t tile_byte
 	if (t == QTYPE_Q4_K)
 		q4k_plain(tile, nb, at, &pf, acc[0]);
 	else if (t == QTYPE_Q6_K)
-		q6k_plain1(tile, nb, at, &pf, acc[0]);
+		q6k_plain1(tile, nb, at, &pf, acc);
 	else
 		q5_plain(tile, nb, (const struct block_q8_0 *const[]){ at }, &corr, &da, 1, &pf, acc);
 	r16_store_half(yr, ti * QUANT_R16_ROWS, r0, r1, acc[0][0]);
