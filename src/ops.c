@@ -397,12 +397,26 @@ static void expsf(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
+static float scale_maxf(float *x, int64_t n, float scale)
+{
+	float mx = -INFINITY;
+	for (int64_t j = 0; j < n; j++) {
+		x[j] *= scale;
+		if (x[j] > mx)
+			mx = x[j];
+	}
+	return mx;
+}
+
 /* The inner loops of attention, scalar or AVX2, over F32, F16 or Q8_0
  * rows: dot and axpy for one query, qk and pv the same arithmetic for a
  * block of up to ATTN_BLOCK queries (see ops_int.h), bit for bit, in each
- * set; exps is x[j] = expf(x[j] - mx) over a row of scores; widen writes a
- * row's n values as floats (exactly: the F32 set's qk/pv over widened rows
- * give this set's results). */
+ * set; exps is x[j] = expf(x[j] - mx) over a row of scores; scale_max is
+ * x[j] *= scale over a row, returning the largest x[j] that is not NaN
+ * (-INFINITY if none; the sign of a zero maximum may differ between sets,
+ * which exps(x - mx) cannot see); widen writes a row's n values as floats
+ * (exactly: the F32 set's qk/pv over widened rows give this set's
+ * results). */
 struct attn_kernels {
 	float (*dot)(const float *, const void *, int64_t);
 	void (*axpy)(float *, float, const void *, int64_t);
@@ -411,25 +425,28 @@ struct attn_kernels {
 	void (*pv)(float *const *, const float *const *, int, const void *const *, int64_t,
 		   int64_t);
 	void (*exps)(float *, int64_t, float);
+	float (*scale_max)(float *, int64_t, float);
 	void (*widen)(float *, const void *, int64_t);
 };
 
 /* [attn_level][enum ops_kv_type]; the AVX-512 row has AVX2's single-query
  * loops and softmax, and its own block loops with the same results. */
 static const struct attn_kernels attn_sets[3][3] = {
-	{ { dotf, axpyf, qkf, pvf, expsf, widenf },
-	  { doth, axpyh, qkh, pvh, expsf, widenh },
-	  { dotq, axpyq, qkq, pvq, expsf, widenq } },
-	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2, ops_pv_avx2, ops_exp_avx2, widenf },
+	{ { dotf, axpyf, qkf, pvf, expsf, scale_maxf, widenf },
+	  { doth, axpyh, qkh, pvh, expsf, scale_maxf, widenh },
+	  { dotq, axpyq, qkq, pvq, expsf, scale_maxf, widenq } },
+	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx2, ops_pv_avx2, ops_exp_avx2,
+	    ops_scale_max_avx2, widenf },
 	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx2, ops_pv_f16_avx2, ops_exp_avx2,
-	    ops_widen_f16_avx2 },
+	    ops_scale_max_avx2, ops_widen_f16_avx2 },
 	  { ops_dot_q8_avx2, ops_axpy_q8_avx2, ops_qk_q8_avx2, ops_pv_q8_avx2, ops_exp_avx2,
-	    ops_widen_q8_avx2 } },
-	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx512, ops_pv_avx512, ops_exp_avx2, widenf },
+	    ops_scale_max_avx2, ops_widen_q8_avx2 } },
+	{ { ops_dot_avx2, ops_axpy_avx2, ops_qk_avx512, ops_pv_avx512, ops_exp_avx2,
+	    ops_scale_max_avx2, widenf },
 	  { ops_dot_f16_avx2, ops_axpy_f16_avx2, ops_qk_f16_avx512, ops_pv_f16_avx512,
-	    ops_exp_avx2, ops_widen_f16_avx2 },
+	    ops_exp_avx2, ops_scale_max_avx2, ops_widen_f16_avx2 },
 	  { ops_dot_q8_avx2, ops_axpy_q8_avx2, ops_qk_q8_avx512, ops_pv_q8_avx512, ops_exp_avx2,
-	    ops_widen_q8_avx2 } },
+	    ops_scale_max_avx2, ops_widen_q8_avx2 } },
 };
 
 /* scratch[0..n) holds the scores; softmax them in place (exp, then the
@@ -437,11 +454,9 @@ static const struct attn_kernels attn_sets[3][3] = {
  * The AVX2 set's exp is glibc's expf bit for bit, 8 at a time (a libm call
  * per score was a fifth of grouped attention). */
 /* s[j] /= the sum (in double, j order), as one float multiply each. */
-static void weights_scale(float *s, int64_t n, double sum)
+static void weights_scale(float *s, int64_t n, double sum, const struct attn_kernels *k)
 {
-	const float inv = (float)(1.0 / sum);
-	for (int64_t j = 0; j < n; j++)
-		s[j] *= inv;
+	k->scale_max(s, n, (float)(1.0 / sum));
 }
 
 static void softmax_weights(float *scratch, int64_t n, float mx, const struct attn_kernels *k)
@@ -450,7 +465,7 @@ static void softmax_weights(float *scratch, int64_t n, float mx, const struct at
 	double sum = 0.0;
 	for (int64_t j = 0; j < n; j++)
 		sum += scratch[j];
-	weights_scale(scratch, n, sum);
+	weights_scale(scratch, n, sum, k);
 }
 
 /* softmax_weights of four rows of n scores (maxima mx) at once: per row
@@ -470,10 +485,10 @@ static void softmax_weights4(float *const *s, int64_t n, const float *mx,
 		s2 += s[2][j];
 		s3 += s[3][j];
 	}
-	weights_scale(s[0], n, s0);
-	weights_scale(s[1], n, s1);
-	weights_scale(s[2], n, s2);
-	weights_scale(s[3], n, s3);
+	weights_scale(s[0], n, s0, k);
+	weights_scale(s[1], n, s1, k);
+	weights_scale(s[2], n, s2, k);
+	weights_scale(s[3], n, s3, k);
 }
 
 static float score(float dot, float scale, float softcap)
@@ -717,11 +732,15 @@ static void group_softmax(const struct ops_attn_query *qs, int nq, struct attn_s
 	float *s[OPS_ATTEND_GROUP_MAX], mx[OPS_ATTEND_GROUP_MAX];
 	for (int i = 0; i < nq; i++) {
 		s[i] = scratch + i * g.span + (qs[i].lo - g.lo);
-		mx[i] = -INFINITY;
-		for (int64_t j = 0; j < n_of(&qs[i]); j++) {
-			s[i][j] = score(s[i][j], scale, softcap);
-			if (s[i][j] > mx[i])
-				mx[i] = s[i][j];
+		if (softcap > 0.0f) {
+			mx[i] = -INFINITY;
+			for (int64_t j = 0; j < n_of(&qs[i]); j++) {
+				s[i][j] = score(s[i][j], scale, softcap);
+				if (s[i][j] > mx[i])
+					mx[i] = s[i][j];
+			}
+		} else { /* score() without a softcap: one multiply */
+			mx[i] = k->scale_max(s[i], n_of(&qs[i]), scale);
 		}
 		memset(qs[i].out, 0, (size_t)Dv * sizeof *qs[i].out);
 	}

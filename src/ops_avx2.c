@@ -410,6 +410,39 @@ void ops_exp_avx2(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
+/* x[j] *= scale, returning the largest x[j] that is not NaN: vmaxps
+ * returns its second operand when either is NaN, so a NaN never enters
+ * the running maxima, as it never passes ops.c's scalar x > mx. */
+float ops_scale_max_avx2(float *x, int64_t n, float scale)
+{
+	const __m256 vs = _mm256_set1_ps(scale);
+	__m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+	int64_t j = 0;
+	for (; j + 16 <= n; j += 16) {
+		const __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x + j), vs);
+		const __m256 b = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vs);
+		_mm256_storeu_ps(x + j, a);
+		_mm256_storeu_ps(x + j + 8, b);
+		m0 = _mm256_max_ps(a, m0);
+		m1 = _mm256_max_ps(b, m1);
+	}
+	for (; j + 8 <= n; j += 8) {
+		const __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x + j), vs);
+		_mm256_storeu_ps(x + j, a);
+		m0 = _mm256_max_ps(a, m0);
+	}
+	__m128 m = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+	m = _mm_max_ps(m, _mm_max_ps(_mm256_castps256_ps128(m1), _mm256_extractf128_ps(m1, 1)));
+	m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+	float mx = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+	for (; j < n; j++) {
+		x[j] *= scale;
+		if (x[j] > mx)
+			mx = x[j];
+	}
+	return mx;
+}
+
 /* ---- SiLU-gated linear unit ---- */
 
 /* Eight elements of ops_glu_silu_avx2: the scalar formula's operations,

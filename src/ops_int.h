@@ -68,6 +68,10 @@ void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
+/* x[j] *= scale for j < n; returns the largest x[j] that is not NaN
+ * (-INFINITY if none), the value ops.c's scalar loop finds. */
+float ops_scale_max_avx2(float *x, int64_t n, float scale);
+
 /* The RMS norm's loops (ops_norm_avx2.c), bit for bit ops.c's scalar ones:
  *   ops_sumsq_rows_avx2: ss[r] = the sum in element order of (double)(x_r[i]
  *     * x_r[i]), i < n, for rows x_r = x + r * stride, r < rows;

@@ -278,6 +278,40 @@ static void test_exp(void)
 	CHECK(bad == 0, "ops_exp_avx2 equals expf: %d differ", bad);
 }
 
+/* The AVX2 score scaling and maximum against the scalar loop ops.c
+ * defines them by: the same products, and the same maximum, NaNs (which
+ * never pass x > mx) anywhere among them, lengths around the vector
+ * blocks of 8 and 16. */
+static void test_scale_max(void)
+{
+	if (quant_isa_detect() < QUANT_ISA_AVX2)
+		return;
+	enum { N = 70 };
+	float a[N], b[N];
+	int bad = 0, bad_max = 0;
+	for (int n = 0; n <= N; n++)
+		for (int nan_at = -1; nan_at < n; nan_at += n / 3 + 1) {
+			for (int i = 0; i < n; i++)
+				a[i] = b[i] = (float)((i * 37 + n * 11) % 29) - 14.5f;
+			if (nan_at >= 0)
+				a[nan_at] = b[nan_at] = NAN;
+			float want = -INFINITY;
+			for (int i = 0; i < n; i++) {
+				b[i] *= 0.37f;
+				if (b[i] > want)
+					want = b[i];
+			}
+			const float got = ops_scale_max_avx2(a, n, 0.37f);
+			bad += n > 0 && memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+			bad_max += got != want;
+		}
+	float all_nan[9] = { NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN };
+	CHECK(ops_scale_max_avx2(all_nan, 9, 2.0f) == -INFINITY, "all NaN: max -inf");
+	CHECK(bad == 0, "ops_scale_max_avx2 products equal the scalar ones: %d rows differ", bad);
+	CHECK(bad_max == 0, "ops_scale_max_avx2 maximum equals the scalar one: %d differ",
+	      bad_max);
+}
+
 static void test_rmsnorm(void)
 {
 	float x[640], y[640], w[640];
@@ -567,6 +601,7 @@ int main(void)
 	test_logsumexp();
 	test_best_split();
 	test_exp();
+	test_scale_max();
 	test_attend_group();
 	test_attend();
 	test_kv_store();
