@@ -9,8 +9,9 @@
  * work: every (query, key) dot is the dot's own FMA chains and reduction,
  * every output element the axpy's fma chain over the keys in order, so a
  * query gets the same bits in a group as alone. What they save is memory
- * traffic: the dot loads each query and key chunk once for up to 4 x 3
- * FMAs (3 loads per 2 FMAs before), and P.V keeps 4 queries x 24 output
+ * traffic and waiting: Q.K loads each query and key chunk once for up to
+ * 4 x 3 FMAs, 8 to 12 chains in flight (the dot alone: 2 loads per FMA,
+ * one chain), and P.V keeps 4 queries x 24 output
  * columns in registers across the keys, where the axpy loaded and stored
  * the output once per key. ops_exp_avx2 is the softmax's expf, glibc's
  * arithmetic 8 lanes at a time. ops_glu_gelu_avx2 is the FFN's GELU table
@@ -26,17 +27,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops_hsum.h"
 #include "ops_int.h"
 
 #define UNROLL _Pragma("GCC unroll 8")
-
-static inline float hsum(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 /* Eight values of a K or V row from lane i on (i a multiple of 8), stored
  * as kind (an enum ops_kv_type, a constant after inlining). F16C
@@ -71,24 +65,20 @@ static inline __attribute__((always_inline)) float row1(const void *row, int64_t
 	return ((const float *)row)[i];
 }
 
-/* The dot of n floats: four accumulators s0..s3 take lanes 0-7, 8-15,
- * 16-23, 24-31 of each chunk of 32, s0 then takes the leftover chunks of
- * 8, the scalar tail is added after the reduction. ops_qk_avx2 repeats
- * exactly this per pair. */
+/* The dot of n floats: one 8-lane accumulator, an fma chain per lane over
+ * the chunks of 8 in order, reduced by ops_hsum8; the scalar tail is added
+ * after the reduction. The blocked ops_qk_avx2 and ops_avx512.c keep this
+ * accumulator per (query, key) pair, so every block shape gives these
+ * bits. (Alone the chain waits on the FMA latency; it is the reference
+ * the group is held to, and the block loops keep 8 to 12 chains going.) */
 static inline __attribute__((always_inline)) float dot_row(const float *a, const void *b,
 							   int64_t n, int kind)
 {
-	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	__m256 acc = _mm256_setzero_ps();
 	int64_t i = 0;
-	for (; i + 32 <= n; i += 32) {
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, kind), s0);
-		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), row8(b, i + 8, kind), s1);
-		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), row8(b, i + 16, kind), s2);
-		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), row8(b, i + 24, kind), s3);
-	}
 	for (; i + 8 <= n; i += 8)
-		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, kind), s0);
-	float r = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), row8(b, i, kind), acc);
+	float r = ops_hsum8(acc);
 	for (; i < n; i++)
 		r += a[i] * row1(b, i, kind);
 	return r;
@@ -109,78 +99,71 @@ float ops_dot_q8_avx2(const float *a, const void *b, int64_t n)
 	return dot_row(a, b, n, OPS_KV_Q8_0);
 }
 
-/* Accumulator s_g of ops_dot_avx2 (g = 0..3) for each of the Q x R pairs
- * of queries q and keys k, stored at acc + 8 * (a * R + r). One lane group
- * at a time keeps Q * R chains in registers (12 for 4 x 3) instead of 4 per
- * pair; the stores are fenced off from the compiler (it kept the finished
- * groups in registers and spilled the running ones in the loop). */
-static inline __attribute__((always_inline)) void qk_lanes(const float *const *q, int Q,
+/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q, r < R, Q x R <=
+ * 12: the pairs' accumulators all in registers through one pass over the
+ * chunks (each query and key chunk loaded once for R and Q FMAs), then
+ * reduced eight at a time by ops_hsum8_x8, the scalar tails after. The
+ * dot's earlier shape, four accumulators per pair, took four passes and
+ * a reduction through memory: 10% more time per pair in attn_bench. */
+static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
 							    const void *const *k, int R,
-							    int64_t n, int g, float *acc, int kind)
+							    int64_t n, float *s, int64_t ld, int kind)
 {
-	__m256 s[4][3];
+	__m256 acc[12]; /* pair (a, r) at a * R + r; every index a constant (loops of <= 8) */
 	UNROLL for (int a = 0; a < Q; a++)
 		UNROLL for (int r = 0; r < R; r++)
-			s[a][r] = _mm256_setzero_ps();
-	int64_t i = 8 * g;
-	for (; i + 32 - 8 * g <= n; i += 32) {
-		__m256 kv[3];
+			acc[a * R + r] = _mm256_setzero_ps();
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 kv[8];
 		UNROLL for (int r = 0; r < R; r++)
 			kv[r] = row8(k[r], i, kind);
 		UNROLL for (int a = 0; a < Q; a++) {
 			const __m256 qv = _mm256_loadu_ps(q[a] + i);
 			UNROLL for (int r = 0; r < R; r++)
-				s[a][r] = _mm256_fmadd_ps(qv, kv[r], s[a][r]);
+				acc[a * R + r] = _mm256_fmadd_ps(qv, kv[r], acc[a * R + r]);
 		}
 	}
-	for (; g == 0 && i + 8 <= n; i += 8) /* the chunks of 8 after the last 32 */
-		UNROLL for (int a = 0; a < Q; a++) {
-			const __m256 qv = _mm256_loadu_ps(q[a] + i);
-			UNROLL for (int r = 0; r < R; r++)
-				s[a][r] = _mm256_fmadd_ps(qv, row8(k[r], i, kind), s[a][r]);
+	UNROLL for (int p0 = 0; p0 < Q * R; p0 += 8) {
+		__m256 v[8];
+		UNROLL for (int p = 0; p < 8; p++)
+			v[p] = p0 + p < Q * R ? acc[p0 + p] : _mm256_setzero_ps();
+		float x[8];
+		_mm256_storeu_ps(x, ops_hsum8_x8(v));
+		UNROLL for (int p = 0; p < 8; p++) {
+			if (p0 + p >= Q * R)
+				break;
+			const int a = (p0 + p) / R, r = (p0 + p) % R;
+			float d = x[ops_hsum8_lane(p)];
+			for (int64_t t = i; t < n; t++)
+				d += q[a][t] * row1(k[r], t, kind);
+			s[a * ld + r] = d;
 		}
-	UNROLL for (int a = 0; a < Q; a++)
-		UNROLL for (int r = 0; r < R; r++)
-			_mm256_storeu_ps(acc + 8 * (a * R + r), s[a][r]);
-	__asm__ volatile("" : : "r"(acc) : "memory");
-}
-
-/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 3. */
-static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
-							    const void *const *k, int R,
-							    int64_t n, float *s, int64_t ld, int kind)
-{
-	float part[4][12 * 8];
-	UNROLL for (int g = 0; g < 4; g++)
-		qk_lanes(q, Q, k, R, n, g, part[g], kind);
-	const int64_t tail = n - n % 8;
-	UNROLL for (int a = 0; a < Q; a++)
-		UNROLL for (int r = 0; r < R; r++) {
-			const int p = a * R + r;
-			const __m256 s0 = _mm256_loadu_ps(part[0] + 8 * p);
-			const __m256 s1 = _mm256_loadu_ps(part[1] + 8 * p);
-			const __m256 s2 = _mm256_loadu_ps(part[2] + 8 * p);
-			const __m256 s3 = _mm256_loadu_ps(part[3] + 8 * p);
-			float x = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-			for (int64_t i = tail; i < n; i++)
-				x += q[a][i] * row1(k[r], i, kind);
-			s[a * ld + r] = x;
-		}
+	}
 }
 
 /* Q queries (a compile-time constant after inlining) against keys in
- * threes, the last one or two keys as a block of their own. */
+ * blocks of R = 12 / Q (8 for one query: its chains are the keys' alone),
+ * the last keys as a block of their own. */
 static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
 							   const void *const *K, int64_t nk,
 							   int64_t n, float *s, int64_t ld, int kind)
 {
+	enum { R_MAX = 8 };
+	const int R = Q == 1 ? R_MAX : 12 / Q;
 	int64_t j = 0;
-	for (; j + 3 <= nk; j += 3)
-		qk_block(q, Q, K + j, 3, n, s + j, ld, kind);
-	if (j + 2 <= nk)
-		qk_block(q, Q, K + j, 2, n, s + j, ld, kind);
-	else if (j < nk)
-		qk_block(q, Q, K + j, 1, n, s + j, ld, kind);
+	for (; j + R <= nk; j += R)
+		qk_block(q, Q, K + j, R, n, s + j, ld, kind);
+	/* the last nk - j < R keys: a block of c keys exists for c x Q <= 12 */
+#define QK_TAIL(c) \
+	case c: \
+		if ((c) * Q <= 12) \
+			qk_block(q, Q, K + j, c, n, s + j, ld, kind); \
+		break
+	switch (nk - j) {
+		QK_TAIL(7); QK_TAIL(6); QK_TAIL(5); QK_TAIL(4); QK_TAIL(3); QK_TAIL(2); QK_TAIL(1);
+	}
+#undef QK_TAIL
 }
 
 static inline __attribute__((always_inline)) void qk_rows(const float *const *q, int nq,

@@ -6,24 +6,33 @@
  * Why a second width: at 16 streams the server spends a fifth of its time
  * in these two loops (contexts of a few hundred tokens, an F16 KV cache),
  * and a zmm register holds twice the lanes of a ymm one for the same
- * instruction count, so the FMA and F16 conversion counts halve.
+ * instruction count, so the FMA counts halve (and P.V's F16 conversions).
  *
- * Why the same bits: the AVX2 dot keeps four 8-lane accumulators s0..s3
- * over lanes 0-7, 8-15, 16-23, 24-31 of each chunk of 32 and reduces
- * them as hsum((s0 + s1) + (s2 + s3)). Here one zmm accumulator holds
- * s0 | s1 (lanes 0-15 of each chunk) and a second s2 | s3 (lanes 16-31):
- * the same FMAs per lane in the same order, and the halves are split
- * back out for the AVX2 reduction. P.V is per output column an fma chain
- * over the keys in order, whatever the vector width, so 16 columns a
- * register change nothing but the instruction count.
+ * Why the same bits: the AVX2 dot keeps one 8-lane accumulator per
+ * (query, key) pair, an fma chain per lane over the chunks of 8, reduced
+ * by ops_hsum8 (ops_hsum.h). Here a zmm register holds two queries' chunk
+ * side by side and the key's chunk is broadcast to both halves, so one
+ * FMA advances two pairs' accumulators, lane for lane the AVX2 chains;
+ * the halves are split back out for the same reduction. (The dot's
+ * earlier shape, four accumulators over the lanes of chunks of 32, fit a
+ * zmm's 16 lanes directly but needed two passes and a reduction from
+ * memory. At AVX2 width the one accumulator measured 10-15% less time per
+ * pair; this width was rewritten for it without an AVX-512 host to time
+ * it on: the same FMAs per pair, no second pass, but one F16 or Q8_0 key
+ * conversion per 8 values rather than 16.) P.V is per
+ * output column an fma chain over the keys in order, whatever the vector
+ * width, so 16 columns a register change nothing but the instruction
+ * count.
  *
- * Only whole chunks are done here: head dims that are multiples of 32
- * (Q.K) and 16 (P.V), as every model's are (64, 128, 256). Other dims go
- * to the AVX2 loops themselves, whose leftover chunks and scalar tails a
- * copy here would only repeat. */
+ * Only whole chunks are done here: Q.K for two to four queries and head
+ * dims that are multiples of 8 (up to QK_DIM_MAX), P.V for multiples of
+ * 16, as every model's are (64, 128, 256). One query and other dims go
+ * to the AVX2 loops themselves, whose scalar tails a copy here would only
+ * repeat. */
 #include <immintrin.h>
 #include <string.h>
 
+#include "ops_hsum.h"
 #include "ops_int.h"
 
 #define UNROLL _Pragma("GCC unroll 8")
@@ -46,95 +55,115 @@ static inline __attribute__((always_inline)) __m512 row16(const void *row, int64
 	return _mm512_loadu_ps((const float *)row + i);
 }
 
-/* ops_avx2.c's hsum of each of v[0..8), in one vector: lane i is
- * hsum(v[2 i]) and lane 4 + i is hsum(v[2 i + 1]), i < 4. The additions
- * are hsum's, pair for pair, for eight vectors at once:
- * lanes l and l + 4 first, then lanes 0 + 2 and 1 + 3 of that, then the
- * two sums (the shuffles only move values). */
-static inline __attribute__((always_inline)) __m256 hsum8_x8(const __m256 v[8])
+/* Eight values of a K row from lane i on (i a multiple of 8) in both
+ * halves of a register, widened as row8 in ops_avx2.c does (F16 by F16C,
+ * a Q8_0 value as its int8 times its block's scale, exact in float); 8
+ * lanes never straddle a Q8_0 block. */
+static inline __attribute__((always_inline)) __m512 row8x2(const void *row, int64_t i, int kind)
 {
-	__m256 a[4], b[2];
-	UNROLL for (int i = 0; i < 4; i++) /* [a(v[2i]) | a(v[2i+1])], a_l = v_l + v_l+4 */
-		a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-				     _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
-	UNROLL for (int i = 0; i < 2; i++) /* per half: b0, b1 of one vector, then of the next */
-		b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
-				     _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
-	return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
+	if (kind == OPS_KV_F16)
+		return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(
+			_mm_loadu_si128((const __m128i *)((const uint16_t *)row + i))));
+	if (kind == OPS_KV_Q8_0) {
+		const unsigned char *b = (const unsigned char *)row + (i / QK) * OPS_Q8_BLOCK_BYTES;
+		uint16_t d;
+		memcpy(&d, b, sizeof d);
+		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % QK));
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(q, q))),
+				     _mm512_set1_ps(_cvtsh_ss(d)));
+	}
+	return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)row + i));
 }
 
-/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q <= 4, r < R <= 4,
- * n a multiple of 32: half 0's chains (s0 | s1 of each pair) over every
- * chunk, kept, then half 1's (s2 | s3), Q x R zmm chains a pass; the
- * pairs' reductions then go eight at a time through hsum8_x8, in
- * registers. Reducing one pair at a time through memory cost as much as
- * the FMAs at n = 256, and one pass with both halves' chains (Q x R x 2)
- * fits only 2 keys, whose chains then wait on the FMA latency. */
-static inline __attribute__((always_inline)) void qk_quad32(const float *const *q, int Q,
-							     const void *const *k, int R,
-							     int64_t n, float *s, int64_t ld,
-							     int kind)
+/* The most head dims the pair buffer below holds; larger ones go to the
+ * AVX2 loops (none of the models we serve has one). */
+#define QK_DIM_MAX 512
+
+/* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q, r < R, n a
+ * multiple of 8 (<= QK_DIM_MAX): queries 2 p and 2 p + 1 side by side in
+ * one register (qp, interleaved chunk by chunk; an odd Q's last pair
+ * holds its last query twice), each key chunk broadcast to both halves,
+ * so a zmm FMA advances two pairs' 8-lane accumulators: the AVX2 dot's
+ * chain per lane, in the same order. (P x R <= 12 chains, the pairs'
+ * accumulators then reduced eight at a time by ops_hsum8_x8.) */
+static inline __attribute__((always_inline)) void qk_pairs(const float *qp, int Q,
+							    const void *const *k, int R,
+							    int64_t n, float *s, int64_t ld,
+							    int kind)
 {
-	__m512 half0[4][4], c[4][4];
-	for (int h = 0; h < 2; h++) {
-		UNROLL for (int a = 0; a < Q; a++)
+	enum { P_MAX = 2 };
+	const int P = (Q + 1) / 2;
+	__m512 acc[P_MAX][8];
+	UNROLL for (int p = 0; p < P; p++)
+		UNROLL for (int r = 0; r < R; r++)
+			acc[p][r] = _mm512_setzero_ps();
+	for (int64_t i = 0; i < n; i += 8) {
+		__m512 kv[8];
+		UNROLL for (int r = 0; r < R; r++)
+			kv[r] = row8x2(k[r], i, kind);
+		UNROLL for (int p = 0; p < P; p++) {
+			const __m512 qv = _mm512_loadu_ps(qp + p * 2 * QK_DIM_MAX + 2 * i);
 			UNROLL for (int r = 0; r < R; r++)
-				c[a][r] = _mm512_setzero_ps();
-		for (int64_t i = 16 * h; i < n; i += 32) {
-			__m512 kv[4];
-			UNROLL for (int r = 0; r < R; r++)
-				kv[r] = row16(k[r], i, kind);
-			UNROLL for (int a = 0; a < Q; a++) {
-				const __m512 qv = _mm512_loadu_ps(q[a] + i);
-				UNROLL for (int r = 0; r < R; r++)
-					c[a][r] = _mm512_fmadd_ps(qv, kv[r], c[a][r]);
-			}
-		}
-		if (h == 0) {
-			UNROLL for (int a = 0; a < Q; a++)
-				UNROLL for (int r = 0; r < R; r++)
-					half0[a][r] = c[a][r];
-			__asm__ volatile("" : : "r"(half0) : "memory"); /* spill these, not c */
+				acc[p][r] = _mm512_fmadd_ps(qv, kv[r], acc[p][r]);
 		}
 	}
-	/* pair (a, r) in slot 4 a + r; slots 8 g .. 8 g + 7 reduced together */
-	UNROLL for (int g = 0; g < (Q + 1) / 2; g++) {
+	/* pair (a, r) is number a * R + r, in half a % 2 of acc[a / 2][r] */
+	UNROLL for (int x0 = 0; x0 < Q * R; x0 += 8) {
 		__m256 v[8];
-		UNROLL for (int p = 0; p < 8; p++) {
-			const int a = 2 * g + p / 4, r = p % 4;
-			if (a >= Q || r >= R) {
-				v[p] = _mm256_setzero_ps();
-				continue;
-			}
-			/* [s0 | s2] + [s1 | s3], then its halves: (s0 + s1) + (s2 + s3) */
-			const __m512 L = half0[a][r], H = c[a][r];
-			const __m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(L, H, 0x44),
-						       _mm512_shuffle_f32x4(L, H, 0xee));
-			v[p] = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
+		UNROLL for (int x = 0; x < 8; x++) {
+			const int a = (x0 + x) / R, r = (x0 + x) % R;
+			if (x0 + x >= Q * R)
+				v[x] = _mm256_setzero_ps();
+			else if (a % 2 == 0)
+				v[x] = _mm512_castps512_ps256(acc[a / 2][r]);
+			else
+				v[x] = _mm512_extractf32x8_ps(acc[a / 2][r], 1);
 		}
-		float x[8];
-		_mm256_storeu_ps(x, hsum8_x8(v));
-		UNROLL for (int p = 0; p < 8; p++) {
-			const int a = 2 * g + p / 4, r = p % 4;
-			if (a < Q && r < R)
-				s[a * ld + r] = x[p / 2 + 4 * (p % 2)]; /* hsum(v[p])'s lane */
+		float sum[8];
+		_mm256_storeu_ps(sum, ops_hsum8_x8(v));
+		UNROLL for (int x = 0; x < 8; x++) {
+			if (x0 + x >= Q * R)
+				break;
+			const int a = (x0 + x) / R, r = (x0 + x) % R;
+			s[a * ld + r] = sum[ops_hsum8_lane(x)];
 		}
 	}
 }
 
-/* Q queries against keys in fours, the last one to three as a block. */
+/* Q in 2..4 queries against keys in blocks of R = 6 (two pairs) or 8
+ * (one), the last keys as a block of their own; the queries interleaved
+ * once into pairs first. */
 static inline __attribute__((always_inline)) void qk_keys(const float *const *q, int Q,
 							   const void *const *K, int64_t nk,
 							   int64_t n, float *s, int64_t ld, int kind)
 {
-	int64_t j = 0;
-	for (; j + 4 <= nk; j += 4)
-		qk_quad32(q, Q, K + j, 4, n, s + j, ld, kind);
-	switch (nk - j) {
-	case 3: qk_quad32(q, Q, K + j, 3, n, s + j, ld, kind); break;
-	case 2: qk_quad32(q, Q, K + j, 2, n, s + j, ld, kind); break;
-	case 1: qk_quad32(q, Q, K + j, 1, n, s + j, ld, kind); break;
+	float qp[2][2 * QK_DIM_MAX] __attribute__((aligned(64)));
+	for (int a = 0; a < Q + Q % 2; a++) {
+		const float *src = q[a < Q ? a : Q - 1];
+		for (int64_t i = 0; i < n; i += 8)
+			memcpy(&qp[a / 2][2 * i + 8 * (a % 2)], src + i, 8 * sizeof(float));
 	}
+	const int R = Q > 2 ? 6 : 8;
+	int64_t j = 0;
+	for (; j + R <= nk; j += R)
+		qk_pairs(qp[0], Q, K + j, R, n, s + j, ld, kind);
+	switch (nk - j) { /* R - 1 at most */
+	case 7: qk_pairs(qp[0], Q, K + j, 7, n, s + j, ld, kind); break;
+	case 6: qk_pairs(qp[0], Q, K + j, 6, n, s + j, ld, kind); break;
+	case 5: qk_pairs(qp[0], Q, K + j, 5, n, s + j, ld, kind); break;
+	case 4: qk_pairs(qp[0], Q, K + j, 4, n, s + j, ld, kind); break;
+	case 3: qk_pairs(qp[0], Q, K + j, 3, n, s + j, ld, kind); break;
+	case 2: qk_pairs(qp[0], Q, K + j, 2, n, s + j, ld, kind); break;
+	case 1: qk_pairs(qp[0], Q, K + j, 1, n, s + j, ld, kind); break;
+	}
+}
+
+/* One query, head dims that are not multiples of 8, and very large ones
+ * go to the AVX2 loops, which give the same bits (see the top of the
+ * file); the rest here. */
+static inline __attribute__((always_inline)) int qk_here(int nq, int64_t n)
+{
+	return nq >= 2 && n % 8 == 0 && n <= QK_DIM_MAX;
 }
 
 static inline __attribute__((always_inline)) void qk_rows(const float *const *q, int nq,
@@ -144,36 +173,35 @@ static inline __attribute__((always_inline)) void qk_rows(const float *const *q,
 	switch (nq) {
 	case 4: qk_keys(q, 4, K, nk, n, s, ld, kind); break;
 	case 3: qk_keys(q, 3, K, nk, n, s, ld, kind); break;
-	case 2: qk_keys(q, 2, K, nk, n, s, ld, kind); break;
-	default: qk_keys(q, 1, K, nk, n, s, ld, kind); break;
+	default: qk_keys(q, 2, K, nk, n, s, ld, kind); break;
 	}
 }
 
 void ops_qk_avx512(const float *const *q, int nq, const void *const *K, int64_t nk, int64_t n,
 		   float *s, int64_t ld)
 {
-	if (n % 32) /* see the top of the file */
-		ops_qk_avx2(q, nq, K, nk, n, s, ld);
-	else
+	if (qk_here(nq, n))
 		qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_F32);
+	else
+		ops_qk_avx2(q, nq, K, nk, n, s, ld);
 }
 
 void ops_qk_f16_avx512(const float *const *q, int nq, const void *const *K, int64_t nk,
 		       int64_t n, float *s, int64_t ld)
 {
-	if (n % 32) /* see the top of the file */
-		ops_qk_f16_avx2(q, nq, K, nk, n, s, ld);
-	else
+	if (qk_here(nq, n))
 		qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_F16);
+	else
+		ops_qk_f16_avx2(q, nq, K, nk, n, s, ld);
 }
 
 void ops_qk_q8_avx512(const float *const *q, int nq, const void *const *K, int64_t nk,
 		      int64_t n, float *s, int64_t ld)
 {
-	if (n % 32) /* see the top of the file */
-		ops_qk_q8_avx2(q, nq, K, nk, n, s, ld);
-	else
+	if (qk_here(nq, n))
 		qk_rows(q, nq, K, nk, n, s, ld, OPS_KV_Q8_0);
+	else
+		ops_qk_q8_avx2(q, nq, K, nk, n, s, ld);
 }
 
 /* Columns [c, c + 16 W) of P.V for Q queries: Q x W registers of outputs
