@@ -23,7 +23,12 @@ tests/ref/README.md):
                 CPU GELU reads a table indexed by the fp16-rounded input,
                 which moves the logits by up to ~7e-4; an implementation
                 that does the same passes if it is within 1e-3 of the
-                reference run with that table emulated.
+                reference run with that table emulated (GELU_TABLE_TOL:
+                where float32 and float64 round a GELU input to different
+                fp16 neighbours, the table steps and the 24-token case
+                moves by ~1e-4; ingot's scalar kernels give 1.09e-4 and
+                its AVX2 ones 4.7e-5 or 1.07e-4 with the attention dot's
+                lanes summed in another order).
   F16 weights   5e-3.  Activations are rounded to F16 before the dot (as
                 llama.cpp does); float32 vs float64 differences flip some of
                 those roundings: llama.cpp and the float32 reference stay
@@ -64,6 +69,7 @@ TIMEOUT_S = 300
 # llama.cpp itself shows against this reference. 5e-2 still catches any
 # structural error (those give 0.1..1).
 TOL = {"f32": 1e-4, "f16": 5e-3, "quant": 5e-2}
+GELU_TABLE_TOL = 1e-3  # gemma3's F32 models against the table-emulating reference
 
 
 def prompts(n_vocab, bos):
@@ -149,9 +155,10 @@ def main(argv):
             # gemma3 is held to the reference computed the same way.
             r = forward_ref.logits(path, ids, gelu_f16_table=(m.arch == "gemma3"))
             e = rel_err(a, r)
-            ok = e <= TOL[t]
+            tol = GELU_TABLE_TOL if m.arch == "gemma3" and t == "f32" else TOL[t]
+            ok = e <= tol
             note = " (fp16 GELU table)" if m.arch == "gemma3" else ""
-            line = f"{case:<22} [{t}] max rel err {e:.2e} (tol {TOL[t]:.0e}){note}  {dt:.2f}s"
+            line = f"{case:<22} [{t}] max rel err {e:.2e} (tol {tol:.0e}){note}  {dt:.2f}s"
             if ok:
                 passed += 1
                 print("PASS " + line)
