@@ -295,9 +295,9 @@ def test_vllm_names(cl):
     import re
     msgs = [{"role": "user", "content": "Is the sky blue? Answer."}]
 
-    def out(seed, **extra):
+    def out(seed, max_tokens=40, **extra):
         r = cl.chat.completions.create(model=MODEL, messages=msgs, seed=seed, temperature=1.5,
-                                       max_tokens=40, extra_body=extra)
+                                       max_tokens=max_tokens, extra_body=extra)
         return r.choices[0].message.content, r.choices[0].finish_reason
 
     # choices with GBNF/regex metacharacters and UTF-8 come out verbatim
@@ -312,8 +312,14 @@ def test_vllm_names(cl):
                                                "n": {"type": "integer", "minimum": 0,
                                                      "maximum": 99}},
               "required": ["ok", "n"], "additionalProperties": False}
+    # The schema's longest text: 8 gaps of at most GRAMMAR_JSON_MAX_WS (20)
+    # whitespace characters around 21 of content, each token at least one
+    # character; at temperature 1.5 a path that takes most of the allowed
+    # whitespace ran past 40 tokens, so the budget is that bound and the
+    # object must finish.
+    json_max_tokens = 8 * 20 + 21
     for seed, given in ((0, schema), (1, json.dumps(schema))):
-        text, fin = out(seed, guided_json=given)
+        text, fin = out(seed, max_tokens=json_max_tokens, guided_json=given)
         ok = fin == "stop"
         try:
             validator(schema).validate(json.loads(text))
@@ -330,7 +336,8 @@ def test_vllm_names(cl):
                      ({"regex": pattern}, lambda t: re.fullmatch(pattern, t)),
                      ({"grammar": 'root ::= "x" [0-9]'}, lambda t: re.fullmatch(r"x[0-9]", t)),
                      ({"json_object": True}, lambda t: isinstance(json.loads(t), dict))):
-        text, fin = out(4, structured_outputs=so)
+        text, fin = out(4, max_tokens=json_max_tokens if "json" in so else 40,
+                        structured_outputs=so)
         try:
             ok = fin == "stop" and good(text)
         except ValueError:
