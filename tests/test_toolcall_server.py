@@ -108,32 +108,40 @@ def test_required(cl):
     check("required, two tools: a call to one of them", c.finish_reason == "tool_calls" and
           len(calls) == 1 and calls[0].function.name in ("get_weather", "get_time") and
           isinstance(json.loads(calls[0].function.arguments), dict), c)
-    # parallel calls allowed: this model repeats its call until max_tokens
-    # cuts one off; the calls that closed come back, never the markup
-    for stream in (False, True):
-        kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0,
-                  max_tokens=60, tool_choice="required")
-        if stream:
-            got, finish, content = {}, None, ""
-            for ch in cl.chat.completions.create(stream=True, **kw):
-                if not ch.choices:
-                    continue
-                content += ch.choices[0].delta.content or ""
-                for tc in ch.choices[0].delta.tool_calls or []:
-                    e = got.setdefault(tc.index, ["", ""])
-                    e[0] += tc.function.name or ""
-                    e[1] += tc.function.arguments or ""
-                finish = ch.choices[0].finish_reason or finish
-            check("required, cut off, streamed: the same calls, finish length",
-                  finish == "length" and not content and
-                  [got.get(i) for i in range(len(got))] ==
-                  [[t.function.name, t.function.arguments] for t in calls], (got, finish))
-        else:
-            c = cl.chat.completions.create(**kw).choices[0]
-            calls = c.message.tool_calls or []
-            check("required, cut off after calls: the calls that closed, no markup, finish "
-                  "length", c.finish_reason == "length" and len(calls) >= 1 and
-                  not c.message.content and all(call_ok(t, t.function.name) for t in calls), c)
+    # parallel calls allowed, cut off by max_tokens after the first call
+    # closed: inside the next call's opening markup, then inside its
+    # arguments (the cuts placed by the uncut greedy answer's tokens); the
+    # calls that closed come back, never the markup, finish length
+    kw = dict(model=MODEL, messages=ASK, tools=[WEATHER, TIME], temperature=0,
+              tool_choice="required")
+    full = cl.chat.completions.create(max_tokens=200, logprobs=True, **kw).choices[0]
+    toks = [t.token for t in (full.logprobs.content if full.logprobs else None) or []]
+    closed = next((i + 1 for i in range(len(toks))
+                   if "</tool_call>" in "".join(toks[:i + 1])), None)
+    check("required, parallel, uncut: two calls or more, the first closed by token 40",
+          len(full.message.tool_calls or []) >= 2 and closed is not None and closed <= 40,
+          (closed, full))
+    for where, budget in (("in the next call's markup", (closed or 40) + 3),
+                          ("in the next call's arguments", (closed or 40) + 12)):
+        c = cl.chat.completions.create(max_tokens=budget, **kw).choices[0]
+        calls = c.message.tool_calls or []
+        check(f"required, cut off {where}: the calls that closed, no markup, finish length",
+              c.finish_reason == "length" and len(calls) >= 1 and not c.message.content and
+              all(call_ok(t, t.function.name) for t in calls), c)
+        got, finish, content = {}, None, ""
+        for ch in cl.chat.completions.create(stream=True, max_tokens=budget, **kw):
+            if not ch.choices:
+                continue
+            content += ch.choices[0].delta.content or ""
+            for tc in ch.choices[0].delta.tool_calls or []:
+                e = got.setdefault(tc.index, ["", ""])
+                e[0] += tc.function.name or ""
+                e[1] += tc.function.arguments or ""
+            finish = ch.choices[0].finish_reason or finish
+        check(f"required, cut off {where}, streamed: the same calls, finish length",
+              finish == "length" and not content and
+              [got.get(i) for i in range(len(got))] ==
+              [[t.function.name, t.function.arguments] for t in calls], (got, finish))
 
 
 def few_shot_two_calls():
