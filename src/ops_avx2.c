@@ -104,7 +104,7 @@ float ops_dot_q8_avx2(const float *a, const void *b, int64_t n)
  * chunks (each query and key chunk loaded once for R and Q FMAs), then
  * reduced eight at a time by ops_hsum8_x8, the scalar tails after. The
  * dot's earlier shape, four accumulators per pair, took four passes and
- * a reduction through memory: 10% more time per pair in attn_bench. */
+ * a reduction through memory: ~10% more time per pair in attn_bench. */
 static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
 							    const void *const *k, int R,
 							    int64_t n, float *s, int64_t ld, int kind)

@@ -1,6 +1,6 @@
 /* ops_hsum.h — the horizontal sum that ends every attention dot (Q.K), for
  * the files compiled with AVX (ops_avx2.c, ops_avx512.c): the dot's one
- * 8-lane accumulator reduced as hsum does it, so every width and block
+ * 8-lane accumulator reduced in one fixed order, so every width and block
  * shape that keeps that accumulator gives the same float. */
 #ifndef INGOT_OPS_HSUM_H
 #define INGOT_OPS_HSUM_H
