@@ -69,8 +69,8 @@ static inline __attribute__((always_inline)) __m512 row8x2(const void *row, int6
 		uint16_t d;
 		memcpy(&d, b, sizeof d);
 		const __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % QK));
-		return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_unpacklo_epi64(q, q))),
-				     _mm512_set1_ps(_cvtsh_ss(d)));
+		const __m512i q2 = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(q, q)); /* [q | q] */
+		return _mm512_mul_ps(_mm512_cvtepi32_ps(q2), _mm512_set1_ps(_cvtsh_ss(d)));
 	}
 	return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)row + i));
 }

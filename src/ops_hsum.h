@@ -30,7 +30,8 @@ static inline __attribute__((always_inline)) __m256 ops_hsum8_x8(const __m256 v[
 	for (int i = 0; i < 2; i++) /* per half: b0, b1 of one vector, then of the next */
 		b[i] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
 				     _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], 0xee));
-	return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xdd));
+	return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88),
+			     _mm256_shuffle_ps(b[0], b[1], 0xdd));
 }
 
 /* The lane of ops_hsum8_x8's result that holds ops_hsum8(v[p]). */
