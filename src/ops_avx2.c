@@ -102,7 +102,7 @@ float ops_dot_q8_avx2(const float *a, const void *b, int64_t n)
 /* s[a * ld + r] = ops_dot_avx2(q[a], k[r], n) for a < Q, r < R, Q x R <=
  * 12: the pairs' accumulators all in registers through one pass over the
  * chunks (each query and key chunk loaded once for R and Q FMAs), then
- * reduced eight at a time by ops_hsum8_x8, the scalar tails after. The
+ * reduced eight at a time (ops_hsum8_n), the scalar tails after. The
  * dot's earlier shape, four accumulators per pair, took four passes and
  * a reduction through memory: ~10% more time per pair in attn_bench. */
 static inline __attribute__((always_inline)) void qk_block(const float *const *q, int Q,
@@ -124,22 +124,15 @@ static inline __attribute__((always_inline)) void qk_block(const float *const *q
 				acc[a * R + r] = _mm256_fmadd_ps(qv, kv[r], acc[a * R + r]);
 		}
 	}
-	UNROLL for (int p0 = 0; p0 < Q * R; p0 += 8) {
-		__m256 v[8];
-		UNROLL for (int p = 0; p < 8; p++)
-			v[p] = p0 + p < Q * R ? acc[p0 + p] : _mm256_setzero_ps();
-		float x[8];
-		_mm256_storeu_ps(x, ops_hsum8_x8(v));
-		UNROLL for (int p = 0; p < 8; p++) {
-			if (p0 + p >= Q * R)
-				break;
-			const int a = (p0 + p) / R, r = (p0 + p) % R;
-			float d = x[ops_hsum8_lane(p)];
+	float sum[12];
+	ops_hsum8_n(acc, Q * R, sum);
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++) {
+			float d = sum[a * R + r];
 			for (int64_t t = i; t < n; t++)
 				d += q[a][t] * row1(k[r], t, kind);
 			s[a * ld + r] = d;
 		}
-	}
 }
 
 /* Q queries (a compile-time constant after inlining) against keys in

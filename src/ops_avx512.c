@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) __m512 row8x2(const void *row, int6
  * holds its last query twice), each key chunk broadcast to both halves,
  * so a zmm FMA advances two pairs' 8-lane accumulators: the AVX2 dot's
  * chain per lane, in the same order. (P x R <= 12 chains, the pairs'
- * accumulators then reduced eight at a time by ops_hsum8_x8.) */
+ * accumulators then reduced eight at a time by ops_hsum8_n.) */
 static inline __attribute__((always_inline)) void qk_pairs(const float *qp, int Q,
 							    const void *const *k, int R,
 							    int64_t n, float *s, int64_t ld,
@@ -107,27 +107,17 @@ static inline __attribute__((always_inline)) void qk_pairs(const float *qp, int 
 				acc[p][r] = _mm512_fmadd_ps(qv, kv[r], acc[p][r]);
 		}
 	}
-	/* pair (a, r) is number a * R + r, in half a % 2 of acc[a / 2][r] */
-	UNROLL for (int x0 = 0; x0 < Q * R; x0 += 8) {
-		__m256 v[8];
-		UNROLL for (int x = 0; x < 8; x++) {
-			const int a = (x0 + x) / R, r = (x0 + x) % R;
-			if (x0 + x >= Q * R)
-				v[x] = _mm256_setzero_ps();
-			else if (a % 2 == 0)
-				v[x] = _mm512_castps512_ps256(acc[a / 2][r]);
-			else
-				v[x] = _mm512_extractf32x8_ps(acc[a / 2][r], 1);
-		}
-		float sum[8];
-		_mm256_storeu_ps(sum, ops_hsum8_x8(v));
-		UNROLL for (int x = 0; x < 8; x++) {
-			if (x0 + x >= Q * R)
-				break;
-			const int a = (x0 + x) / R, r = (x0 + x) % R;
-			s[a * ld + r] = sum[ops_hsum8_lane(x)];
-		}
-	}
+	/* pair (a, r) is in half a % 2 of acc[a / 2][r] */
+	__m256 v[4 * 8]; /* Q x R of them (tail blocks' dead instances index up to 4 x 7) */
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++)
+			v[a * R + r] = a % 2 == 0 ? _mm512_castps512_ps256(acc[a / 2][r])
+						  : _mm512_extractf32x8_ps(acc[a / 2][r], 1);
+	float sum[4 * 8];
+	ops_hsum8_n(v, Q * R, sum);
+	UNROLL for (int a = 0; a < Q; a++)
+		UNROLL for (int r = 0; r < R; r++)
+			s[a * ld + r] = sum[a * R + r];
 }
 
 /* Q in 2..4 queries against keys in blocks of R = 6 (two pairs) or 8

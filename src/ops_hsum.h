@@ -34,7 +34,23 @@ static inline __attribute__((always_inline)) __m256 ops_hsum8_x8(const __m256 v[
 			     _mm256_shuffle_ps(b[0], b[1], 0xdd));
 }
 
-/* The lane of ops_hsum8_x8's result that holds ops_hsum8(v[p]). */
-static inline int ops_hsum8_lane(int p) { return p / 2 + 4 * (p % 2); }
+/* out[p] = ops_hsum8(v[p]) for p < n (n a constant after inlining, at
+ * most 32), eight at a time through ops_hsum8_x8 (the last eight padded
+ * with zeros): the end of every blocked Q.K. */
+static inline __attribute__((always_inline)) void ops_hsum8_n(const __m256 *v, int n, float *out)
+{
+	_Pragma("GCC unroll 4") for (int p0 = 0; p0 < n; p0 += 8) {
+		__m256 w[8];
+		_Pragma("GCC unroll 8") for (int p = 0; p < 8; p++)
+			w[p] = p0 + p < n ? v[p0 + p] : _mm256_setzero_ps();
+		float x[8];
+		_mm256_storeu_ps(x, ops_hsum8_x8(w));
+		_Pragma("GCC unroll 8") for (int p = 0; p < 8; p++) {
+			if (p0 + p >= n)
+				break;
+			out[p0 + p] = x[p / 2 + 4 * (p % 2)]; /* ops_hsum8(w[p])'s lane */
+		}
+	}
+}
 
 #endif
