@@ -1026,25 +1026,25 @@ static const char *named_finish(struct gen_call *k, struct gen_choice *ch, const
 	return parsed ? "tool_calls" : reason;
 }
 
-/* Whether max_tokens (reason "length") cut a forced answer off inside the
+/* Whether max_tokens (reason "length") cut the answer off inside the
  * opening markup of one more call after those that closed (Hermes:
- * "...</tool_call>\n<tool"): the closed calls parse, the markup never
- * shows, and the finish is "length" as for a cut inside a call's
- * arguments (required_closed_calls), not "tool_calls" as for an answer
- * that ended after its calls. */
+ * "...</tool_call>\n<tool"): the whole text parses, yet it was cut inside
+ * a call as surely as one cut inside the call's arguments, which does
+ * not parse. */
 static bool cut_in_next_call(const struct gen_call *k, const char *t, size_t n,
 			     const char *reason)
 {
-	if (!k->r.tool_prefix || strcmp(reason, "length"))
+	if (strcmp(reason, "length"))
 		return false;
 	const size_t done = toolcall_complete_prefix(k->a->tool_format, t, n);
 	return done && toolcall_content_prefix(k->a->tool_format, t + done, n - done) < n - done;
 }
 
 /* Parses the whole output; streams what is left of the content and the
- * calls. Returns the finish reason: "tool_calls" when there are calls
- * (the one given when the output was cut off inside a forced one, or
- * inside the markup of the next). */
+ * calls. Returns the finish reason: "tool_calls" when there are calls;
+ * the one given when a forced answer was cut off inside a call (its
+ * arguments, or the markup that opens it), with the calls that closed
+ * before it. */
 static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const char *reason)
 {
 	ing_err err;
@@ -1053,7 +1053,9 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 		k->out.oom = ch->text.oom = true;
 	if (k->r.tool_close)
 		return named_finish(k, ch, t, reason);
-	if (k->r.tool_prefix && !ch->calls.n && !ch->text.oom && required_closed_calls(k, ch, t))
+	if (k->r.tool_prefix && !ch->text.oom &&
+	    (!ch->calls.n || cut_in_next_call(k, t, ch->text.len, reason)) &&
+	    required_closed_calls(k, ch, t))
 		return reason;
 	if (k->r.stream) {
 		size_t cl = ch->calls.content_len;
@@ -1063,7 +1065,7 @@ static const char *tools_finish(struct gen_call *k, struct gen_choice *ch, const
 		if (ch->calls.n)
 			tools_stream(k, ch);
 	}
-	return ch->calls.n && !cut_in_next_call(k, t, ch->text.len, reason) ? "tool_calls" : reason;
+	return ch->calls.n ? "tool_calls" : reason;
 }
 
 /* Sends or keeps released text, with the logprobs of the token that
