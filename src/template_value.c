@@ -798,7 +798,7 @@ static int obj_str(struct tpl_run *R, struct tbuf *b, struct tv v, int depth)
 	case TV_STR: return tpl_buf_put(R, b, v.s->s, v.s->len);
 	case TV_LIST:
 		if (v.l->h.flags & TL_GEN)
-			return tpl_buf_printf(R, b, "<generator object at %p>", (void *)v.l);
+			return tpl_buf_put(R, b, "<generator object>", 18);
 		return seq_repr(R, b, v.l, depth);
 	case TV_DICT: return dict_repr(R, b, v.d, depth);
 	case TV_NS:
@@ -814,8 +814,9 @@ static int obj_str(struct tpl_run *R, struct tbuf *b, struct tv v, int depth)
 	case TV_LOOP:
 		return tpl_buf_printf(R, b, "<LoopContext %lld/%zu>", (long long)v.lp->i + 1,
 				      v.lp->items->n);
-	default:
-		return tpl_buf_printf(R, b, "<%s object at %p>", tv_type_name(v), (void *)v.o);
+	default: /* Python adds the address; a rendering must not depend on it
+		  * (the same prompt each time, and no heap address in a prompt) */
+		return tpl_buf_printf(R, b, "<%s object>", tv_type_name(v));
 	}
 }
 

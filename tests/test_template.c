@@ -353,6 +353,10 @@ static const struct golden {
 	  "{% set c = cycler('x', 'y') %}{{ c.next() }}{{ c.next() }}{{ c.next() }}{{ c.current }}{% set j = joiner('|') %}{% for i in [1, 2, 3] %}{{ j() }}{{ i }}{% endfor %}",
 	  "{}",
 	  "xyxy1|2|3" },
+	{ "object_str", /* jinja2 adds each object's address; a rendering must not */
+	  "{{ joiner() }}|{{ cycler(1) ~ '' }}|{{ [1, 2]|select|string }}|{{ 'x' ~ range }}",
+	  "{}",
+	  "<Joiner object>|<Cycler object>|<generator object>|x<function range>" },
 	{ "loop_changed",
 	  "{% for x in xs %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}",
 	  "{\"xs\": [1, 1, 2, 2, 1]}",
