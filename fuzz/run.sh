@@ -24,6 +24,14 @@ if ! command -v clang > /dev/null; then
   echo "fuzz: clang not found (scripts/setup.sh fuzz installs it)" >&2
   exit 2
 fi
+ROOT=$(pwd)
+# the targets run from a directory under $B (below): the shared test data
+# by an absolute path
+case ${INGOT_TESTDATA:=../shared/testdata} in
+  /*) ;;
+  *) INGOT_TESTDATA=$ROOT/$INGOT_TESTDATA ;;
+esac
+export INGOT_TESTDATA
 mkdir -p "$B/logs"
 echo "fuzz: building into $B (log: $B/logs/build.log)" >&2
 if ! make -f fuzz/fuzz.mk -j"$(nproc)" > "$B/logs/build.log" 2>&1; then
@@ -51,15 +59,23 @@ for t in "${targets[@]}"; do
   rm -rf "$seeds" && mkdir -p "$seeds" "$corpus"
   "$B/make_seeds" "$t" "$seeds" || { failed+=("$t"); continue; }
   echo "fuzz: $t for ${SECS}s (log: $log)" >&2
+  # from a directory of its own: with -jobs (FUZZ_ARGS) libFuzzer writes
+  # each job's output to fuzz-N.log in the current directory, appended to
+  # $log afterwards
+  jobs=$B/logs/$t.jobs
+  rm -rf "$jobs" && mkdir -p "$jobs"
   # shellcheck disable=SC2086
-  "$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
+  ( cd "$jobs" && "$ROOT/$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
     -rss_limit_mb=2048 -detect_leaks=1 -print_final_stats=1 \
-    -dict="fuzz/$t.dict" -artifact_prefix="$B/crashes/$t-" ${FUZZ_ARGS:-} \
-    "$corpus" "$seeds" > "$log" 2>&1
+    -dict="$ROOT/fuzz/$t.dict" -artifact_prefix="$ROOT/$B/crashes/$t-" ${FUZZ_ARGS:-} \
+    "$ROOT/$corpus" "$ROOT/$seeds" ) > "$log" 2>&1
   rc=$?
+  cat "$jobs"/fuzz-*.log >> "$log" 2> /dev/null
+  rm -rf "$jobs"
   done_line=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1)
-  eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  # summed over the jobs, when there are several
+  eps=$(awk '/^stat::average_exec_per_sec:/ { s += $2; n++ } END { if (n) print s }' "$log")
+  execs=$(awk '/^stat::number_of_executed_units:/ { s += $2; n++ } END { if (n) print s }' "$log")
   cov=$(sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\).*/cov \1, ft \2/p' <<< "$done_line")
   echo "fuzz: $t: rc $rc, ${execs:-?} execs, ${eps:-?} exec/s, ${cov:-no coverage line}," \
        "corpus $(ls "$corpus" | wc -l) files" >&2
