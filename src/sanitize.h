@@ -10,6 +10,8 @@
  * compute workers, so the kernels' callers (ops.c) declare those accesses
  * here, a range per row at most, and TSan checks them as if the kernels
  * were instrumented.
+ * SAN_IGNORE_BEGIN/END bracket code whose accesses TSan should not
+ * track at all (bulk copies of the read-only weights).
  * Outside a TSan build these are no-ops. */
 #ifndef INGOT_SANITIZE_H
 #define INGOT_SANITIZE_H
@@ -28,9 +30,19 @@
 /* the TSan runtime's entry points (compiler-rt tsan_interface.h) */
 void __tsan_read_range(void *addr, unsigned long size);
 void __tsan_write_range(void *addr, unsigned long size);
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
 #define SAN_READ(p, n) __tsan_read_range((void *)(p), (unsigned long)(n))
 #define SAN_WRITE(p, n) __tsan_write_range((void *)(p), (unsigned long)(n))
+#define SAN_IGNORE_BEGIN() \
+	(AnnotateIgnoreReadsBegin(__FILE__, __LINE__), AnnotateIgnoreWritesBegin(__FILE__, __LINE__))
+#define SAN_IGNORE_END() \
+	(AnnotateIgnoreWritesEnd(__FILE__, __LINE__), AnnotateIgnoreReadsEnd(__FILE__, __LINE__))
 #else
+#define SAN_IGNORE_BEGIN() ((void)0)
+#define SAN_IGNORE_END() ((void)0)
 #define SAN_READ(p, n) ((void)sizeof(p), (void)sizeof(n)) /* evaluates nothing */
 #define SAN_WRITE(p, n) ((void)sizeof(p), (void)sizeof(n))
 #endif
