@@ -5,7 +5,8 @@
  * (acquire), run their share, and decrement `pending`; the caller runs share
  * 0 and then spins until pending reaches 0. Workers that see no new job for
  * SPIN_LIMIT polls sleep in futex_wait on gen; pool_run wakes them only when
- * some are asleep (`sleepers`). */
+ * some are asleep (`sleepers`). Long waits yield the CPU at each poll
+ * (POOL_SPINS_BEFORE_YIELD). */
 #include "pool.h"
 
 #include <linux/futex.h>
@@ -20,6 +21,16 @@
 #include "mem.h"
 
 #define SPIN_LIMIT (1 << 16)
+
+/* Polls of a spinning wait before each further poll yields the CPU
+ * instead (a yield counting as POOL_YIELD_POLLS of SPIN_LIMIT): ~0.4-1 ms
+ * of pause instructions, far longer than the gaps between a step's ops.
+ * A wait that long means the thread awaited is not running (more threads
+ * than free cores: another tenant on the machine, or a pool larger than
+ * the CPU count, as the tests make), and spinning through a time slice
+ * would keep it off the core, as runner_mega.c's waits found before. */
+#define POOL_SPINS_BEFORE_YIELD 20000
+#define POOL_YIELD_POLLS 16
 
 struct worker {
 	struct pool *pool;
@@ -62,8 +73,13 @@ static unsigned wait_new_gen(struct pool *p, unsigned seen)
 		unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
 		if (g != seen)
 			return g;
-		if (i < SPIN_LIMIT) {
+		if (i < POOL_SPINS_BEFORE_YIELD) {
 			cpu_relax();
+			continue;
+		}
+		if (i < SPIN_LIMIT) {
+			sched_yield();
+			i += POOL_YIELD_POLLS - 1;
 			continue;
 		}
 		atomic_fetch_add(&p->sleepers, 1);
@@ -173,8 +189,11 @@ void pool_run(struct pool *p, pool_fn fn, void *ctx)
 	if (atomic_load(&p->sleepers) > 0)
 		futex_wake_all(&p->gen);
 	fn(ctx, 0, p->n);
-	while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-		cpu_relax();
+	for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
+		if (i < POOL_SPINS_BEFORE_YIELD)
+			cpu_relax();
+		else
+			sched_yield();
 }
 
 /* Physical cores among the CPUs we may run on: distinct (package, core)
