@@ -62,16 +62,16 @@ for t in "${targets[@]}"; do
   # from a directory of its own: with -jobs (FUZZ_ARGS) libFuzzer writes
   # each job's output to fuzz-N.log in the current directory, appended to
   # $log afterwards
-  jobs=$B/logs/$t.jobs
-  rm -rf "$jobs" && mkdir -p "$jobs"
+  jobdir=$B/logs/$t.jobs
+  rm -rf "$jobdir" && mkdir -p "$jobdir"
   # shellcheck disable=SC2086
-  ( cd "$jobs" && "$ROOT/$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
+  ( cd "$jobdir" && "$ROOT/$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
     -rss_limit_mb=2048 -detect_leaks=1 -print_final_stats=1 \
     -dict="$ROOT/fuzz/$t.dict" -artifact_prefix="$ROOT/$B/crashes/$t-" ${FUZZ_ARGS:-} \
     "$ROOT/$corpus" "$ROOT/$seeds" ) > "$log" 2>&1
   rc=$?
-  cat "$jobs"/fuzz-*.log >> "$log" 2> /dev/null
-  rm -rf "$jobs"
+  cat "$jobdir"/fuzz-*.log >> "$log" 2> /dev/null
+  rm -rf "$jobdir"
   done_line=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1)
   # summed over the jobs, when there are several
   eps=$(awk '/^stat::average_exec_per_sec:/ { s += $2; n++ } END { if (n) print s }' "$log")
