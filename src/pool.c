@@ -22,14 +22,8 @@
 
 #define SPIN_LIMIT (1 << 16)
 
-/* Polls of a spinning wait before each further poll yields the CPU
- * instead (a yield counting as POOL_YIELD_POLLS of SPIN_LIMIT): ~0.4-1 ms
- * of pause instructions, far longer than the gaps between a step's ops.
- * A wait that long means the thread awaited is not running (more threads
- * than free cores: another tenant on the machine, or a pool larger than
- * the CPU count, as the tests make), and spinning through a time slice
- * would keep it off the core, as runner_mega.c's waits found before. */
-#define POOL_SPINS_BEFORE_YIELD 20000
+/* What a worker's yield (pool_wait_poll, past POOL_SPINS_BEFORE_YIELD)
+ * counts toward SPIN_LIMIT, so that it still sleeps within ~1-3 ms */
 #define POOL_YIELD_POLLS 16
 
 struct worker {
@@ -50,13 +44,6 @@ struct pool {
 	atomic_int quit;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 static void futex_wait(atomic_uint *addr, unsigned val)
 {
 	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
@@ -73,13 +60,10 @@ static unsigned wait_new_gen(struct pool *p, unsigned seen)
 		unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
 		if (g != seen)
 			return g;
-		if (i < POOL_SPINS_BEFORE_YIELD) {
-			cpu_relax();
-			continue;
-		}
 		if (i < SPIN_LIMIT) {
-			sched_yield();
-			i += POOL_YIELD_POLLS - 1;
+			pool_wait_poll(i);
+			if (i >= POOL_SPINS_BEFORE_YIELD)
+				i += POOL_YIELD_POLLS - 1;
 			continue;
 		}
 		atomic_fetch_add(&p->sleepers, 1);
@@ -190,10 +174,7 @@ void pool_run(struct pool *p, pool_fn fn, void *ctx)
 		futex_wake_all(&p->gen);
 	fn(ctx, 0, p->n);
 	for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
-		if (i < POOL_SPINS_BEFORE_YIELD)
-			cpu_relax();
-		else
-			sched_yield();
+		pool_wait_poll(i);
 }
 
 /* Physical cores among the CPUs we may run on: distinct (package, core)

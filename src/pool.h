@@ -9,6 +9,8 @@
 #ifndef INGOT_POOL_H
 #define INGOT_POOL_H
 
+#include <sched.h>
+
 #include "err.h"
 
 struct pool;
@@ -28,6 +30,28 @@ int pool_cpu_count(void);
 
 /* Physical cores we may run on (hyperthreads counted once), >= 1. */
 int pool_physical_cores(void);
+
+/* Polls of a spinning wait (the pool's, the megakernel's) before each
+ * further poll yields the CPU instead: ~0.1-1 ms of pause instructions
+ * (a pause takes ~10-140 cycles by CPU), far longer than the gaps between
+ * a step's ops or any op's imbalance on an idle machine, short against a
+ * scheduler time slice. A wait that long means the thread awaited is not
+ * running (more threads than free cores: another tenant on the machine,
+ * or a pool larger than the CPU count, as the tests make), and spinning
+ * through the time slice would keep it off the core. */
+#define POOL_SPINS_BEFORE_YIELD 20000
+
+/* Poll i (0, 1, ...) of a spinning wait: a pause, or from
+ * POOL_SPINS_BEFORE_YIELD on a yield of the CPU. */
+static inline void pool_wait_poll(long i)
+{
+	if (i >= POOL_SPINS_BEFORE_YIELD)
+		sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+	else
+		__builtin_ia32_pause();
+#endif
+}
 
 /* [*begin, *end) of n units for thread ith of nth (contiguous split). */
 static inline void pool_split(long n, int ith, int nth, long *begin, long *end)

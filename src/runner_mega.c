@@ -21,7 +21,6 @@
  * Counters are monotonic across steps (targets grow with each step), one
  * per cache line; nothing is allocated per step. Each unit is computed by
  * the same code as in runner_graph, so logits are bit-identical. */
-#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -159,17 +158,6 @@ void runner_mega_set_prefetch(struct runner *r, int on)
 		r->mega->prefetch = on;
 }
 
-/* ~50-100 us of pause instructions: far longer than any op's imbalance on
- * an idle machine, short against a scheduler time slice */
-#define MEGA_SPINS_BEFORE_YIELD 20000
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 static struct steal_range *op_range(struct mega *mg, int op, int ith)
 {
 	return &mg->ranges[(size_t)op * (size_t)mg->nth + (size_t)ith];
@@ -261,13 +249,8 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith)
 			__builtin_prefetch(base + cursor, 0, 3);
 			cursor += 64;
 		}
-		/* a long wait means the thread we wait for is not running (the
-		 * machine is busier than our thread count): give it the core
-		 * instead of spinning through its time slice */
-		if (spins >= MEGA_SPINS_BEFORE_YIELD)
-			sched_yield();
-		else
-			cpu_relax();
+		/* a long wait gives the core to the thread we wait for */
+		pool_wait_poll(spins);
 	}
 }
 
