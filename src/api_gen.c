@@ -85,6 +85,7 @@ struct gen_choice {
 	bool final, failed, stop_hit;
 	enum engine_finish finish;
 	char errmsg[256];
+	int err_code;              /* failed: the engine's ING_ERR_* */
 	double t_last;             /* time of the last token (inter-token latency) */
 	int64_t n_cached;          /* prompt tokens the prefix cache supplied */
 	int64_t ev_prompt, ev_gen;                /* from the final event (tracing) */
@@ -132,9 +133,10 @@ struct gen_call {
 	struct sbuf out;           /* SSE bytes not yet handed to the server */
 	struct resp_stream *resp;  /* a streamed Responses call: its chunks' translation */
 	bool ended;                /* [DONE] written */
-	bool failed;               /* an engine error (non-streamed: 500) */
+	bool failed;               /* an engine error (non-streamed: err_status) */
 	bool submitted;            /* every choice reached the engine */
 	char errmsg[256];
+	int err_code;
 	struct gen_call *prev, *next; /* a->live */
 };
 
@@ -351,6 +353,7 @@ static void on_final(struct gen_choice *ch, const struct engine_event *ev)
 	if (ev->kind == ENGINE_EV_ERROR) {
 		ch->failed = true;
 		snprintf(ch->errmsg, sizeof ch->errmsg, "%s", ev->error ? ev->error : "engine error");
+		ch->err_code = ev->error_code;
 		return;
 	}
 	ch->n_cached = ev->n_cached_prompt;
@@ -752,15 +755,23 @@ static void sse_end(struct gen_call *k)
 	k->ended = true;
 }
 
-static void sse_error(struct gen_call *k, const char *msg)
+/* An engine failure the request caused (a grammar too complex to follow)
+ * rather than the server: a 400, not a 500. */
+static bool err_refused(int err_code)
 {
+	return err_code == ING_ERR_UNSUPPORTED || err_code == ING_ERR_INVALID;
+}
+
+static void sse_error(struct gen_call *k, const char *msg, int err_code)
+{
+	const char *type = err_refused(err_code) ? "invalid_request_error" : "server_error";
 	if (k->resp) {
-		api_resp_stream_error(k->resp, msg, &k->out);
+		api_resp_stream_error(k->resp, msg, type, &k->out);
 		return;
 	}
 	cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
 	cJSON_AddItemToObject(e, "message", api_json_text(msg, strlen(msg)));
-	cJSON_AddStringToObject(e, "type", "server_error");
+	cJSON_AddStringToObject(e, "type", type);
 	cJSON_AddNullToObject(e, "param");
 	cJSON_AddNullToObject(e, "code");
 	sse_put(k, o);
@@ -1194,14 +1205,15 @@ static const char *finish_name(enum engine_finish f)
 }
 
 static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
-			 enum engine_finish finish, const char *errmsg)
+			 enum engine_finish finish, const char *errmsg, int err_code)
 {
 	if (failed) {
 		ch->done = true;
 		k->failed = true;
+		k->err_code = err_code;
 		snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg);
 		if (k->r.stream)
-			sse_error(k, errmsg);
+			sse_error(k, errmsg, err_code);
 		return;
 	}
 	const char *s;
@@ -1276,6 +1288,7 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		enum engine_finish finish = ch->finish;
 		char errmsg[sizeof ch->errmsg];
 		memcpy(errmsg, ch->errmsg, sizeof errmsg);
+		int err_code = ch->err_code;
 		pthread_mutex_unlock(&k->mu);
 		/* entries below upto (np) are never written again: read unlocked.
 		 * Nothing of the output goes before the echo. */
@@ -1288,7 +1301,7 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		for (; ch->cursor < upto; ch->cursor++)
 			choice_token(k, ch, ch->cursor);
 		if (final && !ch->done)
-			choice_final(k, ch, failed, finish, errmsg);
+			choice_final(k, ch, failed, finish, errmsg, err_code);
 		pthread_mutex_lock(&k->mu);
 	}
 	pthread_mutex_unlock(&k->mu);
@@ -1366,8 +1379,9 @@ static void answer_whole(struct gen_call *k, struct server_call *c)
 	}
 	if (k->failed) {
 		struct api_error e;
-		api_fail(&e, 500, NULL, NULL, "%s", k->errmsg);
-		e.type = "server_error";
+		bool refused = err_refused(k->err_code);
+		api_fail(&e, refused ? 400 : 500, NULL, NULL, "%s", k->errmsg);
+		e.type = refused ? "invalid_request_error" : "server_error";
 		api_respond_error(c, &e);
 		return;
 	}

@@ -219,8 +219,10 @@ void api_resp_stream_chunk(struct resp_stream *s, cJSON *chunk, struct sbuf *out
  * and appends response.completed (or response.incomplete). Returns that
  * final response object (the caller deletes it; NULL out of memory). */
 cJSON *api_resp_stream_end(struct resp_stream *s, struct sbuf *out);
-/* The generation failed: an error event and response.failed. */
-void api_resp_stream_error(struct resp_stream *s, const char *msg, struct sbuf *out);
+/* The generation failed: an error event and response.failed, both with
+ * code (e.g. "server_error"). */
+void api_resp_stream_error(struct resp_stream *s, const char *msg, const char *code,
+			   struct sbuf *out);
 
 /* ---- response_format (api_format.c) ---- */
 

@@ -927,16 +927,17 @@ cJSON *api_resp_stream_end(struct resp_stream *s, struct sbuf *out)
 	return copy;
 }
 
-void api_resp_stream_error(struct resp_stream *s, const char *msg, struct sbuf *out)
+void api_resp_stream_error(struct resp_stream *s, const char *msg, const char *code,
+			   struct sbuf *out)
 {
 	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "code", "server_error");
+	cJSON_AddStringToObject(ev, "code", code);
 	cJSON_AddStringToObject(ev, "message", msg);
 	cJSON_AddNullToObject(ev, "param");
 	emit(s, "error", ev, out);
 	cJSON *r = snapshot(s, "failed", false);
 	cJSON *err = cJSON_CreateObject();
-	cJSON_AddStringToObject(err, "code", "server_error");
+	cJSON_AddStringToObject(err, "code", code);
 	cJSON_AddStringToObject(err, "message", msg);
 	cJSON_ReplaceItemInObjectCaseSensitive(r, "error", err);
 	ev = cJSON_CreateObject();

@@ -116,6 +116,7 @@ struct engine {
 	struct engine_stats stats;
 	uint64_t next_id;
 	/* engine thread only */
+	ing_err emit_err;         /* why emit_token returned EMIT_FAILED */
 	struct req **running;     /* [max_num_seqs] */
 	int n_running;
 	struct req *wait_head, *wait_tail;
@@ -343,7 +344,9 @@ static void release_slot(struct engine *e, struct req *q)
 	q->sampler = NULL;
 }
 
-static void finish(struct engine *e, struct req *q, enum engine_finish why, const char *error)
+/* Ends q with its final event: finished for why, or failed with error
+ * (NULL: none). */
+static void finish(struct engine *e, struct req *q, enum engine_finish why, const ing_err *error)
 {
 	release_slot(e, q);
 	double now = clock_now_s();
@@ -353,7 +356,9 @@ static void finish(struct engine *e, struct req *q, enum engine_finish why, cons
 				   .n_cached_prompt = q->n_cached_prompt,
 				   .queue_s = (q->t_start ? q->t_start : now) - q->t_submit,
 				   .ttft_s = q->t_first ? q->t_first - q->t_submit : 0,
-				   .total_s = now - q->t_submit, .error = error };
+				   .total_s = now - q->t_submit,
+				   .error = error ? error->msg : NULL,
+				   .error_code = error ? error->code : ING_OK };
 	const struct kv_cache *kv = fwd_kv(e->f);
 	pthread_mutex_lock(&e->mu);
 	if (!error)
@@ -530,7 +535,7 @@ static void admit(struct engine *e, int64_t budget)
 		q->slot = e->free_slots[--e->n_free_slots];
 		ing_err serr;
 		if (sampler_bind(e, q, &serr)) {
-			finish(e, q, ENGINE_FINISH_STOP, serr.msg);
+			finish(e, q, ENGINE_FINISH_STOP, &serr);
 			continue;
 		}
 		q->admitted = ++e->admissions;
@@ -783,10 +788,14 @@ static void req_mask_stops(const struct engine *e, const struct req *q, float *l
 		logits[q->stop_ids[i]] = -INFINITY;
 }
 
+#define EMIT_GOES_ON (-1)
+#define EMIT_FAILED (-2) /* the request fails: why in e->emit_err */
+
 /* Samples the next token of q from its logits row (row o of the step's
- * logits) and reports it. Returns the finish reason, or -1 while q goes
- * on. The token is appended to q->tokens (and told to q's drafter). For a
- * row whose next token was drafted (draft_i >= 0), *same tells whether the
+ * logits) and reports it. Returns the finish reason, EMIT_GOES_ON, or
+ * EMIT_FAILED (the grammar could not say which tokens may come next). The
+ * token is appended to q->tokens (and told to q's drafter). For a row
+ * whose next token was drafted (draft_i >= 0), *same tells whether the
  * draft stands. */
 static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, bool *same)
 {
@@ -802,8 +811,13 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	*same = false;
 	if (!logit_mask_any_left(&q->mask, logits))
 		return ENGINE_FINISH_STOP; /* no allowed token may come next */
-	if (q->matcher && grammar_matcher_mask(q->matcher, logits) <= 0)
-		return ENGINE_FINISH_STOP; /* the grammar cannot go on (or no memory) */
+	if (q->matcher) {
+		int64_t n_allowed = grammar_matcher_mask(q->matcher, logits, &e->emit_err);
+		if (n_allowed < 0)
+			return EMIT_FAILED;
+		if (n_allowed == 0)
+			return ENGINE_FINISH_STOP; /* the grammar cannot go on */
+	}
 	if (q->top_logprobs >= 0)
 		fill_logprobs(e, logits, &ev, q->top_logprobs);
 	int32_t tok;
@@ -829,14 +843,17 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 		q->t_first = clock_now_s();
 	ev.token = tok;
 	ev.is_eos = req_stops_at(e, q, tok);
-	if (q->matcher)
-		grammar_matcher_accept_token(q->matcher, tok); /* allowed by the mask */
+	if (q->matcher && !grammar_matcher_accept_token(q->matcher, tok)) {
+		/* the mask allowed it: only memory can fail here */
+		ing_err_set(&e->emit_err, ING_ERR_NOMEM, "out of memory (grammar automaton)");
+		return EMIT_FAILED;
+	}
 	q->cb(q->ud, &ev);
 	if (ev.is_eos || (q->matcher && grammar_matcher_done(q->matcher)))
 		return ENGINE_FINISH_STOP;
 	if (q->n_generated >= q->max_tokens || q->n_tokens >= e->cfg.max_model_len)
 		return ENGINE_FINISH_LENGTH;
-	return -1;
+	return EMIT_GOES_ON;
 }
 
 /* ---- the step ---- */
@@ -867,14 +884,16 @@ static int run_step(struct engine *e, int64_t *rows, ing_err *err)
 
 /* Samples the tokens of q's rows in this step (logits: row o of the step's
  * logits, then o+1, ...): one for a decode row, then one more for each
- * draft token the model confirmed. Returns the finish reason or -1; *gen
- * counts the tokens emitted. */
+ * draft token the model confirmed. Returns what emit_token returned last;
+ * *gen counts the tokens emitted. */
 static int verify_rows(struct engine *e, struct req *q, int64_t o, uint64_t *gen)
 {
-	int why = -1, acc = 0;
+	int why = EMIT_GOES_ON, acc = 0;
 	for (int j = 0; j <= q->n_draft; j++) {
 		bool same;
 		why = emit_token(e, q, o + j, j < q->n_draft ? j : -1, &same);
+		if (why == EMIT_FAILED)
+			break;
 		(*gen)++;
 		if (why >= 0 || !same)
 			break;
@@ -923,16 +942,19 @@ static void after_step(struct engine *e, int64_t n)
 		o += 1 + q->n_draft;
 		q->n_draft = 0;
 		kv_seq_publish(fwd_kv(e->f), q->slot, q->tokens, q->n_computed);
-		if (why < 0 && atomic_load(&q->cancelled))
+		if (why == EMIT_GOES_ON && atomic_load(&q->cancelled))
 			why = ENGINE_FINISH_CANCELLED;
-		if (why < 0)
+		if (why == EMIT_GOES_ON)
 			continue;
 		for (int r = 0; r < e->n_running; r++)
 			if (e->running[r] == q) {
 				running_remove(e, r);
 				break;
 			}
-		finish(e, q, (enum engine_finish)why, NULL);
+		if (why == EMIT_FAILED)
+			finish(e, q, ENGINE_FINISH_STOP, &e->emit_err);
+		else
+			finish(e, q, (enum engine_finish)why, NULL);
 	}
 	pthread_mutex_lock(&e->mu);
 	e->stats.generation_tokens += gen;
@@ -1008,7 +1030,7 @@ static void loop(struct engine *e)
 			struct req *q = e->n_running ? e->running[0] : NULL;
 			if (q) {
 				running_remove(e, 0);
-				finish(e, q, ENGINE_FINISH_STOP, err.msg);
+				finish(e, q, ENGINE_FINISH_STOP, &err);
 			}
 		} else if (rows > 0) {
 			after_step(e, rows);

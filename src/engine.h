@@ -74,7 +74,9 @@ struct engine_params {
 	/* Optional constraint (response_format): the engine keeps a reference
 	 * for the request's life and masks every step's logits so the output
 	 * stays in the grammar; it stops (ENGINE_FINISH_STOP) once the output
-	 * is complete and nothing may follow. NULL: unconstrained. */
+	 * is complete and nothing may follow, and fails (ENGINE_EV_ERROR,
+	 * error_code ING_ERR_UNSUPPORTED) when a step's mask is too costly to
+	 * build (grammar_matcher_mask). NULL: unconstrained. */
 	struct grammar *grammar;
 	/* stop_token_ids: n_stop_ids ids that end generation as an end-of-
 	 * generation token does (ENGINE_FINISH_STOP, is_eos: not text), even
@@ -137,6 +139,8 @@ struct engine_event {
 	double queue_s, ttft_s, total_s;     /* time waiting, to first token, overall */
 	/* ENGINE_EV_ERROR */
 	const char *error;
+	int error_code; /* ING_ERR_UNSUPPORTED: the request asks for what cannot be done
+			 * (a grammar too complex to follow); others: the server's failure */
 };
 
 typedef void (*engine_event_fn)(void *ud, const struct engine_event *ev);

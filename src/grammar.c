@@ -402,6 +402,29 @@ static int check_productive(const struct gbuild *b, uint32_t root)
 	return rc;
 }
 
+/* ---- byte classes ----
+ *
+ * Two bytes that every class of the grammar either holds both or lacks
+ * both take any automaton state to the same next state, so the matcher
+ * computes a transition once per group of such bytes (RE2's byte classes).
+ * Refined class by class: a byte's group is the pair (old group, whether
+ * this class holds it), renumbered in byte order. */
+static void byte_classes(const struct gclass *classes, uint32_t n_classes, uint8_t byte_class[256])
+{
+	memset(byte_class, 0, 256);
+	for (uint32_t i = 0; i < n_classes; i++) {
+		int16_t renum[512];
+		memset(renum, 0xff, sizeof renum);
+		int16_t n = 0;
+		for (unsigned c = 0; c < 256; c++) {
+			unsigned k = byte_class[c] * 2u + gclass_has(&classes[i], c);
+			if (renum[k] < 0)
+				renum[k] = n++;
+			byte_class[c] = (uint8_t)renum[k];
+		}
+	}
+}
+
 int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *err)
 {
 	*out = NULL;
@@ -447,6 +470,8 @@ int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *er
 	if (b->n_classes)
 		memcpy(g->classes, b->classes, (size_t)b->n_classes * sizeof *g->classes);
 	g->n_classes = (uint32_t)b->n_classes;
+	byte_classes(g->classes, g->n_classes, g->byte_class);
+	g->dfa.max_work = GRAMMAR_MAX_WORK;
 	atomic_init(&g->refs, 1);
 	pthread_mutex_init(&g->mu, NULL);
 	gb_free(b);

@@ -124,8 +124,13 @@ void grammar_matcher_free(struct grammar_matcher *m);
  * grammar cannot continue with this vocabulary (the caller should end the
  * sequence). Cost: a cache lookup plus one pass writing the masked logits
  * for a state seen before (per grammar, across matchers); a pruned trie
- * walk the first time. -1 on allocation failure (logits untouched). */
-int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits);
+ * walk the first time, which may build automaton states. -1 with logits
+ * untouched and err set: ING_ERR_NOMEM, or ING_ERR_UNSUPPORTED when the
+ * grammar is too complex to follow (building this mask needed more than
+ * GRAMMAR_MAX_WORK steps: the bound on the time one call can take, for
+ * patterns whose automaton grows exponentially; or a rule expands without
+ * end). The states built before the failure stay cached. */
+int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *err);
 
 /* Advances by token tok. False, with the matcher unchanged, when tok is
  * not allowed here. An end-of-generation token is accepted when the text

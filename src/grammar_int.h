@@ -41,6 +41,8 @@
 #define GRAMMAR_MAX_EXPAND 50000        /* closure steps per transition */
 #define GRAMMAR_MAX_STATES 40000        /* automaton states before a reset */
 #define GRAMMAR_MAX_MASKS 256           /* cached token masks before they are dropped */
+#define GRAMMAR_MAX_WORK 10000000       /* closure steps and key words per mask or token
+					 * (about 0.1-0.2 s; gdfa.max_work) */
 
 struct gclass {
 	uint32_t w[8];
@@ -122,7 +124,11 @@ struct gstate {
 
 #define GDFA_DEAD (-1)
 #define GDFA_UNKNOWN (-2)
+#define GDFA_FAIL (-3)             /* why in gdfa.fail */
 #define GDFA_MIXED (-4)
+
+/* Why a transition could not be computed. */
+enum gdfa_fail { GFAIL_NOMEM = 1, GFAIL_EXPAND, GFAIL_WORK };
 
 struct gdfa {
 	struct gstate *st;
@@ -134,6 +140,9 @@ struct gdfa {
 	uint64_t generation;        /* bumped by a reset; matchers re-intern */
 	const struct grammar_vocab *mask_vocab;
 	int n_masks;
+	int64_t work;               /* closure steps and key words since the call began */
+	int64_t max_work;           /* GRAMMAR_MAX_WORK (tests lower it) */
+	enum gdfa_fail fail;        /* set when a transition returns GDFA_FAIL */
 	/* transition scratch */
 	uint32_t *todo, *out, *cur;
 	size_t n_todo, cap_todo, n_out, cap_out, cap_cur;
@@ -154,6 +163,7 @@ struct grammar {
 	uint32_t n_rules;
 	struct gclass *classes;
 	uint32_t n_classes;
+	uint8_t byte_class[256]; /* bytes no class tells apart share a group (grammar.c) */
 	uint32_t start;       /* symbol index of the synthetic "root END" */
 	pthread_mutex_t mu;   /* guards dfa */
 	struct gdfa dfa;

@@ -10,7 +10,9 @@
  *
  * States and their 256-way transition tables are built lazily and shared
  * by every matcher of the grammar (under the grammar's lock), so each
- * distinct (state, byte) pair is computed once. A state's token mask is
+ * distinct (state, byte group) pair is computed once: bytes that no class
+ * of the grammar tells apart form a group (grammar.c), and one closure
+ * fills the table for all of them. A state's token mask is
  * computed on first use by walking the vocabulary trie in preorder with
  * one automaton state per depth, skipping a whole subtree as soon as its
  * prefix reaches a dead state, and cached on the state. After
@@ -114,29 +116,30 @@ static bool out_push(struct gdfa *d, const uint32_t *cur, uint32_t len)
 }
 
 /* Expands every stack on the todo list into d->out. Stacks deeper than
- * GRAMMAR_MAX_DEPTH are dropped. False on allocation failure or when the
- * expansion does not terminate within GRAMMAR_MAX_EXPAND steps (a
- * grammar with empty cycles). */
-static bool closure(const struct grammar *g, struct gdfa *d)
+ * GRAMMAR_MAX_DEPTH are dropped. Returns 0, GFAIL_NOMEM, or GFAIL_EXPAND
+ * when the expansion does not terminate within GRAMMAR_MAX_EXPAND steps (a
+ * grammar with empty cycles). The steps count toward d->work. */
+static enum gdfa_fail closure(const struct grammar *g, struct gdfa *d)
 {
 	uint32_t *cur = d->cur;
 	long steps = 0;
-	while (d->n_todo > 0) {
+	enum gdfa_fail rc = 0;
+	while (d->n_todo > 0 && !rc) {
 		uint32_t len = d->todo[d->n_todo - 1];
 		d->n_todo -= len + 1;
 		memcpy(cur, d->todo + d->n_todo, len * sizeof *cur);
 		for (;;) {
-			if (++steps > GRAMMAR_MAX_EXPAND)
-				return false;
+			if (++steps > GRAMMAR_MAX_EXPAND) {
+				rc = GFAIL_EXPAND;
+				break;
+			}
 			if (len == 0) {
-				if (!out_push(d, cur, 0))
-					return false;
+				rc = out_push(d, cur, 0) ? 0 : GFAIL_NOMEM;
 				break;
 			}
 			uint32_t p = cur[len - 1], s = g->syms[p];
 			if (GSYM_IS_CLASS(s)) {
-				if (!out_push(d, cur, len))
-					return false;
+				rc = out_push(d, cur, len) ? 0 : GFAIL_NOMEM;
 				break;
 			}
 			if (s == GSYM_END) {
@@ -151,13 +154,14 @@ static bool closure(const struct grammar *g, struct gdfa *d)
 				cur[len - 1] = p + 1;
 			if (len + 1 > GRAMMAR_MAX_DEPTH)
 				break;
-			for (uint32_t a = g->rule_alt[s]; a < g->rule_alt[s + 1]; a++)
+			for (uint32_t a = g->rule_alt[s]; a < g->rule_alt[s + 1] && !rc; a++)
 				if (!todo_push(d, cur, len, g->alt_start[a]))
-					return false;
+					rc = GFAIL_NOMEM;
 			break;
 		}
 	}
-	return true;
+	d->work += steps;
+	return rc;
 }
 
 /* ---- interning ---- */
@@ -267,17 +271,45 @@ static int32_t intern(struct gdfa *d, const uint32_t *k, size_t n)
 	return d->n++;
 }
 
-/* The state reached from state s on byte c: an id, GDFA_DEAD, or -3 on
- * failure (allocation, runaway expansion). */
+/* The error for a failure, in err (may be NULL); returns its code. */
+static int fail_report(const struct gdfa *d, enum gdfa_fail why, ing_err *err)
+{
+	switch (why) {
+	case GFAIL_EXPAND:
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "the grammar expands without end (a rule that can match "
+				   "nothing recurses into itself)");
+	case GFAIL_WORK:
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "the grammar is too complex to follow: the tokens allowed at "
+				   "one step need more than %lld automaton steps (e.g. a pattern "
+				   "with '.*' and then many '.')", (long long)d->max_work);
+	case GFAIL_NOMEM:
+	default:
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory (grammar automaton)");
+	}
+}
+
+static int32_t step_fail(struct gdfa *d, enum gdfa_fail why)
+{
+	d->fail = why;
+	return GDFA_FAIL;
+}
+
+/* The state reached from state s on byte c: an id, GDFA_DEAD, or GDFA_FAIL
+ * (allocation, runaway expansion, or d->work past d->max_work before this
+ * transition). */
 static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned c)
 {
 	struct gstate *st = &d->st[s];
 	if (st->trans && st->trans[c] != GDFA_UNKNOWN)
 		return st->trans[c];
+	if (d->work > d->max_work)
+		return step_fail(d, GFAIL_WORK);
 	if (!st->trans) {
 		st->trans = ing_malloc_array(256, sizeof *st->trans);
 		if (!st->trans)
-			return -3;
+			return step_fail(d, GFAIL_NOMEM);
 		for (int i = 0; i < 256; i++)
 			st->trans[i] = GDFA_UNKNOWN;
 	}
@@ -291,20 +323,29 @@ static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned
 		if (!gclass_has(&g->classes[g->syms[top] & ~GSYM_CLASS], c))
 			continue;
 		if (!todo_push(d, k + i + 1, len - 1, top + 1)) /* k stays valid: no interning yet */
-			return -3;
+			return step_fail(d, GFAIL_NOMEM);
 	}
+	d->work += (int64_t)st->key_len;
 	int32_t next = GDFA_DEAD;
 	if (d->n_todo > 0) {
-		if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) || !closure(g, d))
-			return -3;
+		if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1))
+			return step_fail(d, GFAIL_NOMEM);
+		enum gdfa_fail why = closure(g, d);
+		if (why)
+			return step_fail(d, why);
 		bool ok;
 		size_t n = canonical(d, &ok);
 		if (!ok)
-			return -3;
+			return step_fail(d, GFAIL_NOMEM);
+		d->work += (int64_t)d->n_out;
 		if (n > 0 && (next = intern(d, d->cur, n)) < 0)
-			return -3;
+			return step_fail(d, GFAIL_NOMEM);
 	}
-	d->st[s].trans[c] = next;
+	/* every byte of c's group leads to the same state */
+	int32_t *trans = d->st[s].trans;
+	for (unsigned b = 0; b < 256; b++)
+		if (g->byte_class[b] == g->byte_class[c])
+			trans[b] = next;
 	return next;
 }
 
@@ -312,8 +353,11 @@ static int32_t initial_state(const struct grammar *g, struct gdfa *d)
 {
 	d->n_todo = d->n_out = 0;
 	uint32_t start = g->start;
-	if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) || !todo_push(d, &start, 1, GSYM_END) ||
-	    !closure(g, d))
+	if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) ||
+	    !todo_push(d, &start, 1, GSYM_END))
+		return -1;
+	d->fail = closure(g, d);
+	if (d->fail)
 		return -1;
 	bool ok;
 	size_t n = canonical(d, &ok);
@@ -361,12 +405,14 @@ int grammar_matcher_create(struct grammar *g, const struct grammar_vocab *v,
 	m->g = grammar_ref(g);
 	m->v = v;
 	pthread_mutex_lock(&g->mu);
+	g->dfa.fail = GFAIL_NOMEM;
 	m->state = initial_state(g, &g->dfa);
 	bool ok = m->state >= 0 && remember(m);
+	enum gdfa_fail why = g->dfa.fail;
 	pthread_mutex_unlock(&g->mu);
 	if (!ok) {
 		grammar_matcher_free(m);
-		return ing_err_set(err, ING_ERR_NOMEM, "out of memory (grammar start state)");
+		return fail_report(&g->dfa, why == GFAIL_EXPAND ? why : GFAIL_NOMEM, err);
 	}
 	*out = m;
 	return ING_OK;
@@ -393,6 +439,7 @@ bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size
 {
 	struct grammar *g = m->g;
 	pthread_mutex_lock(&g->mu);
+	g->dfa.work = 0;
 	bool ok = sync_state(m);
 	int32_t t = ok ? walk_bytes(g, m->state, (const unsigned char *)s, n) : GDFA_DEAD;
 	ok = t >= 0;
@@ -453,8 +500,10 @@ static bool mask_walk(struct grammar *g, const struct gtrie *t, int32_t s, uint3
 	struct gdfa *d = &g->dfa;
 	if ((size_t)t->max_depth + 1 > d->cap_walk) {
 		int32_t *w = ing_realloc(d->walk, ((size_t)t->max_depth + 1) * sizeof *w);
-		if (!w)
+		if (!w) {
+			d->fail = GFAIL_NOMEM;
 			return false;
+		}
 		d->walk = w;
 		d->cap_walk = (size_t)t->max_depth + 1;
 	}
@@ -464,7 +513,7 @@ static bool mask_walk(struct grammar *g, const struct gtrie *t, int32_t s, uint3
 	for (int32_t j = 0; j < t->n_nodes;) {
 		const struct gnode *nd = &t->nodes[j];
 		int32_t next = step(g, d, at[nd->depth - 1], nd->byte);
-		if (next == -3)
+		if (next == GDFA_FAIL)
 			return false;
 		if (next < 0) {
 			j = nd->end;
@@ -561,7 +610,28 @@ static int32_t plain_run(struct grammar *g, int32_t s)
 	return -1;
 }
 
-/* The cached mask of state s, computed if missing. NULL on failure. */
+/* Sets logits[t] = -INFINITY for every token t whose bit is clear. */
+static void mask_apply(const uint32_t *bits, int64_t V, float *logits)
+{
+	for (int64_t w = 0; w * 32 < V; w++) {
+		uint32_t b = bits[w];
+		if (b == 0xffffffffu)
+			continue;
+		int64_t hi = V - w * 32 < 32 ? V - w * 32 : 32;
+		float *l = logits + w * 32;
+		if (b == 0) {
+			for (int64_t i = 0; i < hi; i++)
+				l[i] = -INFINITY;
+			continue;
+		}
+		for (int64_t i = 0; i < hi; i++)
+			if (!((b >> i) & 1u))
+				l[i] = -INFINITY;
+	}
+}
+
+/* The cached mask of state s, computed if missing. NULL on failure, why
+ * in d->fail. */
 static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab *v, int32_t s)
 {
 	struct gdfa *d = &g->dfa;
@@ -579,6 +649,7 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 	uint32_t *bits = ing_calloc(words, sizeof *bits);
 	int64_t n = 0;
 	bool ok = bits != NULL;
+	d->fail = GFAIL_NOMEM;
 	int32_t run = ok ? plain_run(g, s) : -1;
 	if (run == INT32_MAX) {
 		memcpy(bits, v->plain_bits, words * sizeof *bits);
@@ -608,32 +679,24 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 	return bits;
 }
 
-int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits)
+int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *err)
 {
 	struct grammar *g = m->g;
-	if (!m->v)
+	if (!m->v) {
+		ing_err_set(err, ING_ERR_INVALID, "the matcher has no vocabulary");
 		return -1;
+	}
 	const int64_t V = m->v->n_vocab;
 	pthread_mutex_lock(&g->mu);
+	g->dfa.work = 0;
+	g->dfa.fail = GFAIL_NOMEM;
 	const uint32_t *bits = sync_state(m) ? state_mask(g, m->v, m->state) : NULL;
 	int64_t n = -1;
-	if (bits) {
+	if (!bits)
+		fail_report(&g->dfa, g->dfa.fail, err);
+	else {
 		n = g->dfa.st[m->state].n_allowed;
-		for (int64_t w = 0; w * 32 < V; w++) {
-			uint32_t b = bits[w];
-			if (b == 0xffffffffu)
-				continue;
-			int64_t hi = V - w * 32 < 32 ? V - w * 32 : 32;
-			float *l = logits + w * 32;
-			if (b == 0) {
-				for (int64_t i = 0; i < hi; i++)
-					l[i] = -INFINITY;
-				continue;
-			}
-			for (int64_t i = 0; i < hi; i++)
-				if (!((b >> i) & 1u))
-					l[i] = -INFINITY;
-		}
+		mask_apply(bits, V, logits);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return n;

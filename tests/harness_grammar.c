@@ -121,7 +121,12 @@ static void generate(struct grammar *g, const uint8_t *drive, size_t n)
 	for (size_t stepno = 0; stepno < 64; stepno++) {
 		for (int i = 0; i < HV; i++)
 			logits[i] = 0;
-		int64_t count = grammar_matcher_mask(m, logits);
+		int64_t count = grammar_matcher_mask(m, logits, &err);
+		if (count < 0) { /* too complex to follow: refused with its reason */
+			if (err.code != ING_ERR_UNSUPPORTED || !err.msg[0])
+				harness_fail("mask failed: %d %s", err.code, err.msg);
+			break;
+		}
 		int k = 0, refused = -1;
 		for (int32_t t = 0; t < HV; t++)
 			if (logits[t] == 0)

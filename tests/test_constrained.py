@@ -367,6 +367,34 @@ def test_vllm_names(cl):
             check(f"{extra} refused with 400", needle in body.get("message", ""), e.body)
 
 
+def test_too_complex(cl):
+    """A pattern whose automaton grows exponentially (a class after '.*',
+    then many '.': the state must remember where every earlier letter of
+    the class was): the request fails with a 400 naming the cause once
+    one step's mask needs more than the grammar's work budget, streamed or
+    not, and the server goes on serving."""
+    msgs = [{"role": "user", "content": "Write a long sentence."}]
+    extra = {"structured": {"regex": "x(.*[a-m].{100}y)"}}
+    try:
+        r = cl.chat.completions.create(model=MODEL, messages=msgs, max_tokens=100, seed=0,
+                                       temperature=1.0, extra_body=extra)
+        check("too complex: refused", False, repr(r.choices[0]))
+    except openai.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        check("too complex: refused with 400", "too complex" in body.get("message", "") and
+              body.get("type") == "invalid_request_error", e.body)
+    try:
+        n = 0
+        for _ in cl.chat.completions.create(model=MODEL, messages=msgs, max_tokens=100, seed=0,
+                                            temperature=1.0, stream=True, extra_body=extra):
+            n += 1
+        check("too complex, streamed: refused", False, f"{n} chunks, no error")
+    except openai.APIError as e:
+        check("too complex, streamed: an error event", "too complex" in str(e.message), e)
+    text, fin = chat(cl, "Say hi.", {"type": "text"}, 0, 0.0, 8)
+    check("too complex: the server still serves", isinstance(text, str) and fin, fin)
+
+
 def test_refused(cl):
     cases = [
         ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}]}}}, "oneOf"),
@@ -410,6 +438,7 @@ def main():
                              ("stream and completions", lambda: test_stream_and_completions(cl)),
                              ("structured", lambda: test_structured(cl)),
                              ("vLLM's field names", lambda: test_vllm_names(cl)),
+                             ("too complex", lambda: test_too_complex(cl)),
                              ("refused", lambda: test_refused(cl))):
                 t = time.time()
                 fn()

@@ -15,6 +15,7 @@
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "grammar.h"
+#include "grammar_int.h"
 #include "mem.h"
 #include "sample.h"
 #include "tokenizer.h"
@@ -547,7 +548,7 @@ static void random_walks(struct grammar *g, const struct grammar_vocab *v,
 		for (int stepno = 0; stepno < 60; stepno++) {
 			for (int i = 0; i < TV; i++)
 				logits[i] = 0;
-			int64_t allowed = grammar_matcher_mask(m, logits);
+			int64_t allowed = grammar_matcher_mask(m, logits, NULL);
 			int64_t count = 0, mismatches = 0;
 			int32_t pick[TV];
 			for (int32_t t = 0; t < TV; t++) {
@@ -579,7 +580,7 @@ static void random_walks(struct grammar *g, const struct grammar_vocab *v,
 			if (grammar_matcher_done(m)) {
 				for (int i = 0; i < TV; i++)
 					logits[i] = 0;
-				CHECK(grammar_matcher_mask(m, logits) == 1 && logits[2] == 0,
+				CHECK(grammar_matcher_mask(m, logits, NULL) == 1 && logits[2] == 0,
 				      "done: only EOS");
 				break;
 			}
@@ -623,6 +624,85 @@ static void test_token_masks(void)
 	tokenizer_close(tk);
 }
 
+/* Bytes that no class of the grammar tells apart share a group, and one
+ * closure fills the transitions of the whole group. */
+static void test_byte_classes(void)
+{
+	struct grammar *g = NULL;
+	ing_err err = { 0 };
+	CHECK(grammar_from_regex("[a-c]x|b", 8, &g, &err) == ING_OK, "[a-c]x|b: %s", err.msg);
+	if (!g)
+		return;
+	const uint8_t *bc = g->byte_class;
+	CHECK(bc['a'] == bc['c'] && bc['a'] != bc['b'] && bc['a'] != bc['x'] && bc['b'] != bc['x'],
+	      "a and c share a group, b and x have their own");
+	bool rest = true;
+	for (unsigned c = 0; c < 256; c++)
+		if (c != 'a' && c != 'b' && c != 'c' && c != 'x')
+			rest = rest && bc[c] == bc[0];
+	CHECK(rest && bc[0] != bc['a'] && bc[0] != bc['b'] && bc[0] != bc['x'],
+	      "every other byte in one group");
+	/* a transition computed for 'a' serves 'c' without being recomputed */
+	struct grammar_matcher *m = NULL;
+	if (grammar_matcher_create(g, NULL, &m, &err) == ING_OK) {
+		CHECK(grammar_matcher_accept_bytes(m, "a", 1), "a accepted");
+		const int32_t *t = g->dfa.st[0].trans; /* the start state: interned first */
+		CHECK(t && t['a'] >= 0 && t['c'] == t['a'] && t['b'] == GDFA_UNKNOWN &&
+			      t['z'] == GDFA_UNKNOWN,
+		      "a's step filled c's entry, not b's or z's");
+		CHECK(!grammar_matcher_accept_bytes(m, "c", 1) &&
+			      grammar_matcher_accept_bytes(m, "x", 1) && grammar_matcher_done(m),
+		      "then only x");
+	}
+	grammar_matcher_free(m);
+	grammar_free(g);
+}
+
+/* A mask that needs more automaton work than the budget fails with
+ * ING_ERR_UNSUPPORTED and a message saying why, logits untouched; the
+ * matcher stays usable, and with the budget back the same mask comes out
+ * right (the states built before the failure stayed cached). */
+static void test_work_budget(void)
+{
+	struct tokenizer *tk = synthetic_vocab();
+	struct grammar_vocab *v = NULL;
+	struct grammar *g = NULL;
+	struct grammar_matcher *m = NULL;
+	ing_err err = { 0 };
+	const char *re = "x(.*[a-m].{12}y)", *text = "xabcdefgh";
+	if (tk && grammar_vocab_create(tk, &v, &err) == ING_OK &&
+	    grammar_from_regex(re, strlen(re), &g, &err) == ING_OK &&
+	    grammar_matcher_create(g, v, &m, &err) == ING_OK) {
+		CHECK(grammar_matcher_accept_bytes(m, text, strlen(text)), "%s accepted", text);
+		float logits[TV] = { 0 };
+		g->dfa.max_work = 10;
+		int64_t n = grammar_matcher_mask(m, logits, &err);
+		bool untouched = true;
+		for (int t = 0; t < TV; t++)
+			untouched = untouched && logits[t] == 0;
+		CHECK(n == -1 && err.code == ING_ERR_UNSUPPORTED &&
+			      strstr(err.msg, "too complex") && untouched,
+		      "over the budget: refused (%lld, %s), logits untouched", (long long)n,
+		      err.msg);
+		g->dfa.max_work = GRAMMAR_MAX_WORK;
+		n = grammar_matcher_mask(m, logits, &err);
+		int64_t count = 0, mismatches = 0;
+		for (int32_t t = 0; t < TV; t++) {
+			count += logits[t] == 0;
+			bool brute = brute_allowed(g, v, text, strlen(text), t);
+			mismatches += (logits[t] == 0) != brute;
+		}
+		CHECK(n > 0 && n == count && mismatches == 0,
+		      "within the budget: the mask is right (%lld allowed, %lld mismatches)",
+		      (long long)n, (long long)mismatches);
+	}
+	CHECK(m != NULL, "set up: %s", err.msg);
+	grammar_matcher_free(m);
+	grammar_free(g);
+	grammar_vocab_free(v);
+	tokenizer_close(tk);
+}
+
 /* ---- the real vocabulary: mask cost ---- */
 
 static double now_s(void)
@@ -648,7 +728,7 @@ static void bench_text(struct grammar *g, const struct grammar_vocab *v, int64_t
 			for (int64_t k = 0; k < V; k++)
 				logits[k] = 0;
 			double t = now_s();
-			int64_t n = grammar_matcher_mask(mm, logits);
+			int64_t n = grammar_matcher_mask(mm, logits, NULL);
 			t = now_s() - t;
 			CHECK(n > 0, "%s: tokens allowed at %zu", label, i);
 			if (pass == 0 && getenv("GRAMMAR_TRACE"))
@@ -704,7 +784,7 @@ static void bench_step(struct grammar *g, const struct grammar_vocab *v, int64_t
 			without += now_s() - t;
 			memcpy(x, base, (size_t)V * sizeof *x);
 			t = now_s();
-			grammar_matcher_mask(m, x);
+			grammar_matcher_mask(m, x, NULL);
 			sampler_sample(smp, x);
 			with += now_s() - t;
 			grammar_matcher_accept_bytes(m, text + i, 1);
@@ -775,6 +855,8 @@ int main(void)
 	test_alts();
 	test_text_grammars();
 	test_token_masks();
+	test_byte_classes();
+	test_work_budget();
 	test_model_vocab();
 	CHECK(ing_mem_live() == 0, "no leaks: %zu bytes live", ing_mem_live());
 	return check_summary("grammar");
