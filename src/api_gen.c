@@ -133,10 +133,10 @@ struct gen_call {
 	struct sbuf out;           /* SSE bytes not yet handed to the server */
 	struct resp_stream *resp;  /* a streamed Responses call: its chunks' translation */
 	bool ended;                /* [DONE] written */
-	bool failed;               /* an engine error (non-streamed: err_status) */
+	bool failed;               /* an engine error (non-streamed: 400 or 500, err_refused) */
 	bool submitted;            /* every choice reached the engine */
 	char errmsg[256];
-	int err_code;
+	int err_code;              /* failed: the engine's ING_ERR_* */
 	struct gen_call *prev, *next; /* a->live */
 };
 

@@ -692,11 +692,11 @@ int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *
 	g->dfa.fail = GFAIL_NOMEM;
 	const uint32_t *bits = sync_state(m) ? state_mask(g, m->v, m->state) : NULL;
 	int64_t n = -1;
-	if (!bits)
-		fail_report(&g->dfa, g->dfa.fail, err);
-	else {
+	if (bits) {
 		n = g->dfa.st[m->state].n_allowed;
 		mask_apply(bits, V, logits);
+	} else {
+		fail_report(&g->dfa, g->dfa.fail, err);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return n;
