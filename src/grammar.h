@@ -128,8 +128,9 @@ void grammar_matcher_free(struct grammar_matcher *m);
  * untouched and err set: ING_ERR_NOMEM, or ING_ERR_UNSUPPORTED when the
  * grammar is too complex to follow (building this mask needed more than
  * GRAMMAR_MAX_WORK steps, grammar_int.h: the bound on the time one call
- * can take, for patterns whose automaton grows exponentially; or a rule
- * expands without end). The states built before the failure stay cached. */
+ * can take, for patterns whose automaton grows exponentially; or one
+ * byte's expansion runs too far). The states built before the failure stay
+ * cached. */
 int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *err);
 
 /* Advances by token tok. False, with the matcher unchanged, when tok is
@@ -139,8 +140,8 @@ bool grammar_matcher_accept_token(struct grammar_matcher *m, int32_t tok);
 
 /* Advances by raw bytes (tests, forced text). False, unchanged, when they
  * leave the language, or when the automaton cannot be built for them (out
- * of memory; a rule that expands without end; more than GRAMMAR_MAX_WORK
- * steps for the whole text). */
+ * of memory; a byte's expansion running too far; more than
+ * GRAMMAR_MAX_WORK steps for the whole text). */
 bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_t n);
 
 /* The text so far is a complete sentence (an end-of-generation token is

@@ -277,8 +277,9 @@ static int fail_report(const struct gdfa *d, enum gdfa_fail why, ing_err *err)
 	switch (why) {
 	case GFAIL_EXPAND:
 		return ing_err_set(err, ING_ERR_UNSUPPORTED,
-				   "the grammar expands without end (a rule that can match "
-				   "nothing recurses into itself)");
+				   "the grammar expands too far at one byte (more than %d "
+				   "steps: a rule that can match nothing recurses into itself, "
+				   "or too many alternatives open at once)", GRAMMAR_MAX_EXPAND);
 	case GFAIL_WORK:
 		return ing_err_set(err, ING_ERR_UNSUPPORTED,
 				   "the grammar is too complex to follow: the tokens allowed at "

@@ -459,6 +459,31 @@ static void test_grammar_requests(void)
 	}
 	grammar_free(g); /* the requests keep theirs */
 	wait_all(r, 4);
+	/* a grammar whose first byte opens 250 x 250 alternatives: refused
+	 * at submit as the request's fault (not "busy") */
+	char *gbnf = malloc(8192);
+	size_t len = 0;
+	len += (size_t)sprintf(gbnf, "root ::= a\na ::= ");
+	for (int i = 0; i < 250; i++)
+		len += (size_t)sprintf(gbnf + len, "%sb", i ? " | " : "");
+	len += (size_t)sprintf(gbnf + len, "\nb ::= ");
+	for (int i = 0; i < 250; i++)
+		len += (size_t)sprintf(gbnf + len, "%s\"%c%c\"", i ? " | " : "", 'a' + i % 26,
+				       'a' + i / 26);
+	struct grammar *wide = NULL;
+	CHECK(grammar_from_gbnf(gbnf, len, &wide, &err) == ING_OK, "wide grammar: %s", err.msg);
+	free(gbnf);
+	if (wide) {
+		struct engine_params p = { .prompt = prompts[0], .n_prompt = prompt_len[0],
+					   .max_tokens = 4, .top_logprobs = -1,
+					   .sample = sample_params_default(), .grammar = wide };
+		struct result rw = { 0 };
+		uint64_t id;
+		int rc = engine_submit(e, &p, on_event, &rw, &id, &err);
+		CHECK(rc == ING_ERR_INVALID && strstr(err.msg, "expands too far"),
+		      "a grammar too wide to follow: refused at submit (%d: %s)", rc, err.msg);
+		grammar_free(wide);
+	}
 	for (int i = 0; i < 4; i++) {
 		char *text = NULL;
 		size_t n = 0;
