@@ -2,7 +2,9 @@
  *
  * stdout carries only the generated text (or ids with --ids); the summary
  * (prompt tokens and speed, generated tokens and speed, stop reason) goes to
- * stderr. */
+ * stderr. A grammar (--grammar / --json-schema / --regex, llama.cpp's
+ * names where it has them) constrains the output as the server's
+ * response_format does. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include "cli.h"
 #include "forward.h"
 #include "generate.h"
+#include "grammar.h"
 #include "mem.h"
 #include "model.h"
 #include "pool.h"
@@ -24,6 +27,9 @@
 
 struct run_opts {
 	const char *model, *prompt, *prompt_file, *runner, *spec, *draft_model;
+	/* at most one constraint: GBNF, a JSON schema or a regular expression,
+	 * given inline or (the first two) in a file */
+	const char *grammar, *grammar_file, *json_schema, *json_schema_file, *regex;
 	int64_t n_predict, n_ctx, batch;
 	int threads, spec_max;
 	int chat, ids, ignore_eos, no_bos;
@@ -58,7 +64,13 @@ static int usage(void)
 		"      --spec ngram|suffix|draft   speculative decoding (output unchanged): prompt lookup,\n"
 		"                          suffix tries, or a draft model sharing the vocabulary\n"
 		"      --draft-model FILE  the draft model for --spec draft\n"
-		"      --spec-max N        longest draft per step (default 16, max %d)\n", SPEC_MAX_K);
+		"      --spec-max N        longest draft per step (default 16, max %d)\n"
+		"      --grammar GBNF      constrain the output to a GBNF grammar (rule root)\n"
+		"      --grammar-file FILE ... read from FILE\n"
+		"  -j, --json-schema JSON  constrain the output to JSON values of a JSON schema\n"
+		"      --json-schema-file FILE   ... read from FILE\n"
+		"      --regex RE          constrain the output to match a regular expression\n",
+		SPEC_MAX_K);
 	return 2;
 }
 
@@ -74,7 +86,7 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 
 enum { O_CHAT = 256, O_IDS, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_REPN, O_PRES, O_FREQ,
        O_SEED, O_CTX, O_BATCH, O_RUNNER, O_IGNORE_EOS, O_SPEC, O_SPEC_MAX, O_DRAFT,
-       O_KV_DTYPE };
+       O_KV_DTYPE, O_GRAMMAR, O_GRAMMAR_FILE, O_SCHEMA_FILE, O_REGEX };
 
 static const struct option run_options[] = {
 	{ "model", 1, 0, 'm' }, { "prompt", 1, 0, 'p' }, { "file", 1, 0, 'f' },
@@ -86,7 +98,10 @@ static const struct option run_options[] = {
 	{ "seed", 1, 0, O_SEED }, { "ctx", 1, 0, O_CTX }, { "batch", 1, 0, O_BATCH },
 	{ "runner", 1, 0, O_RUNNER }, { "ignore-eos", 0, 0, O_IGNORE_EOS },
 	{ "spec", 1, 0, O_SPEC }, { "spec-max", 1, 0, O_SPEC_MAX },
-	{ "draft-model", 1, 0, O_DRAFT }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE }, { 0 }
+	{ "draft-model", 1, 0, O_DRAFT }, { "kv-cache-dtype", 1, 0, O_KV_DTYPE },
+	{ "grammar", 1, 0, O_GRAMMAR }, { "grammar-file", 1, 0, O_GRAMMAR_FILE },
+	{ "json-schema", 1, 0, 'j' }, { "json-schema-file", 1, 0, O_SCHEMA_FILE },
+	{ "regex", 1, 0, O_REGEX }, { 0 }
 };
 
 static int parse_opt(struct run_opts *o, int opt, const char *arg)
@@ -102,6 +117,11 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	case O_RUNNER: o->runner = arg; return 0;
 	case O_SPEC: o->spec = arg; return 0;
 	case O_DRAFT: o->draft_model = arg; return 0;
+	case O_GRAMMAR: o->grammar = arg; return 0;
+	case O_GRAMMAR_FILE: o->grammar_file = arg; return 0;
+	case 'j': o->json_schema = arg; return 0;
+	case O_SCHEMA_FILE: o->json_schema_file = arg; return 0;
+	case O_REGEX: o->regex = arg; return 0;
 	case O_KV_DTYPE:
 		if (!fwd_kv_type_parse(arg, &o->kv_type))
 			return 0;
@@ -136,7 +156,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 				.spec_max = 16, .kv_type = FWD_KV_DEFAULT,
 				.sp = sample_params_default() };
 	int opt;
-	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:", run_options, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, "m:p:f:n:t:j:", run_options, NULL)) != -1)
 		if (opt == '?' || parse_opt(o, opt, optarg))
 			return -1;
 	if (optind != argc || (!o->prompt && !o->prompt_file) || (o->prompt && o->prompt_file)) {
@@ -236,10 +256,14 @@ struct run_ctx {
 	struct sampler *s;
 	struct spec_seq *spec;
 	struct spec_draft *draft;
+	struct grammar_vocab *gv;       /* with a constraint: the token trie ... */
+	struct grammar_matcher *matcher; /* ... and the output's place in the grammar */
 };
 
 static void run_ctx_close(struct run_ctx *c)
 {
+	grammar_matcher_free(c->matcher);
+	grammar_vocab_free(c->gv); /* before the session's tokenizer */
 	spec_seq_free(c->spec);
 	spec_draft_free(c->draft); /* before the session: it runs on its pool */
 	sampler_free(c->s);
@@ -276,6 +300,54 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 	return rc;
 }
 
+/* Compiles the constraint the options name, if any, into c->matcher. */
+static int constraint_open(struct run_ctx *c, const struct run_opts *o, ing_err *err)
+{
+	const struct { const char *arg, *opt; bool file; int kind; } given[] = {
+		{ o->grammar, "--grammar", false, 0 },
+		{ o->grammar_file, "--grammar-file", true, 0 },
+		{ o->json_schema, "--json-schema", false, 1 },
+		{ o->json_schema_file, "--json-schema-file", true, 1 },
+		{ o->regex, "--regex", false, 2 },
+	};
+	int pick = -1;
+	for (int i = 0; i < (int)(sizeof given / sizeof *given); i++) {
+		if (!given[i].arg)
+			continue;
+		if (pick >= 0)
+			return ing_err_set(err, ING_ERR_INVALID, "%s and %s: give one constraint",
+					   given[pick].opt, given[i].opt);
+		pick = i;
+	}
+	if (pick < 0)
+		return ING_OK;
+	if (strcmp(o->spec, "none"))
+		return ing_err_set(err, ING_ERR_INVALID, "%s cannot be combined with --spec "
+				   "(constrained output is not drafted)", given[pick].opt);
+	size_t len = strlen(given[pick].arg);
+	char *owned = given[pick].file ? cli_read_file(given[pick].arg, &len) : NULL;
+	if (given[pick].file && !owned)
+		return ing_err_set(err, ING_ERR_IO, "%s: cannot read %s", given[pick].opt,
+				   given[pick].arg);
+	const char *text = owned ? owned : given[pick].arg;
+	struct grammar *g = NULL;
+	int kind = given[pick].kind;
+	int rc = kind == 0 ? grammar_from_gbnf(text, len, &g, err) :
+		 kind == 1 ? grammar_from_json_schema(text, len, &g, err) :
+			     grammar_from_regex(text, len, &g, err);
+	ing_free(owned);
+	if (rc) {
+		char msg[sizeof err->msg];
+		snprintf(msg, sizeof msg, "%s", err->msg);
+		return ing_err_set(err, rc, "%s: %s", given[pick].opt, msg);
+	}
+	rc = grammar_vocab_create(c->ses.tk, &c->gv, err);
+	if (rc == ING_OK)
+		rc = grammar_matcher_create(g, c->gv, &c->matcher, err);
+	grammar_free(g); /* the matcher holds its own reference */
+	return rc;
+}
+
 static void print_summary(const struct gen_stats *st)
 {
 	fprintf(stderr, "\nprompt:    %lld tokens, %.1f tok/s\n", (long long)st->n_prompt,
@@ -304,7 +376,7 @@ int cmd_run(int argc, char **argv)
 	struct token_ids ids = { 0 };
 	struct printer pr = { .ids = o.ids };
 	int status = 1;
-	if (run_ctx_open(&c, path, &o, &err) ||
+	if (run_ctx_open(&c, path, &o, &err) || constraint_open(&c, &o, &err) ||
 	    tokenizer_stream_init(&pr.ts, c.ses.tk, 0, &err)) {
 		fprintf(stderr, "ingot run: %s\n", err.msg);
 		goto out;
@@ -314,10 +386,13 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	struct gen_config gc = { .n_predict = o.n_predict, .prefill_chunk = o.batch,
 				 .ignore_eos = o.ignore_eos, .spec = c.spec, .draft = c.draft,
-				 .spec_k = o.spec_max };
+				 .spec_k = o.spec_max, .matcher = c.matcher };
 	struct gen_stats st;
-	if (generate(c.ses.r, c.ses.f, c.s, c.ses.tk, ids.ids, (int64_t)ids.n, &gc, print_token, &pr, &st, &err)) {
-		fprintf(stderr, "ingot run: %s\n", err.msg);
+	if (generate(c.ses.r, c.ses.f, c.s, c.ses.tk, ids.ids, (int64_t)ids.n, &gc, print_token,
+		     &pr, &st, &err)) {
+		fflush(stdout);
+		/* after partial output, the message on a line of its own */
+		fprintf(stderr, "%singot run: %s\n", st.n_gen ? "\n" : "", err.msg);
 		goto out;
 	}
 	const char *tail;

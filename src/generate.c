@@ -12,6 +12,7 @@ const char *gen_stop_name(enum gen_stop s)
 	case GEN_STOP_LENGTH: return "length";
 	case GEN_STOP_CONTEXT: return "context full";
 	case GEN_STOP_CALLER: return "stopped";
+	case GEN_STOP_GRAMMAR: return "grammar complete";
 	}
 	return "?";
 }
@@ -64,6 +65,22 @@ static bool emit(struct sampler *s, const struct tokenizer *tk, const struct gen
 	return false;
 }
 
+/* Masks one logits row to what the grammar allows. Returns ING_OK, -1
+ * when no token is allowed (generation stops: st->stop set), or the
+ * matcher's error (a grammar too complex to follow). */
+static int constrain(struct grammar_matcher *m, float *logits, struct gen_stats *st,
+		     ing_err *err)
+{
+	int64_t n = grammar_matcher_mask(m, logits, err);
+	if (n < 0)
+		return err->code;
+	if (n == 0) {
+		st->stop = GEN_STOP_GRAMMAR;
+		return -1;
+	}
+	return ING_OK;
+}
+
 /* Draft length allowed at position pos: room in the context and in
  * n_predict (a step emits at most n_draft + 1 tokens). */
 static int draft_room(const struct gen_config *cfg, const struct gen_stats *st, int64_t pos,
@@ -92,6 +109,9 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 				   "the prompt has %lld tokens but the context holds %lld "
 				   "(use a larger --ctx or a shorter prompt)",
 				   (long long)n_prompt, (long long)n_ctx);
+	if (cfg->matcher && (cfg->spec || cfg->draft))
+		return ing_err_set(err, ING_ERR_INVALID, "constrained output is not drafted: "
+				   "no speculation with a grammar");
 	if ((cfg->spec || cfg->draft) && (cfg->spec_k < 0 || cfg->spec_k > SPEC_MAX_K))
 		return ing_err_set(err, ING_ERR_RANGE, "draft length %d outside 0..%d", cfg->spec_k,
 				   SPEC_MAX_K);
@@ -110,8 +130,9 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 	}
 	/* a sampling target with a draft model accepts by rejection sampling */
 	const bool rejection = cfg->draft && spec_draft_sampling(cfg->draft, 0);
-	/* a plain greedy sampler takes the argmax the LM head finds */
-	const bool argmax = sampler_is_plain_greedy(s);
+	/* a plain greedy sampler takes the argmax the LM head finds (unless a
+	 * grammar masks the logits first) */
+	const bool argmax = sampler_is_plain_greedy(s) && !cfg->matcher;
 	double t0 = clock_now_s();
 	rc = prefill(r, f, prompt, n_prompt, cfg->prefill_chunk, argmax, err);
 	if (rc)
@@ -143,11 +164,24 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 							   spec_draft_q(cfg->draft, 0, i), V, rows[i + 1],
 							   spec_draft_p_scratch(cfg->draft), &tok);
 			} else {
+				float *row = logits + (size_t)i * V;
+				if (cfg->matcher && (rc = constrain(cfg->matcher, row, st, err))) {
+					if (rc > 0)
+						return rc;
+					stop = true; /* nothing allowed */
+					break;
+				}
 				tok = argmax ? sampler_take_argmax(s, (int32_t)fwd_argmax(f, i)) :
 					       sampler_sample(s, logits + (size_t)i * V);
 				same = i < n_draft && tok == rows[i + 1];
 			}
+			if (cfg->matcher && !grammar_matcher_accept_token(cfg->matcher, tok))
+				return ing_err_set(err, ING_ERR_NOMEM, "out of memory (grammar)");
 			stop = emit(s, tk, cfg, tok, on_token, ud, st);
+			if (!stop && cfg->matcher && grammar_matcher_done(cfg->matcher)) {
+				st->stop = GEN_STOP_GRAMMAR;
+				stop = true;
+			}
 			if (!same)
 				break;
 			st->accepted_per_pos[acc++]++;

@@ -3,10 +3,11 @@
  * Prefills the prompt in chunks of cfg.prefill_chunk tokens (one
  * matrix-matrix step per chunk, logits only for the last row), then decodes
  * one token per step (or, with a drafter, verifies a draft of several in
- * one step and keeps the longest prefix the model agrees with) until EOS/EOG (unless ignore_eos), n_predict tokens, the
- * end of the context, or the callback asks to stop. Uses sequence slot 0 of
- * the forward context and starts from an empty cache. The server's engine
- * batches many sequences instead; this is the simple path. */
+ * one step and keeps the longest prefix the model agrees with) until
+ * EOS/EOG (unless ignore_eos), n_predict tokens, the end of the context, a
+ * grammar's end (cfg.matcher), or the callback asks to stop. Uses sequence
+ * slot 0 of the forward context and starts from an empty cache. The
+ * server's engine batches many sequences instead; this is the simple path. */
 #ifndef INGOT_GENERATE_H
 #define INGOT_GENERATE_H
 
@@ -15,13 +16,20 @@
 
 #include "err.h"
 #include "forward.h"
+#include "grammar.h"
 #include "runner.h"
 #include "sample.h"
 #include "spec.h"
 #include "spec_draft.h"
 #include "tokenizer.h"
 
-enum gen_stop { GEN_STOP_EOS, GEN_STOP_LENGTH, GEN_STOP_CONTEXT, GEN_STOP_CALLER };
+enum gen_stop {
+	GEN_STOP_EOS,
+	GEN_STOP_LENGTH,
+	GEN_STOP_CONTEXT,
+	GEN_STOP_CALLER,
+	GEN_STOP_GRAMMAR, /* the grammar is complete, or allows no token */
+};
 
 struct gen_config {
 	int64_t n_predict;     /* < 0: until EOS or the context is full */
@@ -34,6 +42,11 @@ struct gen_config {
 	struct spec_seq *spec;
 	struct spec_draft *draft; /* or a draft model (spec_draft.h); one of the two */
 	int spec_k;
+	/* Constrained output (optional, not with speculation): every step's
+	 * logits are masked to the tokens the matcher allows, and generation
+	 * stops (GEN_STOP_GRAMMAR) once the text is complete and nothing may
+	 * follow, or no token is allowed. The caller owns the matcher. */
+	struct grammar_matcher *matcher;
 };
 
 struct gen_stats {

@@ -4,6 +4,7 @@ shape, the op profile, bench spec; figures are not judged), exit codes and
 the messages that name a bad option."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,42 @@ def main():
     check("chat mode generates and stops or hits the limit", r.returncode == 0 and
           r.stdout.strip() != "" and ("stop:      eos" in r.stderr or "length" in r.stderr),
           r.stderr)
+
+    # constrained output: what the grammar allows, stopping when it is complete
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"], "additionalProperties": False}
+    for seed in ("1", "2"):
+        r = ingot("run", "-p", "A person as JSON:", "-j", json.dumps(schema), "--seed", seed,
+                  "--temp", "1", "-n", "80")
+        try:
+            v = json.loads(r.stdout)
+        except ValueError:
+            v = None
+        check(f"run --json-schema (seed {seed}): a JSON value of the schema, then stop",
+              r.returncode == 0 and isinstance(v, dict) and sorted(v) == ["age", "name"] and
+              isinstance(v["age"], int) and 0 <= v["age"] <= 120 and
+              "stop:      grammar complete" in r.stderr, r.stdout + r.stderr)
+    with tempfile.TemporaryDirectory() as d:
+        gf = os.path.join(d, "yes.gbnf")
+        open(gf, "w").write('root ::= ("yes" | "no") ", because " [a-z ]{1,30} "."\n')
+        r = ingot("run", "-p", "Is the sky blue?", "--grammar-file", gf, "--seed", "3", "-n", "60")
+        check("run --grammar-file: the text matches the grammar", r.returncode == 0 and
+              bool(re.fullmatch(r"(yes|no), because [a-z ]{1,30}\.\n", r.stdout)),
+              r.stdout + r.stderr)
+    r = ingot("run", "-p", "Phone:", "--regex", " [0-9]{3}-[0-9]{4}", "--temp", "0", "-n", "20")
+    check("run --regex: the text matches", r.returncode == 0 and
+          bool(re.fullmatch(r" [0-9]{3}-[0-9]{4}\n", r.stdout)), r.stdout + r.stderr)
+    for args, needle in ((["--regex", "a(?=b)"], "--regex: lookaround"),
+                         (["-j", "{\"type\": \"wat\"}"], "--json-schema: "),
+                         (["--regex", "a", "--grammar", 'root ::= "a"'], "give one constraint"),
+                         (["--json-schema-file", "/nonexistent"], "cannot read"),
+                         (["--regex", "a", "--spec", "ngram"], "cannot be combined with --spec"),
+                         (["--regex", "x(.*[a-m].{100}y)", "-n", "60"], "too complex")):
+        r = ingot("run", "-p", "x", *args)
+        check(f"run {' '.join(args)[:40]}: exit 1, '{needle}'",
+              r.returncode == 1 and needle in r.stderr, r.stderr)
 
     r = ingot("tokenize", "-p", "<start_of_turn>user", "--special")
     ids = r.stdout.split()
