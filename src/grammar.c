@@ -472,6 +472,7 @@ int gb_finish(struct gbuild *b, uint32_t root, struct grammar **out, ing_err *er
 	g->n_classes = (uint32_t)b->n_classes;
 	byte_classes(g->classes, g->n_classes, g->byte_class);
 	g->dfa.max_work = GRAMMAR_MAX_WORK;
+	g->dfa.max_work_total = GRAMMAR_MAX_WORK_TOTAL;
 	atomic_init(&g->refs, 1);
 	pthread_mutex_init(&g->mu, NULL);
 	gb_free(b);

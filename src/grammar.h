@@ -127,10 +127,11 @@ void grammar_matcher_free(struct grammar_matcher *m);
  * walk the first time, which may build automaton states. -1 with logits
  * untouched and err set: ING_ERR_NOMEM, or ING_ERR_UNSUPPORTED when the
  * grammar is too complex to follow (building this mask needed more than
- * GRAMMAR_MAX_WORK steps, grammar_int.h: the bound on the time one call
- * can take, for patterns whose automaton grows exponentially; or one
- * byte's expansion runs too far). The states built before the failure stay
- * cached. */
+ * GRAMMAR_MAX_WORK steps, or the matcher's masks together more than
+ * GRAMMAR_MAX_WORK_TOTAL, grammar_int.h: the bounds on the time one call
+ * and one sequence can take, for patterns whose automaton grows
+ * exponentially; or one byte's expansion runs too far). The states built
+ * before the failure stay cached. */
 int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *err);
 
 /* Advances by token tok. False, with the matcher unchanged, when tok is

@@ -43,6 +43,8 @@
 #define GRAMMAR_MAX_MASKS 256           /* cached token masks before they are dropped */
 #define GRAMMAR_MAX_WORK 10000000       /* closure steps and key words per mask or token
 					 * (about 0.1-0.2 s; gdfa.max_work) */
+#define GRAMMAR_MAX_WORK_TOTAL 200000000 /* ... per matcher over its life, for masks
+					  * (about 2.5 s; gdfa.max_work_total) */
 
 struct gclass {
 	uint32_t w[8];
@@ -128,7 +130,7 @@ struct gstate {
 #define GDFA_MIXED (-4)
 
 /* Why a transition could not be computed. */
-enum gdfa_fail { GFAIL_NOMEM = 1, GFAIL_EXPAND, GFAIL_WORK };
+enum gdfa_fail { GFAIL_NOMEM = 1, GFAIL_EXPAND, GFAIL_WORK, GFAIL_WORK_TOTAL };
 
 struct gdfa {
 	struct gstate *st;
@@ -142,6 +144,8 @@ struct gdfa {
 	int n_masks;
 	int64_t work;               /* closure steps and key words since the call began */
 	int64_t max_work;           /* GRAMMAR_MAX_WORK (tests lower it) */
+	int64_t max_work_total;     /* GRAMMAR_MAX_WORK_TOTAL (tests lower it) */
+	int64_t budget;             /* this call's: max_work, or what its matcher has left */
 	enum gdfa_fail fail;        /* set when a transition returns GDFA_FAIL */
 	/* transition scratch */
 	uint32_t *todo, *out, *cur;

@@ -34,6 +34,7 @@ struct grammar_matcher {
 	struct grammar *g;
 	const struct grammar_vocab *v;
 	int32_t state;
+	int64_t work;       /* automaton work its masks have needed so far */
 	uint64_t generation;
 	uint32_t *key;      /* copy of the state's key (re-interned after a reset) */
 	size_t key_len, key_cap;
@@ -285,6 +286,11 @@ static int fail_report(const struct gdfa *d, enum gdfa_fail why, ing_err *err)
 				   "the grammar is too complex to follow: the tokens allowed at "
 				   "one step need more than %lld automaton steps (e.g. a pattern "
 				   "with '.*' and then many '.')", (long long)d->max_work);
+	case GFAIL_WORK_TOTAL:
+		return ing_err_set(err, ING_ERR_UNSUPPORTED,
+				   "the grammar is too complex to follow: its masks needed more "
+				   "than %lld automaton steps over the output so far",
+				   (long long)d->max_work_total);
 	case GFAIL_NOMEM:
 	default:
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory (grammar automaton)");
@@ -298,14 +304,14 @@ static int32_t step_fail(struct gdfa *d, enum gdfa_fail why)
 }
 
 /* The state reached from state s on byte c: an id, GDFA_DEAD, or GDFA_FAIL
- * (allocation, runaway expansion, or d->work past d->max_work before this
+ * (allocation, runaway expansion, or d->work past d->budget before this
  * transition). */
 static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned c)
 {
 	struct gstate *st = &d->st[s];
 	if (st->trans && st->trans[c] != GDFA_UNKNOWN)
 		return st->trans[c];
-	if (d->work > d->max_work)
+	if (d->work > d->budget)
 		return step_fail(d, GFAIL_WORK);
 	if (!st->trans) {
 		st->trans = ing_malloc_array(256, sizeof *st->trans);
@@ -441,6 +447,7 @@ bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size
 	struct grammar *g = m->g;
 	pthread_mutex_lock(&g->mu);
 	g->dfa.work = 0;
+	g->dfa.budget = g->dfa.max_work;
 	bool ok = sync_state(m);
 	int32_t t = ok ? walk_bytes(g, m->state, (const unsigned char *)s, n) : GDFA_DEAD;
 	ok = t >= 0;
@@ -689,15 +696,22 @@ int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *
 	}
 	const int64_t V = m->v->n_vocab;
 	pthread_mutex_lock(&g->mu);
-	g->dfa.work = 0;
-	g->dfa.fail = GFAIL_NOMEM;
+	struct gdfa *d = &g->dfa;
+	/* one call may take max_work, and all of a matcher's max_work_total:
+	 * a grammar just under the first must not cost every step forever */
+	int64_t left = d->max_work_total - m->work;
+	d->budget = left < d->max_work ? left : d->max_work;
+	d->work = 0;
+	d->fail = GFAIL_NOMEM;
 	const uint32_t *bits = sync_state(m) ? state_mask(g, m->v, m->state) : NULL;
+	m->work += d->work;
 	int64_t n = -1;
 	if (bits) {
-		n = g->dfa.st[m->state].n_allowed;
+		n = d->st[m->state].n_allowed;
 		mask_apply(bits, V, logits);
 	} else {
-		fail_report(&g->dfa, g->dfa.fail, err);
+		bool total = d->fail == GFAIL_WORK && d->budget < d->max_work;
+		fail_report(d, total ? GFAIL_WORK_TOTAL : d->fail, err);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return n;

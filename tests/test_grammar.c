@@ -699,6 +699,25 @@ static void test_work_budget(void)
 	CHECK(m != NULL, "set up: %s", err.msg);
 	grammar_matcher_free(m);
 	grammar_free(g);
+	/* a matcher's masks over its life: the same, with its own message */
+	g = NULL;
+	m = NULL;
+	if (v && grammar_from_regex(re, strlen(re), &g, &err) == ING_OK &&
+	    grammar_matcher_create(g, v, &m, &err) == ING_OK) {
+		float logits[TV] = { 0 };
+		int64_t n = grammar_matcher_mask(m, logits, &err);
+		CHECK(n > 0, "the start's mask: %s", err.msg);
+		g->dfa.max_work_total = 10; /* less than the start's mask took */
+		grammar_matcher_accept_bytes(m, text, strlen(text));
+		n = grammar_matcher_mask(m, logits, &err);
+		CHECK(n == -1 && err.code == ING_ERR_UNSUPPORTED &&
+			      strstr(err.msg, "over the output so far"),
+		      "over the matcher's budget: refused (%lld, %s)", (long long)n, err.msg);
+		g->dfa.max_work_total = GRAMMAR_MAX_WORK_TOTAL;
+		CHECK(grammar_matcher_mask(m, logits, &err) > 0, "within it again: %s", err.msg);
+	}
+	grammar_matcher_free(m);
+	grammar_free(g);
 	grammar_vocab_free(v);
 	tokenizer_close(tk);
 }
