@@ -303,12 +303,13 @@ static int run_ctx_open(struct run_ctx *c, const char *path, const struct run_op
 /* Compiles the constraint the options name, if any, into c->matcher. */
 static int constraint_open(struct run_ctx *c, const struct run_opts *o, ing_err *err)
 {
+	enum { GBNF, SCHEMA, REGEX };
 	const struct { const char *arg, *opt; bool file; int kind; } given[] = {
-		{ o->grammar, "--grammar", false, 0 },
-		{ o->grammar_file, "--grammar-file", true, 0 },
-		{ o->json_schema, "--json-schema", false, 1 },
-		{ o->json_schema_file, "--json-schema-file", true, 1 },
-		{ o->regex, "--regex", false, 2 },
+		{ o->grammar, "--grammar", false, GBNF },
+		{ o->grammar_file, "--grammar-file", true, GBNF },
+		{ o->json_schema, "--json-schema", false, SCHEMA },
+		{ o->json_schema_file, "--json-schema-file", true, SCHEMA },
+		{ o->regex, "--regex", false, REGEX },
 	};
 	int pick = -1;
 	for (int i = 0; i < (int)(sizeof given / sizeof *given); i++) {
@@ -332,9 +333,9 @@ static int constraint_open(struct run_ctx *c, const struct run_opts *o, ing_err 
 	const char *text = owned ? owned : given[pick].arg;
 	struct grammar *g = NULL;
 	int kind = given[pick].kind;
-	int rc = kind == 0 ? grammar_from_gbnf(text, len, &g, err) :
-		 kind == 1 ? grammar_from_json_schema(text, len, &g, err) :
-			     grammar_from_regex(text, len, &g, err);
+	int rc = kind == GBNF ? grammar_from_gbnf(text, len, &g, err) :
+		 kind == SCHEMA ? grammar_from_json_schema(text, len, &g, err) :
+		 grammar_from_regex(text, len, &g, err);
 	ing_free(owned);
 	if (rc) {
 		char msg[sizeof err->msg];
