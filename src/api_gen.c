@@ -746,12 +746,13 @@ static void sse_end(struct gen_call *k)
 		cJSON_AddItemToObject(o, "usage", usage_new(k));
 		sse_put(k, o);
 	}
-	if (k->resp) {
+	if (k->resp && !k->failed) {
 		cJSON *fin = api_resp_stream_end(k->resp, &k->out);
 		api_responses_keep(k->a, fin, k->r.responses);
 		cJSON_Delete(fin);
-	} else
+	} else if (!k->resp) {
 		sbuf_puts(&k->out, "data: [DONE]\n\n");
+	} /* a failed Responses stream ended with response.failed (sse_error) */
 	k->ended = true;
 }
 

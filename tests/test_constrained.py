@@ -397,6 +397,21 @@ def test_too_complex(cl):
         check("too complex, streamed: refused", False, f"{n} chunks, no error")
     except openai.APIError as e:
         check("too complex, streamed: an error event", "too complex" in str(e.message), e)
+    # the Responses API, streamed: an error event and response.failed end the stream
+    import urllib.request
+    body = {"model": MODEL, "input": "Write a long sentence.", "stream": True,
+            "max_output_tokens": 100, "temperature": 1.0,
+            "text": {"format": {"type": "json_schema", "name": "x",
+                                "schema": {"type": "string", "pattern": "^x(.*[a-m].{100}y)$"}}}}
+    req = urllib.request.Request(str(cl.base_url).rstrip("/") + "/responses",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        events = [ln[7:].strip() for ln in r.read().decode().splitlines()
+                  if ln.startswith("event: ")]
+    check("too complex, Responses streamed: error then response.failed, and nothing after",
+          events[-2:] == ["error", "response.failed"] and "response.completed" not in events,
+          events[-6:])
     text, fin = chat(cl, "Say hi.", {"type": "text"}, 0, 0.0, 8)
     check("too complex: the server still serves", isinstance(text, str) and fin, fin)
 
