@@ -172,7 +172,7 @@ int generate(struct runner *r, struct fwd *f, struct sampler *s, const struct to
 					break;
 				}
 				tok = argmax ? sampler_take_argmax(s, (int32_t)fwd_argmax(f, i)) :
-					       sampler_sample(s, logits + (size_t)i * V);
+					       sampler_sample(s, row);
 				same = i < n_draft && tok == rows[i + 1];
 			}
 			if (cfg->matcher && !grammar_matcher_accept_token(cfg->matcher, tok))

@@ -311,8 +311,8 @@ static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned
 	struct gstate *st = &d->st[s];
 	if (st->trans && st->trans[c] != GDFA_UNKNOWN)
 		return st->trans[c];
-	if (d->work > d->budget)
-		return step_fail(d, GFAIL_WORK);
+	if (d->work > d->budget) /* the call's own limit, or what its matcher had left */
+		return step_fail(d, d->budget < d->max_work ? GFAIL_WORK_TOTAL : GFAIL_WORK);
 	if (!st->trans) {
 		st->trans = ing_malloc_array(256, sizeof *st->trans);
 		if (!st->trans)
@@ -356,19 +356,21 @@ static int32_t step(const struct grammar *g, struct gdfa *d, int32_t s, unsigned
 	return next;
 }
 
+/* The start state: an id, or GDFA_FAIL (why in d->fail). */
 static int32_t initial_state(const struct grammar *g, struct gdfa *d)
 {
 	d->n_todo = d->n_out = 0;
 	uint32_t start = g->start;
 	if (!need(&d->cur, &d->cap_cur, GRAMMAR_MAX_DEPTH + 1) ||
 	    !todo_push(d, &start, 1, GSYM_END))
-		return -1;
-	d->fail = closure(g, d);
-	if (d->fail)
-		return -1;
+		return step_fail(d, GFAIL_NOMEM);
+	enum gdfa_fail why = closure(g, d);
+	if (why)
+		return step_fail(d, why);
 	bool ok;
 	size_t n = canonical(d, &ok);
-	return ok ? intern(d, d->cur, n) : -1;
+	int32_t s = ok ? intern(d, d->cur, n) : -1;
+	return s < 0 ? step_fail(d, GFAIL_NOMEM) : s;
 }
 
 /* ---- matchers ---- */
@@ -412,14 +414,12 @@ int grammar_matcher_create(struct grammar *g, const struct grammar_vocab *v,
 	m->g = grammar_ref(g);
 	m->v = v;
 	pthread_mutex_lock(&g->mu);
-	g->dfa.fail = GFAIL_NOMEM;
 	m->state = initial_state(g, &g->dfa);
-	bool ok = m->state >= 0 && remember(m);
-	enum gdfa_fail why = g->dfa.fail;
+	enum gdfa_fail why = m->state < 0 ? g->dfa.fail : remember(m) ? 0 : GFAIL_NOMEM;
 	pthread_mutex_unlock(&g->mu);
-	if (!ok) {
+	if (why) {
 		grammar_matcher_free(m);
-		return fail_report(&g->dfa, why == GFAIL_EXPAND ? why : GFAIL_NOMEM, err);
+		return fail_report(&g->dfa, why, err);
 	}
 	*out = m;
 	return ING_OK;
@@ -597,7 +597,9 @@ static int32_t plain_next(struct grammar *g, int32_t s)
 		ok = n == 1 && set[0] == to;
 	}
 	int32_t r = ok ? to : GDFA_MIXED;
-	g->dfa.st[s].plain_next = r;
+	/* a step that ran out of budget decided nothing: ask again next time */
+	if (ok || g->dfa.work <= g->dfa.budget)
+		g->dfa.st[s].plain_next = r;
 	return r;
 }
 
@@ -655,10 +657,12 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 		return d->st[s].mask;
 	size_t words = ((size_t)v->n_vocab + 31) / 32;
 	uint32_t *bits = ing_calloc(words, sizeof *bits);
+	if (!bits) {
+		d->fail = GFAIL_NOMEM;
+		return NULL;
+	}
 	int64_t n = 0;
-	bool ok = bits != NULL;
-	d->fail = GFAIL_NOMEM;
-	int32_t run = ok ? plain_run(g, s) : -1;
+	int32_t run = plain_run(g, s);
 	if (run == INT32_MAX) {
 		memcpy(bits, v->plain_bits, words * sizeof *bits);
 		n = v->n_plain;
@@ -669,8 +673,7 @@ static const uint32_t *state_mask(struct grammar *g, const struct grammar_vocab 
 			bits[tok >> 5] |= 1u << (tok & 31);
 		}
 	}
-	if (ok)
-		ok = mask_walk(g, run >= 0 ? &v->other : &v->all, s, bits, &n);
+	bool ok = mask_walk(g, run >= 0 ? &v->other : &v->all, s, bits, &n);
 	if (ok && d->st[s].accepting)
 		for (int i = 0; i < v->n_eog; i++) {
 			int32_t tok = v->eog[i];
@@ -702,16 +705,18 @@ int64_t grammar_matcher_mask(struct grammar_matcher *m, float *logits, ing_err *
 	int64_t left = d->max_work_total - m->work;
 	d->budget = left < d->max_work ? left : d->max_work;
 	d->work = 0;
-	d->fail = GFAIL_NOMEM;
-	const uint32_t *bits = sync_state(m) ? state_mask(g, m->v, m->state) : NULL;
+	const uint32_t *bits = NULL;
+	if (sync_state(m))
+		bits = state_mask(g, m->v, m->state);
+	else
+		d->fail = GFAIL_NOMEM;
 	m->work += d->work;
 	int64_t n = -1;
 	if (bits) {
 		n = d->st[m->state].n_allowed;
 		mask_apply(bits, V, logits);
 	} else {
-		bool total = d->fail == GFAIL_WORK && d->budget < d->max_work;
-		fail_report(d, total ? GFAIL_WORK_TOTAL : d->fail, err);
+		fail_report(d, d->fail, err);
 	}
 	pthread_mutex_unlock(&g->mu);
 	return n;
