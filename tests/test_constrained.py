@@ -399,7 +399,7 @@ def test_too_complex(cl):
         check("too complex, streamed: an error event", "too complex" in str(e.message), e)
     # the Responses API, streamed: an error event and response.failed end the stream
     import urllib.request
-    body = {"model": MODEL, "input": "Write a long sentence.", "stream": True,
+    body = {"model": MODEL, "input": "Write a long sentence.", "stream": True, "seed": 0,
             "max_output_tokens": 100, "temperature": 1.0,
             "text": {"format": {"type": "json_schema", "name": "x",
                                 "schema": {"type": "string", "pattern": "^x(.*[a-m].{100}y)$"}}}}
