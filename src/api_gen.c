@@ -1205,16 +1205,35 @@ static const char *finish_name(enum engine_finish f)
 	return f == ENGINE_FINISH_STOP ? "stop" : f == ENGINE_FINISH_LENGTH ? "length" : "abort";
 }
 
+/* A choice failed: the request fails as a whole, with this one error (a
+ * 400 or 500 by err_refused; streamed, one error event), so its other
+ * choices end here rather than run on to their ends for nothing: those
+ * still in the engine are cancelled (their final events still come). */
+static void call_fail(struct gen_call *k, const char *errmsg, int err_code)
+{
+	k->failed = true;
+	k->err_code = err_code;
+	snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg);
+	if (k->r.stream)
+		sse_error(k, errmsg, err_code);
+	for (int i = 0; i < k->n_ch; i++) {
+		struct gen_choice *o = &k->ch[i];
+		if (o->done)
+			continue;
+		o->done = true;
+		pthread_mutex_lock(&k->mu);
+		bool live = o->submitted && !o->final;
+		pthread_mutex_unlock(&k->mu);
+		if (live)
+			engine_cancel(k->a->e, o->id);
+	}
+}
+
 static void choice_final(struct gen_call *k, struct gen_choice *ch, bool failed,
 			 enum engine_finish finish, const char *errmsg, int err_code)
 {
 	if (failed) {
-		ch->done = true;
-		k->failed = true;
-		k->err_code = err_code;
-		snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg);
-		if (k->r.stream)
-			sse_error(k, errmsg, err_code);
+		call_fail(k, errmsg, err_code);
 		return;
 	}
 	const char *s;
@@ -1282,6 +1301,8 @@ static void call_pump(struct gen_call *k, int wait_ms)
 		wait_until(&k->cv, &k->mu, wait_ms);
 	for (int i = 0; i < k->n_ch; i++) {
 		struct gen_choice *ch = &k->ch[i];
+		if (ch->done) /* done is the connection side's: nothing more of it goes out */
+			continue;
 		int upto = ch->n_toks, np = scorer(k, ch)->n_ptoks;
 		bool final = ch->final, failed = ch->failed;
 		bool echo_due = k->r.echo && !ch->echoed && !failed;

@@ -412,6 +412,19 @@ def test_too_complex(cl):
     check("too complex, Responses streamed: error then response.failed, and nothing after",
           events[-2:] == ["error", "response.failed"] and "response.completed" not in events,
           events[-6:])
+    # n = 3, streamed: the first choice to fail fails the request; the
+    # others are cancelled, not left to fail or finish on their own
+    body = {"model": MODEL, "messages": msgs, "max_tokens": 100, "seed": 0, "n": 3,
+            "temperature": 1.0, "stream": True, **extra}
+    req = urllib.request.Request(str(cl.base_url).rstrip("/") + "/chat/completions",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        data = [ln[6:] for ln in r.read().decode().splitlines() if ln.startswith("data: ")]
+    errors = [i for i, d in enumerate(data) if '"error"' in d]
+    check("too complex, n = 3 streamed: one error event, then only [DONE]",
+          len(errors) == 1 and data[errors[0] + 1:] == ["[DONE]"],
+          [d[:80] for d in data[-4:]] + [f"{len(errors)} errors"])
     text, fin = chat(cl, "Say hi.", {"type": "text"}, 0, 0.0, 8)
     check("too complex: the server still serves", isinstance(text, str) and fin, fin)
 
