@@ -1516,12 +1516,12 @@ static int call_setup(struct gen_call *k, struct api_error *e)
 
 static int submit_error(int rc, const ing_err *err, struct api_error *e)
 {
-	if (rc == ING_ERR_UNSUPPORTED) {
+	if (rc == ING_ERR_BUSY) {
 		api_fail(e, 429, NULL, "rate_limit_exceeded", "%s", err->msg);
 		e->type = "rate_limit_error";
 		return -1;
 	}
-	if (rc == ING_ERR_RANGE || rc == ING_ERR_INVALID)
+	if (rc == ING_ERR_RANGE || rc == ING_ERR_INVALID || rc == ING_ERR_UNSUPPORTED)
 		return api_fail(e, 400, NULL, "invalid_value", "%s", err->msg);
 	return api_fail(e, 500, NULL, NULL, "%s", err->msg);
 }

@@ -219,18 +219,6 @@ static const struct grammar_vocab *engine_gvocab(struct engine *e, ing_err *err)
 	return e->gvocab;
 }
 
-/* grammar_matcher_create, with a grammar it cannot follow (its
- * ING_ERR_UNSUPPORTED) reported as the request's fault, ING_ERR_INVALID:
- * engine_submit's ING_ERR_UNSUPPORTED means busy (a 429 to retry). */
-static int matcher_create(struct grammar *g, const struct grammar_vocab *gv,
-			  struct grammar_matcher **out, ing_err *err)
-{
-	int rc = grammar_matcher_create(g, gv, out, err);
-	if (rc == ING_ERR_UNSUPPORTED)
-		rc = err->code = ING_ERR_INVALID;
-	return rc;
-}
-
 static struct req *req_new(struct engine *e, const struct engine_params *p, ing_err *err)
 {
 	struct req *q = ing_calloc(1, sizeof *q);
@@ -241,7 +229,7 @@ static struct req *req_new(struct engine *e, const struct engine_params *p, ing_
 	q->bias_values = ing_malloc_array((size_t)(p->n_bias + 1), sizeof *q->bias_values);
 	const struct grammar_vocab *gv = p->grammar ? engine_gvocab(e, err) : NULL;
 	if (!q->tokens || !q->bias_ids || !q->bias_values || (p->grammar && !gv) ||
-	    (p->grammar && matcher_create(p->grammar, gv, &q->matcher, err)) ||
+	    (p->grammar && grammar_matcher_create(p->grammar, gv, &q->matcher, err)) ||
 	    logit_mask_init(&q->mask, p->allowed_ids, p->n_allowed, p->bad_words, p->bad_word_len,
 			    p->n_bad_words, e->m->hp.n_vocab, err)) {
 		req_free(q);
@@ -296,7 +284,7 @@ int engine_submit(struct engine *e, const struct engine_params *p, engine_event_
 	if (e->stop || e->n_live >= e->max_live) {
 		pthread_mutex_unlock(&e->mu);
 		req_free(q);
-		return ing_err_set(err, ING_ERR_UNSUPPORTED, e->stop ? "the server is shutting down"
+		return ing_err_set(err, ING_ERR_BUSY, e->stop ? "the server is shutting down"
 							   : "the server is busy; retry later");
 	}
 	q->id = *id = ++e->next_id;

@@ -165,8 +165,9 @@ const struct engine_config *engine_config_of(const struct engine *e);
  * will be called (on the engine thread) until a final event. Errors (no
  * event is ever sent): ING_ERR_RANGE when prompt + max_tokens exceeds
  * max_model_len or a token id is outside the vocabulary, ING_ERR_INVALID
- * for bad parameters, ING_ERR_UNSUPPORTED ("busy") when the waiting queue
- * is full (HTTP 429), ING_ERR_NOMEM. */
+ * for bad parameters, ING_ERR_UNSUPPORTED for a grammar the engine cannot
+ * follow, ING_ERR_BUSY when the waiting queue is full or the engine is
+ * stopping (HTTP 429), ING_ERR_NOMEM. */
 int engine_submit(struct engine *e, const struct engine_params *p, engine_event_fn on_event,
 		  void *ud, uint64_t *id, ing_err *err);
 

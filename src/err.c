@@ -35,6 +35,7 @@ const char *ing_err_name(int code)
 	case ING_ERR_UNSUPPORTED: return "unsupported";
 	case ING_ERR_RANGE: return "out of range";
 	case ING_ERR_NOTFOUND: return "not found";
+	case ING_ERR_BUSY: return "busy";
 	}
 	return "unknown error";
 }

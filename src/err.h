@@ -18,6 +18,7 @@ enum {
 	ING_ERR_UNSUPPORTED, /* well-formed but not something we handle */
 	ING_ERR_RANGE,       /* value outside the allowed range */
 	ING_ERR_NOTFOUND,    /* named thing does not exist */
+	ING_ERR_BUSY,        /* cannot be taken now; the same call may succeed later */
 };
 
 #define ING_ERR_MSG_MAX 512
