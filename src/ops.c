@@ -846,15 +846,85 @@ size_t ops_kv_row_bytes(enum ops_kv_type kt, int64_t n)
 	return qtype_row_bytes(kv_qtype(kt), (uint64_t)n, &b) ? 0 : (size_t)b;
 }
 
+static inline float exp_cut(float v) { return v < OPS_EXP_CUT ? 0.0f : expf(v); }
+
+/* ops_sum_exp's order of eight partial sums */
+static double sum_lanes(const double s[8])
+{
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+double ops_exp_blocks_ref(float *y, const float *x, int64_t n, float mx, float div,
+			  double *blocks)
+{
+	double total = 0;
+	for (int64_t b = 0; b * OPS_EXP_BLOCK < n; b++) {
+		const int64_t end = n - b * OPS_EXP_BLOCK > OPS_EXP_BLOCK ? (b + 1) * OPS_EXP_BLOCK
+									    : n;
+		double s[8] = { 0 };
+		for (int64_t j = b * OPS_EXP_BLOCK; j < end; j++) {
+			y[j] = exp_cut((x[j] - mx) / div);
+			s[j & 7] += y[j];
+		}
+		if (blocks)
+			blocks[b] = sum_lanes(s);
+		total += sum_lanes(s);
+	}
+	return total;
+}
+
+double ops_exp_blocks(float *y, const float *x, int64_t n, float mx, float div, double *blocks)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_exp_blocks_avx2(y, x, n, mx, div, blocks)
+			: ops_exp_blocks_ref(y, x, n, mx, div, blocks);
+}
+
+int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best)
+{
+	int64_t count = 0, b = 0;
+	float mx = -INFINITY;
+	for (int64_t i = 0; i < n; i++) {
+		if (x[i] != x[i])
+			x[i] = -INFINITY;
+		if (!(x[i] > -INFINITY))
+			continue;
+		count++;
+		if (x[i] > mx) {
+			mx = x[i];
+			b = i;
+		}
+	}
+	*best = b;
+	return count;
+}
+
+int64_t ops_logits_scan(float *x, int64_t n, int64_t *best)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_logits_scan_avx2(x, n, best) : ops_logits_scan_ref(x, n, best);
+}
+
+double ops_sum_exp_ref(const float *x, int64_t n, float mx)
+{
+	double s[8] = { 0 };
+	for (int64_t i = 0; i < n; i++)
+		s[i & 7] += exp_cut(x[i] - mx);
+	return sum_lanes(s);
+}
+
+double ops_sum_exp(const float *x, int64_t n, float mx)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_sum_exp_avx2(x, n, mx) : ops_sum_exp_ref(x, n, mx);
+}
+
 float ops_logsumexp(const float *x, int64_t n)
 {
 	float mx = x[0];
 	for (int64_t i = 1; i < n; i++)
 		mx = x[i] > mx ? x[i] : mx;
-	double sum = 0;
-	for (int64_t i = 0; i < n; i++)
-		sum += exp((double)x[i] - mx);
-	return mx + (float)log(sum);
+	return mx + (float)log(ops_sum_exp(x, n, mx));
 }
 
 int64_t ops_argmax(const float *x, int64_t n)

@@ -137,9 +137,38 @@ void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const
 size_t ops_attend_group_scratch(int nq, int64_t span, int64_t Dh, int64_t Dv,
 				enum ops_kv_type kt);
 
-/* log(sum of exp(x[i]) for i < n), the maximum taken in float and the sum
- * of exp(x[i] - max) in double: x[i] - ops_logsumexp(x, n) is the
- * log-softmax logprobs report. */
+/* A row's softmax arithmetic, for sampling and logprobs over the whole
+ * vocabulary (262k entries: libm's expf a token cost ~1 ms a row). The
+ * exponential of v here is 0 below -88 (e^-88 < 1e-38, a probability no
+ * draw can see; such entries skip the arithmetic), else expf(v); the AVX2
+ * loops compute glibc's expf bit for bit, 8 at a time, so with glibc every
+ * ISA gives the same bits. */
+
+#define OPS_EXP_BLOCK 64 /* elements per partial sum of ops_exp_blocks */
+
+/* y[j] = exp((x[j] - mx) / div) for j < n (y may be x; div > 0: a
+ * temperature, 1 leaving x[j] - mx as it is). Unless blocks is NULL,
+ * blocks[b] = the sum of y over [b, b + 1) * OPS_EXP_BLOCK (the last
+ * block: up to n) in double, in ops_sum_exp's order. Returns the sum of
+ * the blocks in block order (computed with blocks NULL too). */
+double ops_exp_blocks(float *y, const float *x, int64_t n, float mx, float div, double *blocks);
+double ops_exp_blocks_ref(float *y, const float *x, int64_t n, float mx, float div,
+			  double *blocks);
+
+/* The sum of exp(x[i] - mx) for i < n in double, in a fixed order: eight
+ * partial sums (element i into sum i % 8, in index order) added as
+ * ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). */
+double ops_sum_exp(const float *x, int64_t n, float mx);
+double ops_sum_exp_ref(const float *x, int64_t n, float mx);
+
+/* Over a row of logits: NaNs become -INFINITY; returns how many entries
+ * are > -INFINITY, with the first of the largest at *best (0 when none). */
+int64_t ops_logits_scan(float *x, int64_t n, int64_t *best);
+int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best);
+
+/* log(sum of exp(x[i]) for i < n): the maximum taken in float, then
+ * ops_sum_exp: x[i] - ops_logsumexp(x, n) is the log-softmax logprobs
+ * report. */
 float ops_logsumexp(const float *x, int64_t n);
 
 /* Index of the largest x[i] (first one on ties). NaNs are skipped, except

@@ -386,6 +386,134 @@ void ops_exp_avx2(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
+/* exp of 8 lanes as ops.c's exp_cut: 0 below OPS_EXP_CUT, else expf (exp8
+ * on lanes put at 0 where the cut applies, so that only v = -88 itself
+ * takes libm's path). A row of logits far below its maximum (a low
+ * temperature, grammar-masked -inf) is mostly cut. */
+static inline __m256 exp8_cut(__m256 v)
+{
+	const __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(OPS_EXP_CUT), _CMP_LT_OQ);
+	const int m = _mm256_movemask_ps(low);
+	if (m == 0xff)
+		return _mm256_setzero_ps();
+	if (m == 0)
+		return exp8(v);
+	return _mm256_andnot_ps(low, exp8(_mm256_blendv_ps(v, _mm256_setzero_ps(), low)));
+}
+
+static double sum_lanes(__m256d s03, __m256d s47)
+{
+	const __m256d s = _mm256_add_pd(s03, s47); /* s0+s4, s1+s5, s2+s6, s3+s7 */
+	const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+	return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+}
+
+double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float div,
+			   double *blocks)
+{
+	const __m256 vmx = _mm256_set1_ps(mx), vdiv = _mm256_set1_ps(div);
+	double total = 0;
+	for (int64_t b = 0; b * OPS_EXP_BLOCK < n; b++) {
+		const int64_t end = n - b * OPS_EXP_BLOCK > OPS_EXP_BLOCK ? (b + 1) * OPS_EXP_BLOCK
+									    : n;
+		__m256d s03 = _mm256_setzero_pd(), s47 = _mm256_setzero_pd();
+		int64_t j = b * OPS_EXP_BLOCK;
+		for (; j + 8 <= end; j += 8) {
+			const __m256 v = _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx),
+						       vdiv);
+			const __m256 e = exp8_cut(v);
+			_mm256_storeu_ps(y + j, e);
+			s03 = _mm256_add_pd(s03, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+			s47 = _mm256_add_pd(s47, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+		}
+		if (j < end) { /* the row's last elements: lane by lane */
+			double s[8];
+			_mm256_storeu_pd(s, s03);
+			_mm256_storeu_pd(s + 4, s47);
+			for (; j < end; j++) {
+				const float v = (x[j] - mx) / div;
+				y[j] = v < OPS_EXP_CUT ? 0.0f : expf(v);
+				s[j & 7] += y[j];
+			}
+			s03 = _mm256_loadu_pd(s);
+			s47 = _mm256_loadu_pd(s + 4);
+		}
+		const double sum = sum_lanes(s03, s47);
+		if (blocks)
+			blocks[b] = sum;
+		total += sum;
+	}
+	return total;
+}
+
+int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best)
+{
+	const __m256 ninf = _mm256_set1_ps(-INFINITY);
+	__m256 mx = ninf;
+	int64_t count = 0, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+		if (_mm256_movemask_ps(nan)) {
+			v = _mm256_blendv_ps(v, ninf, nan);
+			_mm256_storeu_ps(x + i, v);
+		}
+		count += __builtin_popcount(
+			(unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, ninf, _CMP_GT_OQ)));
+		mx = _mm256_max_ps(mx, v);
+	}
+	float m[8], top = -INFINITY;
+	_mm256_storeu_ps(m, mx);
+	for (int k = 0; k < 8; k++)
+		top = m[k] > top ? m[k] : top;
+	for (; i < n; i++) {
+		if (x[i] != x[i])
+			x[i] = -INFINITY;
+		if (x[i] > -INFINITY) {
+			count++;
+			top = x[i] > top ? x[i] : top;
+		}
+	}
+	/* the first entry equal to the maximum (-0 and +0 alike, as the
+	 * scalar x > mx keeps the first of them) */
+	*best = 0;
+	if (count == 0)
+		return 0;
+	const __m256 vt = _mm256_set1_ps(top);
+	for (i = 0; i + 8 <= n; i += 8) {
+		const __m256 v = _mm256_loadu_ps(x + i);
+		const int eq = _mm256_movemask_ps(_mm256_cmp_ps(v, vt, _CMP_EQ_OQ));
+		if (eq) {
+			*best = i + __builtin_ctz((unsigned)eq);
+			return count;
+		}
+	}
+	for (; i < n && x[i] != top; i++)
+		;
+	*best = i;
+	return count;
+}
+
+double ops_sum_exp_avx2(const float *x, int64_t n, float mx)
+{
+	const __m256 vmx = _mm256_set1_ps(mx);
+	__m256d s03 = _mm256_setzero_pd(), s47 = _mm256_setzero_pd();
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m256 e = exp8_cut(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+		s03 = _mm256_add_pd(s03, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		s47 = _mm256_add_pd(s47, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	double s[8];
+	_mm256_storeu_pd(s, s03);
+	_mm256_storeu_pd(s + 4, s47);
+	for (; i < n; i++) {
+		const float v = x[i] - mx;
+		s[i & 7] += v < OPS_EXP_CUT ? 0.0f : expf(v);
+	}
+	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
 /* x[j] *= scale, returning the largest x[j] that is not NaN: vmaxps
  * returns its second operand when either is NaN, so a NaN never enters
  * the running maxima, as it never passes ops.c's scalar x > mx. */

@@ -68,6 +68,16 @@ void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
+/* ops.h's exponential cut: below it, exp is 0 */
+#define OPS_EXP_CUT (-88.0f)
+
+/* ops_exp_blocks, ops_sum_exp and ops_logits_scan (ops.h), bit for bit their scalar
+ * definitions in ops.c. */
+double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float div,
+			   double *blocks);
+double ops_sum_exp_avx2(const float *x, int64_t n, float mx);
+int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best);
+
 /* x[j] *= scale for j < n; returns the largest x[j] that is not NaN
  * (-INFINITY if none), the value ops.c's scalar loop finds. */
 float ops_scale_max_avx2(float *x, int64_t n, float scale);

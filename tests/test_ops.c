@@ -579,6 +579,111 @@ static void test_best_split(void)
 	CHECK(ops_best_index(&b, all_nan) == 0 && ops_argmax(all_nan, 3) == 0, "all NaN: 0");
 }
 
+static bool same_float(float a, float b)
+{
+#ifdef __GLIBC__
+	return memcmp(&a, &b, sizeof a) == 0;
+#else
+	return fabsf(a - b) <= 1.2e-7f * fabsf(b) || a == b || (a != a && b != b);
+#endif
+}
+
+/* The softmax loops over a vocabulary row (ops_exp_blocks, ops_sum_exp,
+ * ops_logits_scan): the AVX2 forms against their scalar definitions bit
+ * for bit, on logits of a model's range, near the cut at -88, masked
+ * (-inf) entries and temperatures that put most of the row below the cut;
+ * lengths with a tail past the last 8 and a last block cut short. */
+static void test_softmax_rows(void)
+{
+	enum { V = 5003 };
+	static float x[V], a[V], b[V];
+	static double ba[V / OPS_EXP_BLOCK + 1], bb[V / OPS_EXP_BLOCK + 1];
+	static const float temps[] = { 1.0f, 0.7f, 0.05f, 2.5f };
+	uint64_t r = 12345;
+	for (int i = 0; i < V; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = (float)((r >> 33) % 60000) / 1000.0f - 40.0f; /* [-40, 20) */
+		if (i % 97 == 0)
+			x[i] = -INFINITY;
+		if (i % 89 == 0) /* just around the cut at temperature 1 */
+			x[i] = 20.0f - 88.0f + (float)(i % 5 - 2) * 1e-5f;
+	}
+	x[17] = 20.0f; /* the maximum */
+	int bad_exp = 0, bad_sum = 0, bad_def = 0, bad_blocks = 0;
+	for (int t = 0; t < (int)(sizeof temps / sizeof *temps); t++) {
+		for (int n = V - 7; n <= V; n += 7) {
+			double ta = ops_exp_blocks_ref(a, x, n, 20.0f, temps[t], ba);
+			double tb = ops_exp_blocks(b, x, n, 20.0f, temps[t], bb);
+			double tn = ops_exp_blocks(b, x, n, 20.0f, temps[t], NULL);
+			double want = 0;
+			for (int i = 0; i < n; i++) {
+				bad_exp += !same_float(a[i], b[i]);
+				const float v = (x[i] - 20.0f) / temps[t];
+				bad_def += !(v < -88.0f ? a[i] == 0.0f : a[i] == expf(v));
+				want += a[i];
+			}
+			for (int k = 0; k * OPS_EXP_BLOCK < n; k++) {
+				const int lo = k * OPS_EXP_BLOCK;
+				double in = 0;
+				for (int i = lo; i < n && i < lo + OPS_EXP_BLOCK; i++)
+					in += a[i];
+				bad_blocks += fabs(ba[k] - in) > 1e-12 * in ||
+					      !same_float((float)ba[k], (float)bb[k]);
+#ifdef __GLIBC__
+				bad_blocks += ba[k] != bb[k];
+#endif
+			}
+			bad_sum += fabs(ta - want) > 1e-12 * want || fabs(tb - ta) > 1e-12 * ta ||
+				   tn != tb;
+			double sr = ops_sum_exp_ref(x, n, 20.0f), sd = ops_sum_exp(x, n, 20.0f);
+			bad_sum += fabs(sr - sd) > 1e-12 * sr;
+#ifdef __GLIBC__
+			bad_sum += sr != sd || ta != tb;
+#endif
+		}
+	}
+	CHECK(bad_exp == 0, "ops_exp_blocks equals its scalar definition: %d differ", bad_exp);
+	CHECK(bad_def == 0, "the scalar definition: expf, 0 below -88 (%d differ)", bad_def);
+	CHECK(bad_blocks == 0, "block sums: %d differ", bad_blocks);
+	CHECK(bad_sum == 0, "totals and ops_sum_exp: %d differ", bad_sum);
+	double want = 0;
+	for (int i = 0; i < V; i++)
+		want += x[i] - 20.0f < -88.0f ? 0.0 : (double)expf(x[i] - 20.0f);
+	double got = ops_sum_exp(x, V, 20.0f);
+	CHECK(fabs(got - want) <= 1e-12 * want, "ops_sum_exp is the sum: %.17g vs %.17g", got,
+	      want);
+	/* the scan: NaNs masked, the count of candidates, the first of the
+	 * largest (ties, zeros of both signs, a maximum in the tail) */
+	static const struct {
+		int n, at[3], best, count;
+		float v[3];
+	} cases[] = {
+		{ 37, { 3, 20, -1 }, 3, 28, { 9.0f, 9.0f } },
+		{ 37, { 35, 36, -1 }, 35, 27, { 50.0f, NAN } },
+		{ 16, { 2, 9, -1 }, 2, 13, { -0.0f, 0.0f } },
+		{ 19, { 0, 18, 5 }, 5, 14, { NAN, 7.5f, 7.5f } },
+		{ 21, { 4, -1, -1 }, 0, 0, { NAN } },
+	};
+	int bad_scan = 0;
+	for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
+		const int n = cases[c].n;
+		for (int i = 0; i < n; i++) /* below zero; every fourth masked */
+			a[i] = i % 4 == 1 || cases[c].count == 0 ? -INFINITY
+								  : -1.0f - (float)(i % 7);
+		for (int k = 0; k < 3 && cases[c].at[k] >= 0; k++)
+			a[cases[c].at[k]] = cases[c].v[k];
+		memcpy(b, a, sizeof *a * (size_t)n);
+		int64_t best_r = -1, best_d = -1;
+		int64_t cr = ops_logits_scan_ref(a, n, &best_r);
+		int64_t cd = ops_logits_scan(b, n, &best_d);
+		bad_scan += cr != cd || best_r != best_d || memcmp(a, b, sizeof *a * (size_t)n);
+		bad_scan += best_r != cases[c].best || cr != cases[c].count;
+		for (int i = 0; i < n; i++)
+			bad_scan += a[i] != a[i];
+	}
+	CHECK(bad_scan == 0, "ops_logits_scan equals its scalar definition: %d differ", bad_scan);
+}
+
 /* log-sum-exp against long double, large values (no overflow: the max
  * comes out first), and masked (-inf) entries adding nothing. */
 static void test_logsumexp(void)
@@ -599,6 +704,7 @@ static void test_logsumexp(void)
 int main(void)
 {
 	test_logsumexp();
+	test_softmax_rows();
 	test_best_split();
 	test_exp();
 	test_scale_max();
