@@ -2,9 +2,24 @@
  *
  * Penalty counts are kept incrementally: a ring of the last N accepted
  * tokens and a per-token count array, so applying penalties costs O(N), not
- * O(V). Top-k uses a quickselect on (logit, id) pairs; top-p sorts only the
- * survivors of top-k (or, with top-k off, all V candidates) with an in-place
- * heapsort.
+ * O(V). A row is 262k logits on the default model, and the engine samples
+ * its rows one after another on one thread, so each stage touches the
+ * whole row as few times as it can:
+ *  - top-k keeps a heap of the k best while one pass compares each logit
+ *    with the heap's worst (after the first few thousand logits almost
+ *    none gets in), then sorts the k;
+ *  - top-p without top-k does not sort the row (a heapsort of 262k
+ *    candidates took ~40 ms): a histogram of exp(l - max) by binary
+ *    exponent says below which power of two the mass past top_p lies,
+ *    and only the logits above it are collected and sorted;
+ *  - the exponentials come 8 at a time with their sums by blocks of
+ *    OPS_EXP_BLOCK (ops_exp_blocks), which the draw's search skips whole;
+ *  - the draw works on those unnormalized weights; probabilities are made
+ *    only when asked for (sampler_candidates: speculative decoding);
+ *  - with neither top-k nor top-p nor a mask, the candidates are the
+ *    vocabulary in order: their ids are a table made once.
+ * Sums are in double in a fixed order, so a row's distribution and draw
+ * depend on nothing but the row and the random state.
  *
  * Every buffer is written when the sampler is made, so that its memory is
  * resident from then on: a server's samplers (one per KV slot, see
@@ -20,6 +35,8 @@
 
 #include "hash.h"
 #include "mem.h"
+#include "ops.h"
+
 
 struct cand {
 	float logit;
@@ -30,11 +47,19 @@ struct sampler {
 	struct sample_params p;
 	int64_t n_vocab;
 	uint64_t rng[4];
-	struct cand *cand;      /* [V] */
-	int32_t *cand_ids;      /* [V] (exported) */
-	float *cand_probs;      /* [V] (exported) */
+	/* the candidate buffers (shared by sampler_create_sharing) */
+	struct cand *cand;      /* [V] top-k's heap, top-p's sorted prefix */
+	int32_t *cand_ids;      /* [V] ids of the candidates (unless ids is iota) */
+	const int32_t *iota;    /* [V] 0, 1, ..., V - 1 */
+	float *cand_w;          /* [V] their weights exp((l - l_max) / T); scratch before */
+	float *cand_p;          /* [V] their probabilities, made by sampler_candidates */
+	double *cand_blocks;    /* [V / OPS_EXP_BLOCK + 1] sums of cand_w by blocks */
+	bool borrowed;          /* they belong to another sampler */
+	/* the last distribution */
+	const int32_t *ids;     /* cand_ids or iota */
 	int64_t n_cand;
-	bool borrowed;          /* cand, cand_ids, cand_probs belong to another sampler */
+	double total;           /* sum of the weights */
+	bool normalized;        /* cand_p holds them */
 	int32_t *counts;        /* [V] occurrences in the window */
 	int32_t *ring;          /* [penalty_last_n] */
 	uint8_t *prompt_seen;   /* [V] tokens of the prompt (repetition penalty only) */
@@ -128,11 +153,18 @@ int sampler_create(const struct sample_params *p, int64_t n_vocab, struct sample
 	/* calloc: written now, resident now (see the top of the file) */
 	s->cand = ing_calloc((size_t)n_vocab, sizeof *s->cand);
 	s->cand_ids = ing_calloc((size_t)n_vocab, sizeof *s->cand_ids);
-	s->cand_probs = ing_calloc((size_t)n_vocab, sizeof *s->cand_probs);
-	if (!s->cand || !s->cand_ids || !s->cand_probs) {
+	int32_t *iota = ing_malloc_array((size_t)n_vocab, sizeof *iota);
+	s->iota = iota;
+	s->cand_w = ing_calloc((size_t)n_vocab, sizeof *s->cand_w);
+	s->cand_p = ing_calloc((size_t)n_vocab, sizeof *s->cand_p);
+	s->cand_blocks = ing_calloc((size_t)(n_vocab / OPS_EXP_BLOCK + 1), sizeof *s->cand_blocks);
+	if (!s->cand || !s->cand_ids || !iota || !s->cand_w || !s->cand_p || !s->cand_blocks) {
 		sampler_free(s);
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
+	for (int64_t i = 0; i < n_vocab; i++)
+		iota[i] = (int32_t)i;
+	s->ids = s->cand_ids;
 	*out = s;
 	return ING_OK;
 }
@@ -146,8 +178,12 @@ int sampler_create_sharing(const struct sample_params *p, struct sampler *owner,
 		return rc;
 	s->cand = owner->cand;
 	s->cand_ids = owner->cand_ids;
-	s->cand_probs = owner->cand_probs;
+	s->iota = owner->iota;
+	s->cand_w = owner->cand_w;
+	s->cand_p = owner->cand_p;
+	s->cand_blocks = owner->cand_blocks;
 	s->borrowed = true;
+	s->ids = s->cand_ids;
 	*out = s;
 	return ING_OK;
 }
@@ -181,7 +217,10 @@ void sampler_free(struct sampler *s)
 	if (!s->borrowed) {
 		ing_free(s->cand);
 		ing_free(s->cand_ids);
-		ing_free(s->cand_probs);
+		ing_free((void *)s->iota);
+		ing_free(s->cand_w);
+		ing_free(s->cand_p);
+		ing_free(s->cand_blocks);
 	}
 	ing_free(s->counts);
 	ing_free(s->ring);
@@ -283,92 +322,152 @@ static void sort_cands(struct cand *c, int64_t n)
 	}
 }
 
-/* Moves the k best candidates to the front (unordered). */
-static void select_top_k(struct cand *c, int64_t n, int64_t k)
+static void heapify(struct cand *c, int64_t n)
 {
-	int64_t lo = 0, hi = n - 1;
-	while (lo < hi) {
-		struct cand pivot = c[(lo + hi) / 2];
-		int64_t i = lo, j = hi;
-		while (i <= j) {
-			while (cand_before(&c[i], &pivot))
-				i++;
-			while (cand_before(&pivot, &c[j]))
-				j--;
-			if (i <= j) {
-				struct cand t = c[i];
-				c[i++] = c[j];
-				c[j--] = t;
-			}
+	for (int64_t i = n / 2 - 1; i >= 0; i--)
+		sift_down(c, i, n);
+}
+
+/* The k best candidates (k < their number), sorted, into s->cand: a heap
+ * of the k best so far, its worst at the root, which one pass over the
+ * row replaces whenever a logit beats it. */
+static int64_t cands_top_k(struct sampler *s, const float *l, int64_t k)
+{
+	struct cand *h = s->cand;
+	int64_t m = 0, i = 0;
+	for (; m < k; i++)
+		if (l[i] > -INFINITY)
+			h[m++] = (struct cand){ l[i], (int32_t)i };
+	heapify(h, k);
+	float worst = h[0].logit;
+	for (; i < s->n_vocab; i++)
+		if (l[i] > worst) { /* a tie loses: its id is larger */
+			h[0] = (struct cand){ l[i], (int32_t)i };
+			sift_down(h, 0, k);
+			worst = h[0].logit;
 		}
-		if (k - 1 <= j)
-			hi = j;
-		else if (k - 1 >= i)
-			lo = i;
-		else
+	sort_cands(h, k);
+	return k;
+}
+
+/* Every candidate whose weight e (exp(l - max), by token id) has a binary
+ * exponent of at least expo (0: every candidate; e is not read), sorted,
+ * into s->cand. */
+static int64_t cands_above(struct sampler *s, const float *l, const float *e, uint32_t expo)
+{
+	int64_t m = 0;
+	for (int64_t i = 0; i < s->n_vocab; i++) {
+		uint32_t bits = 0;
+		if (expo)
+			memcpy(&bits, &e[i], sizeof bits);
+		if (bits >> 23 >= expo && l[i] > -INFINITY)
+			s->cand[m++] = (struct cand){ l[i], (int32_t)i };
+	}
+	sort_cands(s->cand, m);
+	return m;
+}
+
+/* Top-p's candidates without top-k: sorted, a prefix of the sorted row
+ * that holds at least top_p of the mass (so truncate_sorted finds its cut
+ * in it); *total: the sum of exp(l - l[best]) over the row. */
+static int64_t cands_top_p(struct sampler *s, const float *l, int64_t best, double *total)
+{
+	const int64_t V = s->n_vocab;
+	float *e = s->cand_w; /* by token id, as scratch */
+	*total = ops_exp_blocks(e, l, V, l[best], 1.0f, NULL);
+	/* mass by binary exponent of e (all in [0, 1]: exponents <= 127), in
+	 * four histograms so that runs of one exponent do not chain their adds */
+	double h[4][128] = { { 0 } };
+	for (int64_t i = 0; i < V; i++) {
+		uint32_t bits;
+		memcpy(&bits, &e[i], sizeof bits);
+		h[i & 3][(bits >> 23) & 127] += e[i];
+	}
+	/* the cut: the mass from the top down to it reaches top_p, with room
+	 * for the float rounding of the probabilities truncate_sorted sums */
+	const double want = (double)s->p.top_p * *total * (1.0 + 1e-6);
+	double acc = 0;
+	uint32_t expo = 127;
+	for (;; expo--) {
+		acc += h[0][expo] + h[1][expo] + h[2][expo] + h[3][expo];
+		if (acc >= want || expo == 0)
 			break;
 	}
+	return cands_above(s, l, e, acc >= want ? expo : 0);
 }
 
-/* Softmax of the first n candidates at temperature temp into probs. */
-static void softmax(const struct cand *c, int64_t n, float temp, float *probs)
+/* Of the n sorted candidates, how many top-p and min-p keep, judged on the
+ * distribution at temperature 1: p_i = exp(l_i - l_0) / total (total < 0:
+ * the sum over the n). -1 when top-p's cut lies past the n (the prefix was
+ * too short). */
+static int64_t truncate_sorted(struct sampler *s, int64_t n, double total)
 {
-	double sum = 0;
-	for (int64_t i = 0; i < n; i++) {
-		probs[i] = expf((c[i].logit - c[0].logit) / temp);
-		sum += probs[i];
-	}
+	float *e = s->cand_w;
 	for (int64_t i = 0; i < n; i++)
-		probs[i] = (float)(probs[i] / sum);
-}
-
-/* Truncates the sorted candidates by top-p and min-p at temperature 1. */
-static int64_t truncate_p(struct sampler *s, int64_t n)
-{
-	softmax(s->cand, n, 1.0f, s->cand_probs);
+		e[i] = s->cand[i].logit;
+	const double sum = ops_exp_blocks(e, e, n, s->cand[0].logit, 1.0f, NULL);
+	if (total < 0)
+		total = sum;
 	int64_t keep = n;
 	if (s->p.top_p < 1.0f) {
 		double cum = 0;
-		for (int64_t i = 0; i < n; i++) {
-			cum += s->cand_probs[i];
-			if (cum >= s->p.top_p) {
+		keep = -1;
+		for (int64_t i = 0; i < n && keep < 0; i++) {
+			cum += (float)(e[i] / total);
+			if (cum >= s->p.top_p)
 				keep = i + 1;
-				break;
-			}
 		}
+		if (keep < 0)
+			return -1;
 	}
 	if (s->p.min_p > 0.0f) {
-		const float thr = s->cand_probs[0] * s->p.min_p;
+		const float thr = (float)(e[0] / total) * s->p.min_p;
 		int64_t i = 1;
-		while (i < keep && s->cand_probs[i] >= thr)
+		while (i < keep && (float)(e[i] / total) >= thr)
 			i++;
 		keep = i;
 	}
 	return keep;
 }
 
-/* Without top-p nothing needs the candidates in order (sorting 262k of
- * them costs ~50 ms a row): the best goes first (softmax subtracts it) and
- * min-p keeps exp(l - l_best) >= min_p, the same test truncate_p makes on
- * probabilities at temperature 1. */
-static int64_t truncate_unsorted(struct sampler *s, int64_t n)
+/* The final distribution over the first keep sorted candidates. */
+static int64_t dist_sorted(struct sampler *s, int64_t keep)
 {
-	struct cand *c = s->cand;
-	int64_t best = 0;
-	for (int64_t i = 1; i < n; i++)
-		if (cand_before(&c[i], &c[best]))
-			best = i;
-	struct cand t = c[0];
-	c[0] = c[best];
-	c[best] = t;
-	if (s->p.min_p <= 0.0f)
-		return n;
-	const float floor_l = c[0].logit + logf(s->p.min_p);
-	int64_t keep = 1;
-	for (int64_t i = 1; i < n; i++)
-		if (c[i].logit >= floor_l)
-			c[keep++] = c[i];
+	for (int64_t i = 0; i < keep; i++) {
+		s->cand_ids[i] = s->cand[i].id;
+		s->cand_w[i] = s->cand[i].logit;
+	}
+	s->ids = s->cand_ids;
+	s->n_cand = keep;
+	s->total = ops_exp_blocks(s->cand_w, s->cand_w, keep, s->cand[0].logit,
+				  s->p.temperature, s->cand_blocks);
 	return keep;
+}
+
+/* The final distribution without top-k or top-p: the candidates in
+ * vocabulary order; min-p keeps exp(l - l_best) >= min_p, the test
+ * truncate_sorted makes. */
+static int64_t dist_all(struct sampler *s, const float *l, int64_t n_valid, int64_t best)
+{
+	const int64_t V = s->n_vocab;
+	const float mx = l[best];
+	if (n_valid == V && s->p.min_p <= 0.0f) {
+		s->ids = s->iota;
+		s->n_cand = V;
+		s->total = ops_exp_blocks(s->cand_w, l, V, mx, s->p.temperature, s->cand_blocks);
+		return V;
+	}
+	const float floor_l = s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
+	int64_t n = 0;
+	for (int64_t i = 0; i < V; i++)
+		if (l[i] >= floor_l && l[i] > -INFINITY) {
+			s->cand_ids[n] = (int32_t)i;
+			s->cand_w[n++] = l[i];
+		}
+	s->ids = s->cand_ids;
+	s->n_cand = n;
+	s->total = ops_exp_blocks(s->cand_w, s->cand_w, n, mx, s->p.temperature, s->cand_blocks);
+	return n;
 }
 
 int64_t sampler_dist(struct sampler *s, float *logits)
@@ -376,39 +475,37 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 	const int64_t V = s->n_vocab;
 	if (penalties_on(&s->p))
 		apply_penalties(s, logits);
+	s->normalized = false;
 	if (s->p.temperature <= 0.0f) {
 		int64_t best = 0;
 		for (int64_t i = 1; i < V; i++)
 			if (logits[i] > logits[best])
 				best = i;
-		s->n_cand = 1;
-		s->cand_ids[0] = (int32_t)best;
-		s->cand_probs[0] = 1.0f;
+		sampler_take_argmax(s, (int32_t)best);
 		return 1;
 	}
-	/* tokens masked to -inf (grammars, logit_bias) are never candidates */
-	int64_t n = 0;
-	for (int64_t i = 0; i < V; i++)
-		if (logits[i] > -INFINITY)
-			s->cand[n++] = (struct cand){ logits[i], (int32_t)i };
-	if (n == 0) /* everything masked: fall back to all (the caller's problem) */
-		for (int64_t i = 0; i < V; i++)
-			s->cand[n++] = (struct cand){ 0.0f, (int32_t)i };
-	if (s->p.top_k > 0 && s->p.top_k < n) {
-		select_top_k(s->cand, n, s->p.top_k);
-		n = s->p.top_k;
+	/* tokens masked to -inf (grammars, logit_bias) are never candidates;
+	 * all of them masked: every token, uniformly (the caller's problem) */
+	int64_t best;
+	int64_t n_valid = ops_logits_scan(logits, V, &best);
+	if (n_valid == 0) {
+		memset(logits, 0, (size_t)V * sizeof *logits);
+		n_valid = V;
+	}
+	if (s->p.top_k > 0 && s->p.top_k < n_valid) {
+		const int64_t k = cands_top_k(s, logits, s->p.top_k);
+		const int64_t keep = truncate_sorted(s, k, -1.0);
+		return dist_sorted(s, keep < 0 ? k : keep);
 	}
 	if (s->p.top_p < 1.0f) {
-		sort_cands(s->cand, n);
-		n = truncate_p(s, n);
-	} else {
-		n = truncate_unsorted(s, n);
+		double total;
+		int64_t m = cands_top_p(s, logits, best, &total);
+		int64_t keep = truncate_sorted(s, m, total);
+		if (keep < 0 && m < n_valid) /* rounding left the cut past the prefix */
+			keep = truncate_sorted(s, m = cands_above(s, logits, NULL, 0), total);
+		return dist_sorted(s, keep < 0 ? m : keep);
 	}
-	softmax(s->cand, n, s->p.temperature, s->cand_probs);
-	for (int64_t i = 0; i < n; i++)
-		s->cand_ids[i] = s->cand[i].id;
-	s->n_cand = n;
-	return n;
+	return dist_all(s, logits, n_valid, best);
 }
 
 const struct sample_params *sampler_params(const struct sampler *s) { return &s->p; }
@@ -425,20 +522,38 @@ void sampler_rng_set(struct sampler *s, const uint64_t state[4])
 	memcpy(s->rng, state, sizeof s->rng);
 }
 
+/* The candidate at which the running sum of the weights first passes
+ * target: whole blocks are skipped by their sums, then the weights are
+ * added one by one from the block the sums point at (on into the next
+ * blocks if rounding ran past). Never one of weight 0. */
+static int64_t draw_index(const struct sampler *s, double target)
+{
+	const float *w = s->cand_w;
+	const int64_t n = s->n_cand, nb = (n + OPS_EXP_BLOCK - 1) / OPS_EXP_BLOCK;
+	double cum = 0;
+	int64_t b = 0;
+	for (; b < nb - 1 && !(target < cum + s->cand_blocks[b]); b++)
+		cum += s->cand_blocks[b];
+	int64_t last = -1;
+	for (int64_t i = b * OPS_EXP_BLOCK; i < n; i++) {
+		if (!(w[i] > 0.0f))
+			continue;
+		last = i;
+		cum += w[i];
+		if (target < cum)
+			return i;
+	}
+	for (int64_t i = b * OPS_EXP_BLOCK - 1; last < 0 && i >= 0; i--)
+		if (w[i] > 0.0f)
+			last = i;
+	return last < 0 ? 0 : last; /* rounding at the very top of the range */
+}
+
 int32_t sampler_draw(struct sampler *s)
 {
 	if (s->p.temperature <= 0.0f)
-		return s->cand_ids[0]; /* greedy draws no random number */
-	double r = rng_uniform(s->rng), cum = 0;
-	int64_t pick = s->n_cand - 1;
-	for (int64_t i = 0; i < s->n_cand; i++) {
-		cum += s->cand_probs[i];
-		if (r < cum) {
-			pick = i;
-			break;
-		}
-	}
-	return s->cand_ids[pick];
+		return s->ids[0]; /* greedy draws no random number */
+	return s->ids[draw_index(s, rng_uniform(s->rng) * s->total)];
 }
 
 bool sampler_is_plain_greedy(const struct sampler *s)
@@ -450,7 +565,11 @@ int32_t sampler_take_argmax(struct sampler *s, int32_t argmax)
 {
 	s->n_cand = 1;
 	s->cand_ids[0] = argmax;
-	s->cand_probs[0] = 1.0f;
+	s->cand_w[0] = 1.0f;
+	s->cand_blocks[0] = 1.0;
+	s->total = 1.0;
+	s->ids = s->cand_ids;
+	s->normalized = false;
 	return argmax;
 }
 
@@ -460,9 +579,15 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 	return sampler_draw(s);
 }
 
-int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs)
+int64_t sampler_candidates(struct sampler *s, const int32_t **ids, const float **probs)
 {
-	*ids = s->cand_ids;
-	*probs = s->cand_probs;
+	if (!s->normalized) {
+		const double inv = 1.0 / s->total;
+		for (int64_t i = 0; i < s->n_cand; i++)
+			s->cand_p[i] = (float)(s->cand_w[i] * inv);
+		s->normalized = true;
+	}
+	*ids = s->ids;
+	*probs = s->cand_p;
 	return s->n_cand;
 }

@@ -103,9 +103,10 @@ void sampler_rng_get(const struct sampler *s, uint64_t state[4]);
 void sampler_rng_set(struct sampler *s, const uint64_t state[4]);
 
 /* After sampler_sample / sampler_dist: the surviving candidates and their
- * final probabilities, the most probable first; the rest in decreasing
- * order when top-p applied, else in no particular order (sorting the whole
- * vocabulary for nothing is too slow). Valid until the next call. */
-int64_t sampler_candidates(const struct sampler *s, const int32_t **ids, const float **probs);
+ * final probabilities (made here, on the first call after a distribution),
+ * in decreasing order when top-k or top-p applied, else in vocabulary
+ * order (sorting the whole vocabulary for nothing is too slow). Valid
+ * until the sampler (or one sharing its candidate buffers) samples again. */
+int64_t sampler_candidates(struct sampler *s, const int32_t **ids, const float **probs);
 
 #endif

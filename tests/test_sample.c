@@ -1,5 +1,6 @@
 /* test_sample.c — the sampling chain on synthetic logits. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,6 +259,215 @@ static void test_sharing_and_rng(void)
 	sampler_free(b);
 }
 
+/* ---- a vocabulary of model size against a plain reference ---- */
+
+#define BIG_V 70001 /* past the 64-weight blocks, with a short last one */
+
+struct ref_cand {
+	float l;
+	int32_t id;
+};
+
+static int ref_order(const void *a, const void *b)
+{
+	const struct ref_cand *x = a, *y = b;
+	if (x->l != y->l)
+		return x->l > y->l ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The chain as sample.h states it, the obvious way: every candidate
+ * sorted, the truncations on the distribution at temperature 1, the
+ * final softmax at the temperature, in long double. Returns how many are
+ * kept; c[0..kept) the kept (sorted), pr their probabilities. */
+static int64_t ref_dist(const float *l, int64_t n_vocab, const struct sample_params *p,
+			struct ref_cand *c, long double *pr)
+{
+	int64_t n = 0;
+	for (int64_t i = 0; i < n_vocab; i++)
+		if (l[i] > -INFINITY)
+			c[n++] = (struct ref_cand){ l[i], (int32_t)i };
+	qsort(c, (size_t)n, sizeof *c, ref_order);
+	if (p->top_k > 0 && p->top_k < n)
+		n = p->top_k;
+	long double sum = 0;
+	for (int64_t i = 0; i < n; i++)
+		sum += expl((long double)c[i].l - c[0].l);
+	int64_t keep = n;
+	if (p->top_p < 1.0f) {
+		long double cum = 0;
+		for (int64_t i = 0; i < n; i++) {
+			cum += expl((long double)c[i].l - c[0].l) / sum;
+			if (cum >= p->top_p) {
+				keep = i + 1;
+				break;
+			}
+		}
+	}
+	if (p->min_p > 0.0f) {
+		int64_t i = 1;
+		while (i < keep && expl((long double)c[i].l - c[0].l) >= p->min_p)
+			i++;
+		keep = i;
+	}
+	long double z = 0;
+	for (int64_t i = 0; i < keep; i++)
+		z += pr[i] = expl(((long double)c[i].l - c[0].l) / p->temperature);
+	for (int64_t i = 0; i < keep; i++)
+		pr[i] /= z;
+	return keep;
+}
+
+/* Logits of three shapes: a model's (a few high, a long tail), flat, and
+ * mostly masked (a grammar), with a NaN (but the flat one) and ties. */
+static void big_logits(float *l, int shape)
+{
+	uint64_t r = 0x9e3779b97f4a7c15ull * (uint64_t)(shape + 1);
+	for (int64_t i = 0; i < BIG_V; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		const float u = (float)(r >> 40) / (float)(1 << 24); /* [0, 1) */
+		l[i] = shape == 1 ? 4.0f * u : -6.0f - 12.0f * u;
+		if (shape == 2 && i % 50 != 7)
+			l[i] = -INFINITY;
+	}
+	for (int i = 0; i < 40 && shape != 1; i++) /* the head: 40 likely tokens */
+		l[(i * 7919) % BIG_V] = 9.0f - 0.25f * (float)i;
+	l[BIG_V - 1] = shape == 1 ? 4.0f : l[(3 * 7919) % BIG_V]; /* a tie across the row */
+	if (shape != 1) /* the flat row is all candidates (no mask, no NaN) */
+		l[BIG_V / 2] = NAN;
+}
+
+static void test_big_vocab(void)
+{
+	static float l[BIG_V], l2[BIG_V];
+	static struct ref_cand c[BIG_V];
+	static long double pr[BIG_V];
+	static const struct {
+		float temperature, top_p, min_p;
+		int32_t top_k;
+	} grid[] = {
+		{ 1.0f, 1.0f, 0.0f, 0 },     { 0.7f, 1.0f, 0.0f, 0 },   { 0.8f, 0.95f, 0.05f, 40 },
+		{ 1.0f, 0.9f, 0.0f, 0 },     { 1.3f, 0.5f, 0.0f, 0 },   { 1.0f, 0.999f, 0.0f, 0 },
+		{ 1.0f, 1.0f, 0.001f, 0 },   { 0.5f, 1.0f, 0.0f, 1000 }, { 1.0f, 0.9f, 0.0f, 5000 },
+		{ 0.05f, 1.0f, 0.0f, 0 },    { 1.0f, 1.0f, 0.0f, 1 },
+		{ 1.0f, 1.0f, 0.0f, 4 }, /* the 4th best ties with the last token */
+	};
+	int bad_set = 0, bad_prob = 0, bad_order = 0, cases = 0;
+	for (int shape = 0; shape < 3; shape++) {
+		big_logits(l, shape);
+		for (int g = 0; g < (int)(sizeof grid / sizeof *grid); g++) {
+			struct sample_params p = { .temperature = grid[g].temperature,
+						   .top_k = grid[g].top_k, .top_p = grid[g].top_p,
+						   .min_p = grid[g].min_p, .repeat_penalty = 1,
+						   .seed = 3 };
+			struct sampler *s;
+			ing_err err = { 0 };
+			if (sampler_create(&p, BIG_V, &s, &err) != ING_OK) {
+				CHECK(0, "sampler_create: %s", err.msg);
+				return;
+			}
+			memcpy(l2, l, sizeof l);
+			const int64_t n = sampler_dist(s, l2);
+			const int32_t *ids;
+			const float *probs;
+			CHECK(sampler_candidates(s, &ids, &probs) == n, "candidates");
+			memcpy(l2, l, sizeof l);
+			const int64_t want = ref_dist(l2, BIG_V, &p, c, pr);
+			cases++;
+			if (n != want) {
+				bad_set++;
+				fprintf(stderr, "shape %d case %d: %lld candidates, want %lld\n",
+					shape, g, (long long)n, (long long)want);
+				sampler_free(s);
+				continue;
+			}
+			/* the same ids with the same probabilities (sorted ones in
+			 * order, the whole vocabulary's in id order) */
+			static long double by_id[BIG_V];
+			static char kept[BIG_V];
+			memset(kept, 0, sizeof kept);
+			for (int64_t i = 0; i < want; i++) {
+				kept[c[i].id] = 1;
+				by_id[c[i].id] = pr[i];
+			}
+			const bool sorted = p.top_k > 0 || p.top_p < 1.0f;
+			for (int64_t i = 0; i < n; i++) {
+				const int32_t t = ids[i];
+				if (!kept[t]) {
+					bad_set++;
+					break;
+				}
+				bad_prob += fabsl(probs[i] - by_id[t]) > 2e-6L * by_id[t] + 1e-12L;
+				bad_order += sorted ? t != c[i].id : i > 0 && t <= ids[i - 1];
+			}
+			sampler_free(s);
+		}
+	}
+	CHECK(bad_set == 0 && bad_prob == 0 && bad_order == 0,
+	      "%d distributions as the reference's: %d candidate sets, %d probabilities, %d "
+	      "orders differ", cases, bad_set, bad_prob, bad_order);
+}
+
+/* Draws over a model-size row: the frequencies of the head tokens within
+ * five standard deviations of their probabilities, no masked or NaN token
+ * ever drawn, and dist + draw the same tokens as sample from one seed. */
+static void test_big_draws(void)
+{
+	static float l[BIG_V], l2[BIG_V];
+	static int hits[BIG_V];
+	struct sample_params p = { .temperature = 1.0f, .top_p = 1.0f, .repeat_penalty = 1,
+				   .seed = 11 };
+	struct sampler *s, *t;
+	ing_err err = { 0 };
+	if (sampler_create(&p, BIG_V, &s, &err) || sampler_create(&p, BIG_V, &t, &err)) {
+		CHECK(0, "sampler_create: %s", err.msg);
+		return;
+	}
+	for (int shape = 0; shape < 3; shape++) {
+		big_logits(l, shape);
+		memset(hits, 0, sizeof hits);
+		enum { N = 4000 };
+		int same = 1, masked = 0;
+		for (int it = 0; it < N; it++) {
+			memcpy(l2, l, sizeof l);
+			const int32_t x = sampler_sample(s, l2);
+			memcpy(l2, l, sizeof l);
+			sampler_dist(t, l2);
+			const int32_t *ids;
+			const float *probs;
+			sampler_candidates(t, &ids, &probs);
+			same &= sampler_draw(t) == x;
+			hits[x]++;
+			masked += !(l[x] > -INFINITY);
+		}
+		memcpy(l2, l, sizeof l);
+		const int64_t n = sampler_dist(s, l2);
+		const int32_t *ids;
+		const float *probs;
+		sampler_candidates(s, &ids, &probs);
+		int bad = 0;
+		double mass = 0, group_q[16] = { 0 };
+		int group_hits[16] = { 0 };
+		for (int64_t i = 0; i < n; i++) {
+			const double q = probs[i], sd = sqrt(N * q * (1 - q));
+			if (q > 1e-3) /* the tail's tokens: by ranges only */
+				bad += fabs(hits[ids[i]] - N * q) > 5 * sd + 1;
+			mass += q;
+			group_q[ids[i] * 16 / BIG_V] += q; /* and by ranges of ids */
+			group_hits[ids[i] * 16 / BIG_V] += hits[ids[i]];
+		}
+		for (int g = 0; g < 16; g++)
+			bad += fabs(group_hits[g] - N * group_q[g]) >
+			       5 * sqrt(N * group_q[g] * (1 - group_q[g])) + 1;
+		CHECK(same, "shape %d: dist + draw draws what sample draws", shape);
+		CHECK(masked == 0, "shape %d: %d masked tokens drawn", shape, masked);
+		CHECK(bad == 0 && fabs(mass - 1) < 1e-5, "shape %d: %d frequencies off (mass %.7f)",
+		      shape, bad, mass);
+	}
+	sampler_free(s);
+	sampler_free(t);
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -269,6 +479,8 @@ int main(void)
 	test_params();
 	test_masked();
 	test_sharing_and_rng();
+	test_big_vocab();
+	test_big_draws();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_sample");
 }
