@@ -21,11 +21,17 @@ struct bs_req {
 /* Workload kind by name (chat, shared-prefix, agentic); -1 if unknown. */
 int bs_kind_parse(const char *name);
 
-/* Builds n requests of the given kind for `model` (NULL: no "model" field),
- * each streamed with at most max_tokens tokens. Returns an array of n the
- * caller frees with bs_reqs_free, or NULL when out of memory. */
-struct bs_req *bs_workload_build(int kind, const char *model, int n, int max_tokens,
-				 uint64_t seed);
+/* What every request body carries besides its prompt or messages. */
+struct bs_body {
+	const char *model;   /* NULL: no "model" field */
+	int max_tokens;      /* each streamed with at most this many tokens */
+	double temperature;  /* 0: greedy */
+	double top_p;        /* 1: no "top_p" field */
+};
+
+/* Builds n requests of the given kind. Returns an array of n the caller
+ * frees with bs_reqs_free, or NULL when out of memory. */
+struct bs_req *bs_workload_build(int kind, const struct bs_body *body, int n, uint64_t seed);
 void bs_reqs_free(struct bs_req *r, int n);
 
 #endif

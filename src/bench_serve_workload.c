@@ -100,8 +100,9 @@ static char *random_text(uint64_t *s, int n)
 }
 
 /* The common fields of every body; NULL out of memory. */
-static cJSON *body_new(const char *model, int max_tokens)
+static cJSON *body_new(const struct bs_body *body)
 {
+	const char *model = body->model;
 	cJSON *o = cJSON_CreateObject();
 	cJSON *so = cJSON_CreateObject();
 	if (!o || !so || !cJSON_AddItemToObject(o, "stream_options", so)) {
@@ -110,10 +111,11 @@ static cJSON *body_new(const char *model, int max_tokens)
 		return NULL;
 	}
 	int ok = (!model || cJSON_AddStringToObject(o, "model", model)) &&
-		 cJSON_AddNumberToObject(o, "max_tokens", max_tokens) &&
+		 cJSON_AddNumberToObject(o, "max_tokens", body->max_tokens) &&
 		 cJSON_AddTrueToObject(o, "stream") && cJSON_AddTrueToObject(so, "include_usage") &&
 		 cJSON_AddTrueToObject(o, "ignore_eos") &&
-		 cJSON_AddNumberToObject(o, "temperature", 0);
+		 cJSON_AddNumberToObject(o, "temperature", body->temperature) &&
+		 (body->top_p >= 1 || cJSON_AddNumberToObject(o, "top_p", body->top_p));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -133,9 +135,9 @@ static int body_finish(struct bs_req *r, cJSON *o)
 	return r->body ? 0 : -1;
 }
 
-static int completion_req(struct bs_req *r, const char *model, int max_tokens, const char *prompt)
+static int completion_req(struct bs_req *r, const struct bs_body *body, const char *prompt)
 {
-	cJSON *o = body_new(model, max_tokens);
+	cJSON *o = body_new(body);
 	if (o && !cJSON_AddStringToObject(o, "prompt", prompt)) {
 		cJSON_Delete(o);
 		o = NULL;
@@ -145,11 +147,11 @@ static int completion_req(struct bs_req *r, const char *model, int max_tokens, c
 	return body_finish(r, o);
 }
 
-static int build_chat(struct bs_req *r, int n, const char *model, int max_tokens, uint64_t *s)
+static int build_chat(struct bs_req *r, int n, const struct bs_body *body, uint64_t *s)
 {
 	for (int i = 0; i < n; i++) {
 		char *p = random_text(s, rng_range(s, 50, 200));
-		int rc = p ? completion_req(&r[i], model, max_tokens, p) : -1;
+		int rc = p ? completion_req(&r[i], body, p) : -1;
 		ing_free(p);
 		if (rc)
 			return -1;
@@ -157,7 +159,7 @@ static int build_chat(struct bs_req *r, int n, const char *model, int max_tokens
 	return 0;
 }
 
-static int build_shared_prefix(struct bs_req *r, int n, const char *model, int max_tokens,
+static int build_shared_prefix(struct bs_req *r, int n, const struct bs_body *body,
 			       uint64_t *s)
 {
 	char *prefix[N_PREFIX] = {0};
@@ -169,7 +171,7 @@ static int build_shared_prefix(struct bs_req *r, int n, const char *model, int m
 		sbuf_puts(&b, prefix[rng_next(s) % N_PREFIX]);
 		sbuf_puts(&b, "\n");
 		put_words(&b, s, rng_range(s, 10, 30));
-		rc = b.oom ? -1 : completion_req(&r[i], model, max_tokens, b.p);
+		rc = b.oom ? -1 : completion_req(&r[i], body, b.p);
 		sbuf_free(&b);
 	}
 	for (int k = 0; k < N_PREFIX; k++)
@@ -197,10 +199,10 @@ static int add_random_msg(cJSON *msgs, const char *role, uint64_t *s, int lo, in
 }
 
 /* One chat request over (a copy of) history; -1 out of memory. */
-static int chat_req(struct bs_req *r, const char *model, int max_tokens, const cJSON *history,
+static int chat_req(struct bs_req *r, const struct bs_body *body, const cJSON *history,
 		    int dep)
 {
-	cJSON *o = body_new(model, max_tokens);
+	cJSON *o = body_new(body);
 	cJSON *msgs = cJSON_Duplicate(history, 1);
 	if (!o || !msgs || !cJSON_AddItemToObject(o, "messages", msgs)) {
 		cJSON_Delete(o);
@@ -226,14 +228,14 @@ static cJSON *session_new(void)
 }
 
 /* Sub-agent requests after turn `dep`: short independent tasks. */
-static int build_burst(struct bs_req *r, int *i, int n, const char *model, int max_tokens,
+static int build_burst(struct bs_req *r, int *i, int n, const struct bs_body *body,
 		       uint64_t *s, int dep)
 {
 	for (int k = 0; k < AG_BURST && *i < n; k++, (*i)++) {
 		cJSON *h = cJSON_CreateArray();
 		int rc = (!h || add_msg(h, "system", system_prompt) ||
 			  add_random_msg(h, "user", s, 10, 30)) ? -1 :
-			 chat_req(&r[*i], model, max_tokens, h, dep);
+			 chat_req(&r[*i], body, h, dep);
 		cJSON_Delete(h);
 		if (rc)
 			return -1;
@@ -241,7 +243,7 @@ static int build_burst(struct bs_req *r, int *i, int n, const char *model, int m
 	return 0;
 }
 
-static int build_session(struct bs_req *r, int *i, int n, const char *model, int max_tokens,
+static int build_session(struct bs_req *r, int *i, int n, const struct bs_body *body,
 			 uint64_t *s)
 {
 	cJSON *h = session_new();
@@ -250,23 +252,23 @@ static int build_session(struct bs_req *r, int *i, int n, const char *model, int
 		if (t > 0)
 			rc = add_random_msg(h, "assistant", s, 20, 60);
 		rc = rc ? rc : add_random_msg(h, "user", s, 8, 25);
-		rc = rc ? rc : chat_req(&r[*i], model, max_tokens, h, prev);
+		rc = rc ? rc : chat_req(&r[*i], body, h, prev);
 		if (rc)
 			break;
 		r[*i].turn = t + 1;
 		prev = (*i)++;
 		if (t == 1)
-			rc = build_burst(r, i, n, model, max_tokens, s, prev);
+			rc = build_burst(r, i, n, body, s, prev);
 	}
 	cJSON_Delete(h);
 	return rc;
 }
 
-static int build_agentic(struct bs_req *r, int n, const char *model, int max_tokens, uint64_t *s)
+static int build_agentic(struct bs_req *r, int n, const struct bs_body *body, uint64_t *s)
 {
 	int i = 0;
 	while (i < n)
-		if (build_session(r, &i, n, model, max_tokens, s))
+		if (build_session(r, &i, n, body, s))
 			return -1;
 	return 0;
 }
@@ -282,16 +284,15 @@ int bs_kind_parse(const char *name)
 	return -1;
 }
 
-struct bs_req *bs_workload_build(int kind, const char *model, int n, int max_tokens,
-				 uint64_t seed)
+struct bs_req *bs_workload_build(int kind, const struct bs_body *body, int n, uint64_t seed)
 {
 	struct bs_req *r = ing_calloc((size_t)n, sizeof *r);
 	uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
 	if (!r)
 		return NULL;
-	int rc = kind == BS_CHAT	  ? build_chat(r, n, model, max_tokens, &s) :
-		 kind == BS_SHARED_PREFIX ? build_shared_prefix(r, n, model, max_tokens, &s) :
-					    build_agentic(r, n, model, max_tokens, &s);
+	int rc = kind == BS_CHAT	  ? build_chat(r, n, body, &s) :
+		 kind == BS_SHARED_PREFIX ? build_shared_prefix(r, n, body, &s) :
+					    build_agentic(r, n, body, &s);
 	if (rc) {
 		bs_reqs_free(r, n);
 		return NULL;

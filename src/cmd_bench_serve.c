@@ -9,7 +9,9 @@
  * text chunks, TPOT (e2e - TTFT) / (output tokens - 1), output and input
  * tokens come from the usage chunk (else output = text chunks). Means,
  * medians and P99s (linear interpolation, as numpy) are over successful
- * requests; ITL over all their gaps. */
+ * requests; ITL over all their gaps. Requests are greedy unless
+ * --temperature (and --top-p) say otherwise: sampling is work the server
+ * does per token too. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ struct bs_opts {
 	char url[2048];     /* base, without a trailing "/" or "/v1" */
 	const char *api_key, *model;
 	int kind, concurrency, requests, max_tokens, json;
+	double temperature, top_p;
 	uint64_t seed;
 };
 
@@ -66,7 +69,8 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: ingot bench serve --url http://HOST:PORT [--workload chat|shared-prefix|agentic]\n"
 		"                         [--concurrency 16] [--requests 200] [--max-tokens 64]\n"
-		"                         [--seed 1] [--model NAME] [--api-key K] [--json]\n");
+		"                         [--temperature 0] [--top-p 1] [--seed 1] [--model NAME]\n"
+		"                         [--api-key K] [--json]\n");
 	return 2;
 }
 
@@ -86,6 +90,17 @@ static int set_url(struct bs_opts *o, const char *url)
 	return 0;
 }
 
+/* A number in [lo, hi] into *out; -1 if arg is not one. */
+static int parse_unit(const char *arg, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	if (end == arg || *end || !(v >= lo && v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int parse_opt(struct bs_opts *o, int c, const char *arg)
 {
 	switch (c) {
@@ -95,6 +110,8 @@ static int parse_opt(struct bs_opts *o, int c, const char *arg)
 	case 'n': return cli_parse_int(arg, 1, 1000000, &o->requests);
 	case 'x': return cli_parse_int(arg, 1, 1 << 20, &o->max_tokens);
 	case 's': o->seed = strtoull(arg, NULL, 10); return 0;
+	case 't': return parse_unit(arg, 0, 2, &o->temperature);
+	case 'p': return parse_unit(arg, 1e-9, 1, &o->top_p);
 	case 'k': o->api_key = arg; return 0;
 	case 'm': o->model = arg; return 0;
 	case 'j': o->json = 1; return 0;
@@ -107,10 +124,11 @@ static int parse_args(int argc, char **argv, struct bs_opts *o)
 	static const struct option lo[] = {
 		{"url", 1, 0, 'u'}, {"workload", 1, 0, 'w'}, {"concurrency", 1, 0, 'c'},
 		{"requests", 1, 0, 'n'}, {"max-tokens", 1, 0, 'x'}, {"seed", 1, 0, 's'},
-		{"api-key", 1, 0, 'k'}, {"model", 1, 0, 'm'}, {"json", 0, 0, 'j'}, {0, 0, 0, 0},
+		{"api-key", 1, 0, 'k'}, {"model", 1, 0, 'm'}, {"json", 0, 0, 'j'},
+		{"temperature", 1, 0, 't'}, {"top-p", 1, 0, 'p'}, {0, 0, 0, 0},
 	};
 	*o = (struct bs_opts){.kind = BS_CHAT, .concurrency = 16, .requests = 200,
-			      .max_tokens = 64, .seed = 1};
+			      .max_tokens = 64, .seed = 1, .top_p = 1};
 	optind = 1;
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -545,6 +563,8 @@ static int print_json(const struct bs_stats *s, const struct bs_opts *o)
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "workload", kinds[o->kind]);
 	cJSON_AddNumberToObject(j, "max_concurrency", o->concurrency);
+	cJSON_AddNumberToObject(j, "temperature", o->temperature);
+	cJSON_AddNumberToObject(j, "top_p", o->top_p);
 	cJSON_AddNumberToObject(j, "completed", s->completed);
 	cJSON_AddNumberToObject(j, "failed", s->failed);
 	cJSON_AddNumberToObject(j, "duration", s->duration);
@@ -583,7 +603,9 @@ static void report_failure(const struct bs_result *r, int n)
 /* Builds the workload, runs it and prints the figures. */
 static int bench_run(const struct bs_opts *o, const char *model)
 {
-	struct bs_req *q = bs_workload_build(o->kind, model, o->requests, o->max_tokens, o->seed);
+	const struct bs_body body = { .model = model, .max_tokens = o->max_tokens,
+				      .temperature = o->temperature, .top_p = o->top_p };
+	struct bs_req *q = bs_workload_build(o->kind, &body, o->requests, o->seed);
 	struct bs_result *r = q ? ing_calloc((size_t)o->requests, sizeof *r) : NULL;
 	struct bs_stats s;
 	int rc = 1;

@@ -78,6 +78,11 @@ def main():
         p = bench(url + "/v1", "--workload", "agentic", "--concurrency", "3", "--requests", "6",
                   "--max-tokens", "8", "--json")
         check_json_run("agentic", p, 6)
+        p = bench(url, "--workload", "chat", "--concurrency", "3", "--requests", "3",
+                  "--max-tokens", "8", "--temperature", "0.8", "--top-p", "0.9", "--json")
+        check_json_run("sampled chat", p, 3)
+        check("sampled chat reports its sampling", '"temperature":0.8' in p.stdout
+              and '"top_p":0.9' in p.stdout, p.stdout)
         p = bench(url, "--workload", "chat", "--concurrency", "2", "--requests", "2",
                   "--max-tokens", "4")
         missing = [l for l in LABELS if l not in p.stdout]
@@ -91,6 +96,10 @@ def main():
     p = bench("localhost:8080", "--requests", "2")
     check("bad URL exits nonzero with a message",
           p.returncode != 0 and "--url" in p.stderr, (p.returncode, p.stderr))
+    p = bench(dead_url(), "--top-p", "1.5")
+    check("top-p out of range is a usage error, the option named",
+          p.returncode == 2 and "bad value '1.5' for --top-p" in p.stderr,
+          (p.returncode, p.stderr))
     p = bench(dead_url(), "--workload", "nope")
     check("unknown workload is a usage error, the option named",
           p.returncode == 2 and "bad value 'nope' for --workload" in p.stderr,
