@@ -37,7 +37,6 @@
 #include "mem.h"
 #include "ops.h"
 
-
 struct cand {
 	float logit;
 	int32_t id;

@@ -70,8 +70,10 @@ void sampler_accept(struct sampler *s, int32_t token);
 void sampler_accept_prompt(struct sampler *s, int32_t token);
 
 /* Picks the next token from logits[n_vocab]; logits is modified (penalties
- * applied in place). Tokens whose logit is -INFINITY (masked by a grammar)
- * are never picked unless every token is. Does not call sampler_accept. */
+ * applied in place, NaNs made -INFINITY, all 0 when every one is
+ * -INFINITY). Tokens whose logit is -INFINITY (masked by a grammar) are
+ * never picked unless every token is: then any is, uniformly. Does not
+ * call sampler_accept. */
 int32_t sampler_sample(struct sampler *s, float *logits);
 
 /* True when sampling is a plain argmax of the logits as the model gave
