@@ -919,12 +919,53 @@ double ops_sum_exp(const float *x, int64_t n, float mx)
 	return use_avx2 ? ops_sum_exp_avx2(x, n, mx) : ops_sum_exp_ref(x, n, mx);
 }
 
-float ops_logsumexp(const float *x, int64_t n)
+float ops_max_ref(const float *x, int64_t n)
 {
 	float mx = x[0];
 	for (int64_t i = 1; i < n; i++)
 		mx = x[i] > mx ? x[i] : mx;
+	return mx;
+}
+
+float ops_max(const float *x, int64_t n)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_max_avx2(x, n) : ops_max_ref(x, n);
+}
+
+float ops_logsumexp(const float *x, int64_t n)
+{
+	const float mx = ops_max(x, n);
 	return mx + (float)log(ops_sum_exp(x, n, mx));
+}
+
+int64_t ops_count_above_ref(const float *x, int64_t n, float v)
+{
+	int64_t c = 0;
+	for (int64_t i = 0; i < n; i++)
+		c += x[i] > v;
+	return c;
+}
+
+int64_t ops_count_above(const float *x, int64_t n, float v)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_count_above_avx2(x, n, v) : ops_count_above_ref(x, n, v);
+}
+
+int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)
+{
+	int m = 0;
+	for (int64_t i = 0; i < n && k > 0; i++)
+		if (x[i] > (m < k ? -INFINITY : vals[k - 1]))
+			ops_top_insert(ids, vals, k, &m, x[i], i);
+	return m;
+}
+
+int ops_top_k(const float *x, int64_t n, int k, int32_t *ids, float *vals)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_top_k_avx2(x, n, k, ids, vals) : ops_top_k_ref(x, n, k, ids, vals);
 }
 
 int64_t ops_argmax(const float *x, int64_t n)

@@ -166,10 +166,24 @@ double ops_sum_exp_ref(const float *x, int64_t n, float mx);
 int64_t ops_logits_scan(float *x, int64_t n, int64_t *best);
 int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best);
 
-/* log(sum of exp(x[i]) for i < n): the maximum taken in float, then
- * ops_sum_exp: x[i] - ops_logsumexp(x, n) is the log-softmax logprobs
- * report. */
+/* The largest x[i], as `mx = x[0]; mx = x[i] > mx ? x[i] : mx` finds it
+ * (NaNs skipped, but a NaN x[0] is the answer; of +0 and -0 the first). */
+float ops_max(const float *x, int64_t n);
+float ops_max_ref(const float *x, int64_t n);
+
+/* log(sum of exp(x[i]) for i < n): ops_max, then ops_sum_exp: x[i] -
+ * ops_logsumexp(x, n) is the log-softmax logprobs report. */
 float ops_logsumexp(const float *x, int64_t n);
+
+/* How many x[i] > v (a token's rank among the logits, less one). */
+int64_t ops_count_above(const float *x, int64_t n, float v);
+int64_t ops_count_above_ref(const float *x, int64_t n, float v);
+
+/* The k largest x[i] (at most k; none -INFINITY or NaN), largest first,
+ * the lower index first among equals: their indexes into ids[k], values
+ * into vals[k]. Returns how many. */
+int ops_top_k(const float *x, int64_t n, int k, int32_t *ids, float *vals);
+int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals);
 
 /* Index of the largest x[i] (first one on ties). NaNs are skipped, except
  * that a NaN x[0] makes the answer 0. */

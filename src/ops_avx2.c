@@ -494,6 +494,79 @@ int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best)
 	return count;
 }
 
+/* The first x[i] equal to the maximum m (a NaN m: x[0]): ops_max_ref's
+ * answer, the sign of a zero included. */
+static float first_equal(const float *x, int64_t n, float m)
+{
+	if (m != m)
+		return x[0];
+	const __m256 vm = _mm256_set1_ps(m);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm,
+								_CMP_EQ_OQ));
+		if (eq)
+			return x[i + __builtin_ctz((unsigned)eq)];
+	}
+	for (; i < n; i++)
+		if (x[i] == m)
+			return x[i];
+	return m;
+}
+
+float ops_max_avx2(const float *x, int64_t n)
+{
+	/* vmaxps returns its second operand when either is NaN: a NaN x[i]
+	 * never enters, a NaN x[0] never leaves, as in the scalar loop */
+	__m256 acc = _mm256_set1_ps(x[0]);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
+	float lanes[8], m = x[0];
+	_mm256_storeu_ps(lanes, acc);
+	for (int k = 0; k < 8; k++)
+		m = lanes[k] > m ? lanes[k] : m;
+	for (; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	return first_equal(x, n, m);
+}
+
+int64_t ops_count_above_avx2(const float *x, int64_t n, float v)
+{
+	const __m256 vv = _mm256_set1_ps(v);
+	int64_t c = 0, i = 0;
+	for (; i + 8 <= n; i += 8)
+		c += __builtin_popcount((unsigned)_mm256_movemask_ps(
+			_mm256_cmp_ps(_mm256_loadu_ps(x + i), vv, _CMP_GT_OQ)));
+	for (; i < n; i++)
+		c += x[i] > v;
+	return c;
+}
+
+/* ops_top_k_ref's insertions, on the lanes of each 8 that beat the worst
+ * of the k so far (after the first few thousand entries, almost none). */
+int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals)
+{
+	int m = 0;
+	if (k <= 0)
+		return 0;
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const float worst = m < k ? -INFINITY : vals[k - 1];
+		int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i),
+							   _mm256_set1_ps(worst), _CMP_GT_OQ));
+		for (; hit; hit &= hit - 1) {
+			const int64_t j = i + __builtin_ctz((unsigned)hit);
+			if (x[j] > (m < k ? -INFINITY : vals[k - 1]))
+				ops_top_insert(ids, vals, k, &m, x[j], j);
+		}
+	}
+	for (; i < n; i++)
+		if (x[i] > (m < k ? -INFINITY : vals[k - 1]))
+			ops_top_insert(ids, vals, k, &m, x[i], i);
+	return m;
+}
+
 double ops_sum_exp_avx2(const float *x, int64_t n, float mx)
 {
 	const __m256 vmx = _mm256_set1_ps(mx);

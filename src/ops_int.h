@@ -77,6 +77,23 @@ double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float 
 			   double *blocks);
 double ops_sum_exp_avx2(const float *x, int64_t n, float mx);
 int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best);
+float ops_max_avx2(const float *x, int64_t n);
+int64_t ops_count_above_avx2(const float *x, int64_t n, float v);
+int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals);
+
+/* ops_top_k's step: x[i] into the k best so far (*m of them), in order;
+ * the caller has checked that it beats the worst when there are k. */
+static inline void ops_top_insert(int32_t *ids, float *vals, int k, int *m, float v, int64_t i)
+{
+	int j = *m < k ? (*m)++ : k - 1;
+	while (j > 0 && v > vals[j - 1]) {
+		ids[j] = ids[j - 1];
+		vals[j] = vals[j - 1];
+		j--;
+	}
+	ids[j] = (int32_t)i;
+	vals[j] = v;
+}
 
 /* x[j] *= scale for j < n; returns the largest x[j] that is not NaN
  * (-INFINITY if none), the value ops.c's scalar loop finds. */

@@ -684,6 +684,65 @@ static void test_softmax_rows(void)
 	CHECK(bad_scan == 0, "ops_logits_scan equals its scalar definition: %d differ", bad_scan);
 }
 
+/* The logprobs loops (ops_max, ops_count_above, ops_top_k): the AVX2
+ * forms against their scalar definitions on rows with repeated values,
+ * masked and NaN entries, signed zeros, a NaN first entry, and tails past
+ * the last 8; the top entries against a sort. */
+static void test_logprob_rows(void)
+{
+	enum { N = 1003 };
+	static float x[N];
+	int bad_max = 0, bad_count = 0, bad_top = 0, bad_sorted = 0;
+	uint64_t r = 99;
+	for (int round = 0; round < 40; round++) {
+		const int n = N - round % 9;
+		for (int i = 0; i < n; i++) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			x[i] = (float)((int)((r >> 40) % 64) - 48) * 0.5f; /* many repeats */
+			if ((r >> 20) % 13 == 0)
+				x[i] = -INFINITY;
+			if ((r >> 26) % 97 == 0)
+				x[i] = NAN;
+		}
+		if (round % 4 == 1) /* the maximum a zero of either sign */
+			for (int i = 0; i < n; i++)
+				x[i] = x[i] > 0 ? -x[i] : x[i] == 0 ? (i % 3 ? 0.0f : -0.0f) : x[i];
+		if (round % 5 == 2)
+			x[0] = NAN;
+		const float mr = ops_max_ref(x, n), md = ops_max(x, n);
+		bad_max += memcmp(&mr, &md, sizeof mr) != 0;
+		const float v = x[round * 7 % n];
+		bad_count += ops_count_above_ref(x, n, v) != ops_count_above(x, n, v);
+		const int k = 1 + round % 20;
+		int32_t ir[20], id[20];
+		float vr[20], vd[20];
+		const int cr = ops_top_k_ref(x, n, k, ir, vr), cd = ops_top_k(x, n, k, id, vd);
+		bad_top += cr != cd || memcmp(ir, id, sizeof *ir * (size_t)cr) ||
+			   memcmp(vr, vd, sizeof *vr * (size_t)cr);
+		/* the definition: no entry outside beats one inside; ties by index */
+		for (int j = 0; j < cr; j++) {
+			const bool after = j && (vr[j] > vr[j - 1] ||
+						 (vr[j] == vr[j - 1] && ir[j] < ir[j - 1]));
+			bad_sorted += !(x[ir[j]] == vr[j]) || after;
+		}
+		int valid = 0;
+		for (int i = 0; i < n; i++) {
+			valid += x[i] > -INFINITY;
+			bool in = false;
+			for (int j = 0; j < cr; j++)
+				in |= ir[j] == i;
+			if (!in && cr == k && x[i] > -INFINITY &&
+			    (x[i] > vr[k - 1] || (x[i] == vr[k - 1] && i < ir[k - 1])))
+				bad_sorted++;
+		}
+		bad_sorted += cr != (valid < k ? valid : k);
+	}
+	CHECK(bad_max == 0, "ops_max equals its scalar definition: %d rows differ", bad_max);
+	CHECK(bad_count == 0, "ops_count_above equals its scalar definition: %d differ", bad_count);
+	CHECK(bad_top == 0, "ops_top_k equals its scalar definition: %d rows differ", bad_top);
+	CHECK(bad_sorted == 0, "ops_top_k gives the k largest in order: %d wrong", bad_sorted);
+}
+
 /* log-sum-exp against long double, large values (no overflow: the max
  * comes out first), and masked (-inf) entries adding nothing. */
 static void test_logsumexp(void)
@@ -705,6 +764,7 @@ int main(void)
 {
 	test_logsumexp();
 	test_softmax_rows();
+	test_logprob_rows();
 	test_best_split();
 	test_exp();
 	test_scale_max();
