@@ -128,7 +128,7 @@ struct engine {
 	bool *b_want;
 	struct req **b_req;       /* [step_tokens] request of each row */
 	struct sampler **samplers; /* [max_num_seqs] one per slot; [0] owns the candidates */
-	float *lp;                /* [V] log-softmax scratch */
+	float *lp;                /* [V] a logprobs row as it was before sampling */
 	int32_t *eog_ids;         /* [n_eog] the vocabulary's end-of-generation tokens */
 	int n_eog;
 	struct spec_seq **spec;   /* [max_num_seqs] drafter per slot, when cfg.spec */
@@ -702,30 +702,17 @@ static bool preempt_newest(struct engine *e)
 
 /* ---- sampling ---- */
 
-static void fill_logprobs(struct engine *e, const float *logits, struct engine_event *ev, int top)
+/* The `top` most likely tokens of a logits row into ev (descending, the
+ * earlier id first among equals; masked ones never) with their
+ * log-probabilities logit - lse; returns lse, the row's log-sum-exp. */
+static float fill_logprobs(struct engine *e, const float *logits, struct engine_event *ev, int top)
 {
 	const int64_t V = e->m->hp.n_vocab;
 	const float lse = ops_logsumexp(logits, V);
-	for (int64_t i = 0; i < V; i++)
-		e->lp[i] = logits[i] - lse;
-	/* one pass keeping the best `top` in descending order (earlier ids
-	 * first among equals) */
-	ev->n_top = 0;
-	for (int64_t i = 0; i < V && top > 0; i++) {
-		float v = e->lp[i];
-		if (v == -INFINITY) /* masked by a grammar */
-			continue;
-		if (ev->n_top == top && !(v > ev->top_logprobs[top - 1]))
-			continue;
-		int k = ev->n_top < top ? ev->n_top++ : top - 1;
-		while (k > 0 && v > ev->top_logprobs[k - 1]) {
-			ev->top_ids[k] = ev->top_ids[k - 1];
-			ev->top_logprobs[k] = ev->top_logprobs[k - 1];
-			k--;
-		}
-		ev->top_ids[k] = (int32_t)i;
-		ev->top_logprobs[k] = v;
-	}
+	ev->n_top = ops_top_k(logits, V, top, ev->top_ids, ev->top_logprobs);
+	for (int i = 0; i < ev->n_top; i++)
+		ev->top_logprobs[i] -= lse;
+	return lse;
 }
 
 /* Reports the prompt token after position p of q, scored from logits row
@@ -737,11 +724,9 @@ static void score_row(struct engine *e, struct req *q, int64_t o, int64_t p)
 	const float *logits = fwd_logits(e->f, &n_out) + (size_t)o * (size_t)e->m->hp.n_vocab;
 	struct engine_event ev = { .kind = ENGINE_EV_PROMPT_TOKEN, .id = q->id, .pos = p + 1,
 				   .token = q->tokens[p + 1] };
-	fill_logprobs(e, logits, &ev, q->prompt_top);
-	ev.logprob = e->lp[ev.token];
-	ev.rank = 1;
-	for (int64_t i = 0; i < e->m->hp.n_vocab; i++)
-		ev.rank += e->lp[i] > ev.logprob;
+	const float lse = fill_logprobs(e, logits, &ev, q->prompt_top);
+	ev.logprob = logits[ev.token] - lse;
+	ev.rank = 1 + ops_count_above(logits, e->m->hp.n_vocab, logits[ev.token]);
 	q->n_scored = p + 2;
 	q->cb(q->ud, &ev);
 }
@@ -818,8 +803,12 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 		if (n_allowed == 0)
 			return ENGINE_FINISH_STOP; /* the grammar cannot go on */
 	}
-	if (q->top_logprobs >= 0)
-		fill_logprobs(e, logits, &ev, q->top_logprobs);
+	float lse = 0;
+	if (q->top_logprobs >= 0) {
+		lse = fill_logprobs(e, logits, &ev, q->top_logprobs);
+		/* the row as it is now: sampling applies penalties to it */
+		memcpy(e->lp, logits, (size_t)e->m->hp.n_vocab * sizeof *e->lp);
+	}
 	int32_t tok;
 	if (draft_i >= 0 && e->draft && spec_draft_sampling(e->draft, q->slot)) {
 		*same = spec_accept_sampled(q->sampler, logits,
@@ -832,7 +821,7 @@ static int emit_token(struct engine *e, struct req *q, int64_t o, int draft_i, b
 	}
 	sampler_accept(q->sampler, tok);
 	if (q->top_logprobs >= 0)
-		ev.logprob = e->lp[tok];
+		ev.logprob = e->lp[tok] - lse;
 	q->tokens[q->n_tokens++] = tok;
 	q->n_generated++;
 	if (q->spec && e->draft)
