@@ -490,6 +490,10 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 	if (n_valid == 0) {
 		memset(logits, 0, (size_t)V * sizeof *logits);
 		n_valid = V;
+	} else if (logits[best] == INFINITY) { /* certain: the +inf ones, uniformly */
+		for (int64_t i = 0; i < V; i++)
+			logits[i] = logits[i] == INFINITY ? 0.0f : -INFINITY;
+		n_valid = ops_logits_scan(logits, V, &best);
 	}
 	if (s->p.top_k > 0 && s->p.top_k < n_valid) {
 		const int64_t k = cands_top_k(s, logits, s->p.top_k);

@@ -72,8 +72,9 @@ void sampler_accept_prompt(struct sampler *s, int32_t token);
 /* Picks the next token from logits[n_vocab]; logits is modified (penalties
  * applied in place, NaNs made -INFINITY, all 0 when every one is
  * -INFINITY). Tokens whose logit is -INFINITY (masked by a grammar) are
- * never picked unless every token is: then any is, uniformly. Does not
- * call sampler_accept. */
+ * never picked unless every token is: then any is, uniformly; tokens of
+ * +INFINITY, if any, are the only ones picked, uniformly. Does not call
+ * sampler_accept. */
 int32_t sampler_sample(struct sampler *s, float *logits);
 
 /* True when sampling is a plain argmax of the logits as the model gave

@@ -206,6 +206,23 @@ static void test_masked(void)
 		CHECK(bad == 0, "masked tokens drawn %d times (greedy %d)", bad, greedy);
 		sampler_free(s);
 	}
+	/* +inf logits are certain: only they are drawn, each of them */
+	p.temperature = 1.0f;
+	p.top_p = 0.9f;
+	struct sampler *s = make(p);
+	if (!s)
+		return;
+	int hits[V] = { 0 };
+	for (int it = 0; it < 400; it++) {
+		float l[V];
+		for (int i = 0; i < V; i++)
+			l[i] = (float)i;
+		l[4] = l[9] = INFINITY;
+		hits[sampler_sample(s, l)]++;
+	}
+	CHECK(hits[4] + hits[9] == 400 && hits[4] > 100 && hits[9] > 100,
+	      "+inf logits drawn uniformly (%d, %d of 400)", hits[4], hits[9]);
+	sampler_free(s);
 }
 
 /* Samplers sharing candidate buffers, used in turn, draw what samplers of
