@@ -899,10 +899,24 @@ int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best)
 	return count;
 }
 
+/* ops_argmax's index through the ops_best scan (8 at a time with AVX2). */
+static int64_t argmax_fast(const float *x, int64_t n)
+{
+	struct ops_best b;
+	ops_best_init(&b);
+	ops_best_scan(&b, x, 0, n);
+	return ops_best_index(&b, x);
+}
+
 int64_t ops_logits_scan(float *x, int64_t n, int64_t *best)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_logits_scan_avx2(x, n, best) : ops_logits_scan_ref(x, n, best);
+	if (!use_avx2)
+		return ops_logits_scan_ref(x, n, best);
+	/* with the NaNs gone, the first of the largest is ops_argmax's */
+	const int64_t count = ops_logits_count_avx2(x, n);
+	*best = count ? argmax_fast(x, n) : 0;
+	return count;
 }
 
 double ops_sum_exp_ref(const float *x, int64_t n, float mx)
@@ -919,23 +933,9 @@ double ops_sum_exp(const float *x, int64_t n, float mx)
 	return use_avx2 ? ops_sum_exp_avx2(x, n, mx) : ops_sum_exp_ref(x, n, mx);
 }
 
-float ops_max_ref(const float *x, int64_t n)
-{
-	float mx = x[0];
-	for (int64_t i = 1; i < n; i++)
-		mx = x[i] > mx ? x[i] : mx;
-	return mx;
-}
-
-float ops_max(const float *x, int64_t n)
-{
-	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_max_avx2(x, n) : ops_max_ref(x, n);
-}
-
 float ops_logsumexp(const float *x, int64_t n)
 {
-	const float mx = ops_max(x, n);
+	const float mx = x[argmax_fast(x, n)];
 	return mx + (float)log(ops_sum_exp(x, n, mx));
 }
 
@@ -957,7 +957,7 @@ int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)
 {
 	int m = 0;
 	for (int64_t i = 0; i < n && k > 0; i++)
-		if (x[i] > (m < k ? -INFINITY : vals[k - 1]))
+		if (x[i] > ops_top_worst(vals, k, m))
 			ops_top_insert(ids, vals, k, &m, x[i], i);
 	return m;
 }

@@ -166,13 +166,9 @@ double ops_sum_exp_ref(const float *x, int64_t n, float mx);
 int64_t ops_logits_scan(float *x, int64_t n, int64_t *best);
 int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best);
 
-/* The largest x[i], as `mx = x[0]; mx = x[i] > mx ? x[i] : mx` finds it
- * (NaNs skipped, but a NaN x[0] is the answer; of +0 and -0 the first). */
-float ops_max(const float *x, int64_t n);
-float ops_max_ref(const float *x, int64_t n);
-
-/* log(sum of exp(x[i]) for i < n): ops_max, then ops_sum_exp: x[i] -
- * ops_logsumexp(x, n) is the log-softmax logprobs report. */
+/* log(sum of exp(x[i]) for i < n): the maximum x[ops_argmax(x, n)], then
+ * ops_sum_exp: x[i] - ops_logsumexp(x, n) is the log-softmax logprobs
+ * report. */
 float ops_logsumexp(const float *x, int64_t n);
 
 /* How many x[i] > v (a token's rank among the logits, less one). */

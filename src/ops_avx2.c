@@ -446,10 +446,9 @@ double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float 
 	return total;
 }
 
-int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best)
+int64_t ops_logits_count_avx2(float *x, int64_t n)
 {
 	const __m256 ninf = _mm256_set1_ps(-INFINITY);
-	__m256 mx = ninf;
 	int64_t count = 0, i = 0;
 	for (; i + 8 <= n; i += 8) {
 		__m256 v = _mm256_loadu_ps(x + i);
@@ -460,75 +459,13 @@ int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best)
 		}
 		count += __builtin_popcount(
 			(unsigned)_mm256_movemask_ps(_mm256_cmp_ps(v, ninf, _CMP_GT_OQ)));
-		mx = _mm256_max_ps(mx, v);
 	}
-	float m[8], top = -INFINITY;
-	_mm256_storeu_ps(m, mx);
-	for (int k = 0; k < 8; k++)
-		top = m[k] > top ? m[k] : top;
 	for (; i < n; i++) {
 		if (x[i] != x[i])
 			x[i] = -INFINITY;
-		if (x[i] > -INFINITY) {
-			count++;
-			top = x[i] > top ? x[i] : top;
-		}
+		count += x[i] > -INFINITY;
 	}
-	/* the first entry equal to the maximum (-0 and +0 alike, as the
-	 * scalar x > mx keeps the first of them) */
-	*best = 0;
-	if (count == 0)
-		return 0;
-	const __m256 vt = _mm256_set1_ps(top);
-	for (i = 0; i + 8 <= n; i += 8) {
-		const __m256 v = _mm256_loadu_ps(x + i);
-		const int eq = _mm256_movemask_ps(_mm256_cmp_ps(v, vt, _CMP_EQ_OQ));
-		if (eq) {
-			*best = i + __builtin_ctz((unsigned)eq);
-			return count;
-		}
-	}
-	for (; i < n && x[i] != top; i++)
-		;
-	*best = i;
 	return count;
-}
-
-/* The first x[i] equal to the maximum m (a NaN m: x[0]): ops_max_ref's
- * answer, the sign of a zero included. */
-static float first_equal(const float *x, int64_t n, float m)
-{
-	if (m != m)
-		return x[0];
-	const __m256 vm = _mm256_set1_ps(m);
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vm,
-								_CMP_EQ_OQ));
-		if (eq)
-			return x[i + __builtin_ctz((unsigned)eq)];
-	}
-	for (; i < n; i++)
-		if (x[i] == m)
-			return x[i];
-	return m;
-}
-
-float ops_max_avx2(const float *x, int64_t n)
-{
-	/* vmaxps returns its second operand when either is NaN: a NaN x[i]
-	 * never enters, a NaN x[0] never leaves, as in the scalar loop */
-	__m256 acc = _mm256_set1_ps(x[0]);
-	int64_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		acc = _mm256_max_ps(_mm256_loadu_ps(x + i), acc);
-	float lanes[8], m = x[0];
-	_mm256_storeu_ps(lanes, acc);
-	for (int k = 0; k < 8; k++)
-		m = lanes[k] > m ? lanes[k] : m;
-	for (; i < n; i++)
-		m = x[i] > m ? x[i] : m;
-	return first_equal(x, n, m);
 }
 
 int64_t ops_count_above_avx2(const float *x, int64_t n, float v)
@@ -552,17 +489,17 @@ int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals)
 		return 0;
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		const float worst = m < k ? -INFINITY : vals[k - 1];
-		int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i),
-							   _mm256_set1_ps(worst), _CMP_GT_OQ));
+		const __m256 worst = _mm256_set1_ps(ops_top_worst(vals, k, m));
+		int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), worst,
+							   _CMP_GT_OQ));
 		for (; hit; hit &= hit - 1) {
 			const int64_t j = i + __builtin_ctz((unsigned)hit);
-			if (x[j] > (m < k ? -INFINITY : vals[k - 1]))
+			if (x[j] > ops_top_worst(vals, k, m))
 				ops_top_insert(ids, vals, k, &m, x[j], j);
 		}
 	}
 	for (; i < n; i++)
-		if (x[i] > (m < k ? -INFINITY : vals[k - 1]))
+		if (x[i] > ops_top_worst(vals, k, m))
 			ops_top_insert(ids, vals, k, &m, x[i], i);
 	return m;
 }
@@ -584,7 +521,7 @@ double ops_sum_exp_avx2(const float *x, int64_t n, float mx)
 		const float v = x[i] - mx;
 		s[i & 7] += v < OPS_EXP_CUT ? 0.0f : expf(v);
 	}
-	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+	return sum_lanes(_mm256_loadu_pd(s), _mm256_loadu_pd(s + 4));
 }
 
 /* x[j] *= scale, returning the largest x[j] that is not NaN: vmaxps

@@ -2,6 +2,7 @@
 #ifndef INGOT_OPS_INT_H
 #define INGOT_OPS_INT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "ops.h"
@@ -71,15 +72,23 @@ void ops_exp_avx2(float *x, int64_t n, float mx);
 /* ops.h's exponential cut: below it, exp is 0 */
 #define OPS_EXP_CUT (-88.0f)
 
-/* ops_exp_blocks, ops_sum_exp and ops_logits_scan (ops.h), bit for bit their scalar
- * definitions in ops.c. */
+/* ops_exp_blocks, ops_sum_exp, ops_count_above and ops_top_k (ops.h), bit
+ * for bit their scalar definitions in ops.c. */
 double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float div,
 			   double *blocks);
 double ops_sum_exp_avx2(const float *x, int64_t n, float mx);
-int64_t ops_logits_scan_avx2(float *x, int64_t n, int64_t *best);
-float ops_max_avx2(const float *x, int64_t n);
 int64_t ops_count_above_avx2(const float *x, int64_t n, float v);
 int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals);
+
+/* ops_logits_scan's first half: NaNs become -INFINITY; returns how many
+ * entries are > -INFINITY. */
+int64_t ops_logits_count_avx2(float *x, int64_t n);
+
+/* What an entry must beat to join ops_top_k's m best so far. */
+static inline float ops_top_worst(const float *vals, int k, int m)
+{
+	return m < k ? -INFINITY : vals[k - 1];
+}
 
 /* ops_top_k's step: x[i] into the k best so far (*m of them), in order;
  * the caller has checked that it beats the worst when there are k. */
