@@ -846,8 +846,6 @@ size_t ops_kv_row_bytes(enum ops_kv_type kt, int64_t n)
 	return qtype_row_bytes(kv_qtype(kt), (uint64_t)n, &b) ? 0 : (size_t)b;
 }
 
-static inline float exp_cut(float v) { return v < OPS_EXP_CUT ? 0.0f : expf(v); }
-
 /* ops_sum_exp's order of eight partial sums */
 static double sum_lanes(const double s[8])
 {
@@ -863,7 +861,7 @@ double ops_exp_blocks_ref(float *y, const float *x, int64_t n, float mx, float d
 									    : n;
 		double s[8] = { 0 };
 		for (int64_t j = b * OPS_EXP_BLOCK; j < end; j++) {
-			y[j] = exp_cut((x[j] - mx) / div);
+			y[j] = ops_exp_poly((x[j] - mx) / div);
 			s[j & 7] += y[j];
 		}
 		if (blocks)
@@ -923,7 +921,7 @@ double ops_sum_exp_ref(const float *x, int64_t n, float mx)
 {
 	double s[8] = { 0 };
 	for (int64_t i = 0; i < n; i++)
-		s[i & 7] += exp_cut(x[i] - mx);
+		s[i & 7] += ops_exp_poly(x[i] - mx);
 	return sum_lanes(s);
 }
 
@@ -951,6 +949,20 @@ int64_t ops_count_above(const float *x, int64_t n, float v)
 {
 	pthread_once(&isa_once, isa_init);
 	return use_avx2 ? ops_count_above_avx2(x, n, v) : ops_count_above_ref(x, n, v);
+}
+
+int64_t ops_first_above_ref(const float *x, int64_t n, float v)
+{
+	int64_t i = 0;
+	while (i < n && !(x[i] > v))
+		i++;
+	return i;
+}
+
+int64_t ops_first_above(const float *x, int64_t n, float v)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_first_above_avx2(x, n, v) : ops_first_above_ref(x, n, v);
 }
 
 int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)

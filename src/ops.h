@@ -139,10 +139,11 @@ size_t ops_attend_group_scratch(int nq, int64_t span, int64_t Dh, int64_t Dv,
 
 /* A row's softmax arithmetic, for sampling and logprobs over the whole
  * vocabulary (262k entries: libm's expf a token cost ~1 ms a row). The
- * exponential of v here is 0 below -88 (e^-88 < 1e-38, a probability no
- * draw can see; such entries skip the arithmetic), else expf(v); the AVX2
- * loops compute glibc's expf bit for bit, 8 at a time, so with glibc every
- * ISA gives the same bits. */
+ * exponential of v here is ops_exp_poly's (ops_int.h): 0 below -87
+ * (e^-87 < 2e-38, a probability no draw can see; such entries skip the
+ * arithmetic), else a float polynomial within 2 ulp of expf whose AVX2
+ * lanes give the scalar definition's bits, so every ISA draws the same
+ * tokens. (Attention's softmax keeps libm's expf: ops_exp_avx2.) */
 
 #define OPS_EXP_BLOCK 64 /* elements per partial sum of ops_exp_blocks */
 
@@ -174,6 +175,12 @@ float ops_logsumexp(const float *x, int64_t n);
 /* How many x[i] > v (a token's rank among the logits, less one). */
 int64_t ops_count_above(const float *x, int64_t n, float v);
 int64_t ops_count_above_ref(const float *x, int64_t n, float v);
+
+/* The first i < n with x[i] > v, or n when there is none: the scan of a
+ * row for the few entries that beat a threshold (a top-k heap's worst,
+ * min-p's floor), 8 at a time with AVX2. */
+int64_t ops_first_above(const float *x, int64_t n, float v);
+int64_t ops_first_above_ref(const float *x, int64_t n, float v);
 
 /* The k largest x[i] (at most k; none -INFINITY or NaN), largest first,
  * the lower index first among equals: their indexes into ids[k], values

@@ -386,19 +386,32 @@ void ops_exp_avx2(float *x, int64_t n, float mx)
 		x[j] = expf(x[j] - mx);
 }
 
-/* exp of 8 lanes as ops.c's exp_cut: 0 below OPS_EXP_CUT, else expf (exp8
- * on lanes put at 0 where the cut applies, so that only v = -88 itself
- * takes libm's path). A row of logits far below its maximum (a low
- * temperature, grammar-masked -inf) is mostly cut. */
-static inline __m256 exp8_cut(__m256 v)
+/* ops_exp_poly (ops_int.h) on 8 lanes, the same operations in the same
+ * order: the same bits. Lanes below the cut are computed on whatever they
+ * hold and then zeroed; a group wholly below it (most of a row at a low
+ * temperature, grammar-masked -inf) skips the arithmetic. */
+static inline __m256 exp8_poly(__m256 v)
 {
 	const __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(OPS_EXP_CUT), _CMP_LT_OQ);
-	const int m = _mm256_movemask_ps(low);
-	if (m == 0xff)
+	if (_mm256_movemask_ps(low) == 0xff)
 		return _mm256_setzero_ps();
-	if (m == 0)
-		return exp8(v);
-	return _mm256_andnot_ps(low, exp8(_mm256_blendv_ps(v, _mm256_setzero_ps(), low)));
+	v = _mm256_min_ps(_mm256_set1_ps(OPS_EXP_TOP), v); /* NaN: v */
+	const __m256 shift = _mm256_set1_ps(0x1.8p+23f);
+	const __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(0x1.715476p+0f), shift);
+	const __m256 k = _mm256_sub_ps(t, shift);
+	__m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0x1.62e430p-1f), v);
+	r = _mm256_fmadd_ps(k, _mm256_set1_ps(0x1.05c610p-29f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+				       _mm256_set1_ps(1.0f));
+	const __m256i sb = _mm256_slli_epi32(
+		_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4b3fff81)), 23);
+	return _mm256_andnot_ps(low, _mm256_mul_ps(y, _mm256_castsi256_ps(sb)));
 }
 
 static double sum_lanes(__m256d s03, __m256d s47)
@@ -421,7 +434,7 @@ double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float 
 		for (; j + 8 <= end; j += 8) {
 			const __m256 v = _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx),
 						       vdiv);
-			const __m256 e = exp8_cut(v);
+			const __m256 e = exp8_poly(v);
 			_mm256_storeu_ps(y + j, e);
 			s03 = _mm256_add_pd(s03, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
 			s47 = _mm256_add_pd(s47, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
@@ -431,8 +444,7 @@ double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float 
 			_mm256_storeu_pd(s, s03);
 			_mm256_storeu_pd(s + 4, s47);
 			for (; j < end; j++) {
-				const float v = (x[j] - mx) / div;
-				y[j] = v < OPS_EXP_CUT ? 0.0f : expf(v);
+				y[j] = ops_exp_poly((x[j] - mx) / div);
 				s[j & 7] += y[j];
 			}
 			s03 = _mm256_loadu_pd(s);
@@ -480,6 +492,23 @@ int64_t ops_count_above_avx2(const float *x, int64_t n, float v)
 	return c;
 }
 
+int64_t ops_first_above_avx2(const float *x, int64_t n, float v)
+{
+	const __m256 vv = _mm256_set1_ps(v);
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) { /* two vectors a test: hits are rare */
+		const __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), vv, _CMP_GT_OQ);
+		const __m256 b = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), vv, _CMP_GT_OQ);
+		const unsigned m = (unsigned)_mm256_movemask_ps(a) |
+				   (unsigned)_mm256_movemask_ps(b) << 8;
+		if (m)
+			return i + __builtin_ctz(m);
+	}
+	while (i < n && !(x[i] > v))
+		i++;
+	return i;
+}
+
 /* ops_top_k_ref's insertions, on the lanes of each 8 that beat the worst
  * of the k so far (after the first few thousand entries, almost none). */
 int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals)
@@ -510,17 +539,15 @@ double ops_sum_exp_avx2(const float *x, int64_t n, float mx)
 	__m256d s03 = _mm256_setzero_pd(), s47 = _mm256_setzero_pd();
 	int64_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		const __m256 e = exp8_cut(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+		const __m256 e = exp8_poly(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
 		s03 = _mm256_add_pd(s03, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
 		s47 = _mm256_add_pd(s47, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
 	}
 	double s[8];
 	_mm256_storeu_pd(s, s03);
 	_mm256_storeu_pd(s + 4, s47);
-	for (; i < n; i++) {
-		const float v = x[i] - mx;
-		s[i & 7] += v < OPS_EXP_CUT ? 0.0f : expf(v);
-	}
+	for (; i < n; i++)
+		s[i & 7] += ops_exp_poly(x[i] - mx);
 	return sum_lanes(_mm256_loadu_pd(s), _mm256_loadu_pd(s + 4));
 }
 

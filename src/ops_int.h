@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -69,15 +70,50 @@ void ops_widen_q8_avx2(float *dst, const void *row, int64_t n);
  * the same for every caller). */
 void ops_exp_avx2(float *x, int64_t n, float mx);
 
-/* ops.h's exponential cut: below it, exp is 0 */
-#define OPS_EXP_CUT (-88.0f)
+/* ops.h's row exponential (ops_exp_blocks, ops_sum_exp): 0 below
+ * OPS_EXP_CUT, v clamped to OPS_EXP_TOP above, else Cephes' expf
+ * polynomial: k = round(v / ln 2) (the 1.5 * 2^23 shifter), r = v - k ln 2
+ * in two FMA steps, exp(r) by a degree-7 polynomial in Horner's form, times
+ * 2^k built from k's bits. Every step is one IEEE float operation or fmaf,
+ * so the AVX2 lanes (exp8_poly) give the same bits; within 2 ulp of expf
+ * (test_ops). The cut keeps 2^k normal (k >= -126); e^-87 < 2e-38 is a
+ * probability no draw can see, and the callers' v is <= 0 (x - the row's
+ * maximum). */
+#define OPS_EXP_CUT (-87.0f)
+#define OPS_EXP_TOP 88.0f
 
-/* ops_exp_blocks, ops_sum_exp, ops_count_above and ops_top_k (ops.h), bit
- * for bit their scalar definitions in ops.c. */
+static inline float ops_exp_poly(float v)
+{
+	if (v < OPS_EXP_CUT)
+		return 0.0f;
+	if (OPS_EXP_TOP < v) /* NaN stays NaN, as _mm256_min_ps(top, v) keeps it */
+		v = OPS_EXP_TOP;
+	const float t = fmaf(v, 0x1.715476p+0f, 0x1.8p+23f); /* 1.5 * 2^23 + k */
+	const float k = t - 0x1.8p+23f;
+	float r = fmaf(k, -0x1.62e430p-1f, v);
+	r = fmaf(k, 0x1.05c610p-29f, r); /* ln 2 = 0x1.62e430p-1 - 0x1.05c610p-29 */
+	float p = 1.9875691500e-4f;
+	p = fmaf(p, r, 1.3981999507e-3f);
+	p = fmaf(p, r, 8.3334519073e-3f);
+	p = fmaf(p, r, 4.1665795894e-2f);
+	p = fmaf(p, r, 1.6666665459e-1f);
+	p = fmaf(p, r, 5.0000001201e-1f);
+	const float y = fmaf(p, r * r, r) + 1.0f;
+	uint32_t tb;
+	memcpy(&tb, &t, 4);
+	const uint32_t sb = (tb - 0x4b3fff81u) << 23; /* (k + 127) << 23 */
+	float scale;
+	memcpy(&scale, &sb, 4);
+	return y * scale;
+}
+
+/* ops_exp_blocks, ops_sum_exp, ops_count_above, ops_first_above and
+ * ops_top_k (ops.h), bit for bit their scalar definitions in ops.c. */
 double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float div,
 			   double *blocks);
 double ops_sum_exp_avx2(const float *x, int64_t n, float mx);
 int64_t ops_count_above_avx2(const float *x, int64_t n, float v);
+int64_t ops_first_above_avx2(const float *x, int64_t n, float v);
 int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals);
 
 /* ops_logits_scan's first half: NaNs become -INFINITY; returns how many

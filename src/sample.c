@@ -339,12 +339,14 @@ static int64_t cands_top_k(struct sampler *s, const float *l, int64_t k)
 			h[m++] = (struct cand){ l[i], (int32_t)i };
 	heapify(h, k);
 	float worst = h[0].logit;
-	for (; i < s->n_vocab; i++)
-		if (l[i] > worst) { /* a tie loses: its id is larger */
-			h[0] = (struct cand){ l[i], (int32_t)i };
-			sift_down(h, 0, k);
-			worst = h[0].logit;
-		}
+	for (;; i++) { /* a tie loses: its id is larger */
+		i += ops_first_above(l + i, s->n_vocab - i, worst);
+		if (i >= s->n_vocab)
+			break;
+		h[0] = (struct cand){ l[i], (int32_t)i };
+		sift_down(h, 0, k);
+		worst = h[0].logit;
+	}
 	sort_cands(h, k);
 	return k;
 }
@@ -354,13 +356,23 @@ static int64_t cands_top_k(struct sampler *s, const float *l, int64_t k)
  * into s->cand. */
 static int64_t cands_above(struct sampler *s, const float *l, const float *e, uint32_t expo)
 {
+	const int64_t V = s->n_vocab;
 	int64_t m = 0;
-	for (int64_t i = 0; i < s->n_vocab; i++) {
-		uint32_t bits = 0;
-		if (expo)
-			memcpy(&bits, &e[i], sizeof bits);
-		if (bits >> 23 >= expo && l[i] > -INFINITY)
+	if (!expo) {
+		for (int64_t i = 0; i < V; i++)
+			if (l[i] > -INFINITY)
+				s->cand[m++] = (struct cand){ l[i], (int32_t)i };
+	} else { /* e >= 2^(expo - 127), a normal float (then l > -inf) */
+		const uint32_t low_bits = expo << 23;
+		float low;
+		memcpy(&low, &low_bits, sizeof low);
+		const float below = nextafterf(low, 0.0f);
+		for (int64_t i = 0;; i++) {
+			i += ops_first_above(e + i, V - i, below);
+			if (i >= V)
+				break;
 			s->cand[m++] = (struct cand){ l[i], (int32_t)i };
+		}
 	}
 	sort_cands(s->cand, m);
 	return m;
@@ -457,12 +469,16 @@ static int64_t dist_all(struct sampler *s, const float *l, int64_t n_valid, int6
 		return V;
 	}
 	const float floor_l = s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
+	/* l >= floor_l and l > -inf: l above the float below floor_l */
+	const float below = floor_l > -INFINITY ? nextafterf(floor_l, -INFINITY) : -INFINITY;
 	int64_t n = 0;
-	for (int64_t i = 0; i < V; i++)
-		if (l[i] >= floor_l && l[i] > -INFINITY) {
-			s->cand_ids[n] = (int32_t)i;
-			s->cand_w[n++] = l[i];
-		}
+	for (int64_t i = 0;; i++) {
+		i += ops_first_above(l + i, V - i, below);
+		if (i >= V)
+			break;
+		s->cand_ids[n] = (int32_t)i;
+		s->cand_w[n++] = l[i];
+	}
 	s->ids = s->cand_ids;
 	s->n_cand = n;
 	s->total = ops_exp_blocks(s->cand_w, s->cand_w, n, mx, s->p.temperature, s->cand_blocks);
