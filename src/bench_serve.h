@@ -27,6 +27,9 @@ struct bs_body {
 	int max_tokens;      /* each streamed with at most this many tokens */
 	double temperature;  /* 0: greedy */
 	double top_p;        /* 1: no "top_p" field */
+	uint64_t seed;       /* sampled requests (temperature > 0): request i's
+			      * "seed" is seed + i (mod 2^31), so two runs draw
+			      * the same texts */
 };
 
 /* Builds n requests of the given kind. Returns an array of n the caller

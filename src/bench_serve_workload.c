@@ -99,8 +99,8 @@ static char *random_text(uint64_t *s, int n)
 	return b.oom ? (sbuf_free(&b), NULL) : sbuf_take(&b, NULL);
 }
 
-/* The common fields of every body; NULL out of memory. */
-static cJSON *body_new(const struct bs_body *body)
+/* The common fields of request i's body; NULL out of memory. */
+static cJSON *body_new(const struct bs_body *body, int i)
 {
 	const char *model = body->model;
 	cJSON *o = cJSON_CreateObject();
@@ -115,7 +115,9 @@ static cJSON *body_new(const struct bs_body *body)
 		 cJSON_AddTrueToObject(o, "stream") && cJSON_AddTrueToObject(so, "include_usage") &&
 		 cJSON_AddTrueToObject(o, "ignore_eos") &&
 		 cJSON_AddNumberToObject(o, "temperature", body->temperature) &&
-		 (body->top_p >= 1 || cJSON_AddNumberToObject(o, "top_p", body->top_p));
+		 (body->top_p >= 1 || cJSON_AddNumberToObject(o, "top_p", body->top_p)) &&
+		 (body->temperature <= 0 ||
+		  cJSON_AddNumberToObject(o, "seed", (double)((body->seed + (uint64_t)i) & 0x7fffffff)));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -135,9 +137,10 @@ static int body_finish(struct bs_req *r, cJSON *o)
 	return r->body ? 0 : -1;
 }
 
-static int completion_req(struct bs_req *r, const struct bs_body *body, const char *prompt)
+static int completion_req(struct bs_req *r, int i, const struct bs_body *body,
+			  const char *prompt)
 {
-	cJSON *o = body_new(body);
+	cJSON *o = body_new(body, i);
 	if (o && !cJSON_AddStringToObject(o, "prompt", prompt)) {
 		cJSON_Delete(o);
 		o = NULL;
@@ -151,7 +154,7 @@ static int build_chat(struct bs_req *r, int n, const struct bs_body *body, uint6
 {
 	for (int i = 0; i < n; i++) {
 		char *p = random_text(s, rng_range(s, 50, 200));
-		int rc = p ? completion_req(&r[i], body, p) : -1;
+		int rc = p ? completion_req(&r[i], i, body, p) : -1;
 		ing_free(p);
 		if (rc)
 			return -1;
@@ -171,7 +174,7 @@ static int build_shared_prefix(struct bs_req *r, int n, const struct bs_body *bo
 		sbuf_puts(&b, prefix[rng_next(s) % N_PREFIX]);
 		sbuf_puts(&b, "\n");
 		put_words(&b, s, rng_range(s, 10, 30));
-		rc = b.oom ? -1 : completion_req(&r[i], body, b.p);
+		rc = b.oom ? -1 : completion_req(&r[i], i, body, b.p);
 		sbuf_free(&b);
 	}
 	for (int k = 0; k < N_PREFIX; k++)
@@ -199,10 +202,10 @@ static int add_random_msg(cJSON *msgs, const char *role, uint64_t *s, int lo, in
 }
 
 /* One chat request over (a copy of) history; -1 out of memory. */
-static int chat_req(struct bs_req *r, const struct bs_body *body, const cJSON *history,
+static int chat_req(struct bs_req *r, int i, const struct bs_body *body, const cJSON *history,
 		    int dep)
 {
-	cJSON *o = body_new(body);
+	cJSON *o = body_new(body, i);
 	cJSON *msgs = cJSON_Duplicate(history, 1);
 	if (!o || !msgs || !cJSON_AddItemToObject(o, "messages", msgs)) {
 		cJSON_Delete(o);
@@ -235,7 +238,7 @@ static int build_burst(struct bs_req *r, int *i, int n, const struct bs_body *bo
 		cJSON *h = cJSON_CreateArray();
 		int rc = (!h || add_msg(h, "system", system_prompt) ||
 			  add_random_msg(h, "user", s, 10, 30)) ? -1 :
-			 chat_req(&r[*i], body, h, dep);
+			 chat_req(&r[*i], *i, body, h, dep);
 		cJSON_Delete(h);
 		if (rc)
 			return -1;
@@ -252,7 +255,7 @@ static int build_session(struct bs_req *r, int *i, int n, const struct bs_body *
 		if (t > 0)
 			rc = add_random_msg(h, "assistant", s, 20, 60);
 		rc = rc ? rc : add_random_msg(h, "user", s, 8, 25);
-		rc = rc ? rc : chat_req(&r[*i], body, h, prev);
+		rc = rc ? rc : chat_req(&r[*i], *i, body, h, prev);
 		if (rc)
 			break;
 		r[*i].turn = t + 1;

@@ -604,7 +604,8 @@ static void report_failure(const struct bs_result *r, int n)
 static int bench_run(const struct bs_opts *o, const char *model)
 {
 	const struct bs_body body = { .model = model, .max_tokens = o->max_tokens,
-				      .temperature = o->temperature, .top_p = o->top_p };
+				      .temperature = o->temperature, .top_p = o->top_p,
+				      .seed = o->seed };
 	struct bs_req *q = bs_workload_build(o->kind, &body, o->requests, o->seed);
 	struct bs_result *r = q ? ing_calloc((size_t)o->requests, sizeof *r) : NULL;
 	struct bs_stats s;

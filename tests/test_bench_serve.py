@@ -3,11 +3,13 @@ model: the shared-prefix and agentic workloads complete every request with
 sane figures (--json), the text report carries vLLM's labels, and a dead URL
 or a bad one exits nonzero with a message. Small runs keep it well under a
 minute on two cores."""
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INGOT = os.environ.get("INGOT_BIN", os.path.join(ROOT, "ingot"))
@@ -60,6 +62,54 @@ def check_json_run(name, p, n):
           and 0 < r["median_itl_ms"] <= r["p99_itl_ms"], r)
 
 
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A stand-in server that records the bodies bench serve posts and
+    answers each with a one-token stream."""
+    bodies = []
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, ctype, data):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.reply("application/json", b'{"object":"list","data":[{"id":"m"}]}')
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        Recorder.bodies.append(json.loads(self.rfile.read(n)))
+        chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
+        usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1,
+                                          "total_tokens": 6}}
+        data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n"
+        self.reply("text/event-stream", data.encode())
+
+
+def check_seeds():
+    """Sampled requests carry seed + i, so two runs draw the same texts;
+    greedy ones carry none."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        bench(url, "--workload", "chat", "--requests", "4", "--concurrency", "2",
+              "--temperature", "1", "--seed", "7")
+        seeds = sorted(b.get("seed", -1) for b in Recorder.bodies)
+        check("sampled requests carry seeds 7..10", seeds == [7, 8, 9, 10], Recorder.bodies)
+        Recorder.bodies.clear()
+        bench(url, "--workload", "chat", "--requests", "2", "--concurrency", "2")
+        check("greedy requests carry no seed",
+              len(Recorder.bodies) == 2 and all("seed" not in b for b in Recorder.bodies),
+              Recorder.bodies)
+    finally:
+        srv.shutdown()
+
+
 def dead_url():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -90,6 +140,7 @@ def main():
               (missing, p.stdout, p.stderr))
     finally:
         srv.stop()
+    check_seeds()
     p = bench(dead_url(), "--requests", "2")
     check("dead URL exits nonzero with a message",
           p.returncode != 0 and "cannot reach" in p.stderr, (p.returncode, p.stderr))
