@@ -965,6 +965,21 @@ int64_t ops_first_above(const float *x, int64_t n, float v)
 	return use_avx2 ? ops_first_above_avx2(x, n, v) : ops_first_above_ref(x, n, v);
 }
 
+int64_t ops_collect_above_ref(const float *x, int64_t n, float v, int32_t *idx)
+{
+	int64_t c = 0;
+	for (int64_t i = 0; i < n; i++)
+		if (x[i] > v)
+			idx[c++] = (int32_t)i;
+	return c;
+}
+
+int64_t ops_collect_above(const float *x, int64_t n, float v, int32_t *idx)
+{
+	pthread_once(&isa_once, isa_init);
+	return use_avx2 ? ops_collect_above_avx2(x, n, v, idx) : ops_collect_above_ref(x, n, v, idx);
+}
+
 int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)
 {
 	int m = 0;

@@ -182,6 +182,11 @@ int64_t ops_count_above_ref(const float *x, int64_t n, float v);
 int64_t ops_first_above(const float *x, int64_t n, float v);
 int64_t ops_first_above_ref(const float *x, int64_t n, float v);
 
+/* The i < n with x[i] > v, in increasing order, into idx[] (room for n;
+ * n < 2^31); returns how many. */
+int64_t ops_collect_above(const float *x, int64_t n, float v, int32_t *idx);
+int64_t ops_collect_above_ref(const float *x, int64_t n, float v, int32_t *idx);
+
 /* The k largest x[i] (at most k; none -INFINITY or NaN), largest first,
  * the lower index first among equals: their indexes into ids[k], values
  * into vals[k]. Returns how many. */

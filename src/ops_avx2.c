@@ -509,6 +509,22 @@ int64_t ops_first_above_avx2(const float *x, int64_t n, float v)
 	return i;
 }
 
+int64_t ops_collect_above_avx2(const float *x, int64_t n, float v, int32_t *idx)
+{
+	const __m256 vv = _mm256_set1_ps(v);
+	int64_t c = 0, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		unsigned m = (unsigned)_mm256_movemask_ps(
+			_mm256_cmp_ps(_mm256_loadu_ps(x + i), vv, _CMP_GT_OQ));
+		for (; m; m &= m - 1)
+			idx[c++] = (int32_t)(i + __builtin_ctz(m));
+	}
+	for (; i < n; i++)
+		if (x[i] > v)
+			idx[c++] = (int32_t)i;
+	return c;
+}
+
 /* ops_top_k_ref's insertions, on the lanes of each 8 that beat the worst
  * of the k so far (after the first few thousand entries, almost none). */
 int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals)

@@ -107,13 +107,15 @@ static inline float ops_exp_poly(float v)
 	return y * scale;
 }
 
-/* ops_exp_blocks, ops_sum_exp, ops_count_above, ops_first_above and
- * ops_top_k (ops.h), bit for bit their scalar definitions in ops.c. */
+/* ops_exp_blocks, ops_sum_exp, ops_count_above, ops_first_above,
+ * ops_collect_above and ops_top_k (ops.h), bit for bit their scalar
+ * definitions in ops.c. */
 double ops_exp_blocks_avx2(float *y, const float *x, int64_t n, float mx, float div,
 			   double *blocks);
 double ops_sum_exp_avx2(const float *x, int64_t n, float mx);
 int64_t ops_count_above_avx2(const float *x, int64_t n, float v);
 int64_t ops_first_above_avx2(const float *x, int64_t n, float v);
+int64_t ops_collect_above_avx2(const float *x, int64_t n, float v, int32_t *idx);
 int ops_top_k_avx2(const float *x, int64_t n, int k, int32_t *ids, float *vals);
 
 /* ops_logits_scan's first half: NaNs become -INFINITY; returns how many

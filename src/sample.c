@@ -9,9 +9,11 @@
  *    with the heap's worst (after the first few thousand logits almost
  *    none gets in), then sorts the k;
  *  - top-p without top-k does not sort the row (a heapsort of 262k
- *    candidates took ~40 ms): a histogram of exp(l - max) by binary
- *    exponent says below which power of two the mass past top_p lies,
- *    and only the logits above it are collected and sorted;
+ *    candidates took ~40 ms): a histogram of exp(l - max), 8 bins an
+ *    octave, of the weights that can matter says in which bin the cut
+ *    lies, and only that bin's tokens are sorted (dist_top_p);
+ *  - the scans for the few entries past a threshold (top-k's heap, the
+ *    cuts) go 8 or 16 at a time (ops_first_above, ops_collect_above);
  *  - the exponentials come 8 at a time with their sums by blocks of
  *    OPS_EXP_BLOCK (ops_exp_blocks), which the draw's search skips whole;
  *  - the draw works on those unnormalized weights; probabilities are made
@@ -351,90 +353,32 @@ static int64_t cands_top_k(struct sampler *s, const float *l, int64_t k)
 	return k;
 }
 
-/* Every candidate whose weight e (exp(l - max), by token id) has a binary
- * exponent of at least expo (0: every candidate; e is not read), sorted,
- * into s->cand. */
-static int64_t cands_above(struct sampler *s, const float *l, const float *e, uint32_t expo)
-{
-	const int64_t V = s->n_vocab;
-	int64_t m = 0;
-	if (!expo) {
-		for (int64_t i = 0; i < V; i++)
-			if (l[i] > -INFINITY)
-				s->cand[m++] = (struct cand){ l[i], (int32_t)i };
-	} else { /* e >= 2^(expo - 127), a normal float (then l > -inf) */
-		const uint32_t low_bits = expo << 23;
-		float low;
-		memcpy(&low, &low_bits, sizeof low);
-		const float below = nextafterf(low, 0.0f);
-		for (int64_t i = 0;; i++) {
-			i += ops_first_above(e + i, V - i, below);
-			if (i >= V)
-				break;
-			s->cand[m++] = (struct cand){ l[i], (int32_t)i };
-		}
-	}
-	sort_cands(s->cand, m);
-	return m;
-}
-
-/* Top-p's candidates without top-k: sorted, a prefix of the sorted row
- * that holds at least top_p of the mass (so truncate_sorted finds its cut
- * in it); *total: the sum of exp(l - l[best]) over the row. */
-static int64_t cands_top_p(struct sampler *s, const float *l, int64_t best, double *total)
-{
-	const int64_t V = s->n_vocab;
-	float *e = s->cand_w; /* by token id, as scratch */
-	*total = ops_exp_blocks(e, l, V, l[best], 1.0f, NULL);
-	/* mass by binary exponent of e (all in [0, 1]: exponents <= 127), in
-	 * four histograms so that runs of one exponent do not chain their adds */
-	double h[4][128] = { { 0 } };
-	for (int64_t i = 0; i < V; i++) {
-		uint32_t bits;
-		memcpy(&bits, &e[i], sizeof bits);
-		h[i & 3][(bits >> 23) & 127] += e[i];
-	}
-	/* the cut: the mass from the top down to it reaches top_p, with room
-	 * for the float rounding of the probabilities truncate_sorted sums */
-	const double want = (double)s->p.top_p * *total * (1.0 + 1e-6);
-	double acc = 0;
-	uint32_t expo = 127;
-	for (;; expo--) {
-		acc += h[0][expo] + h[1][expo] + h[2][expo] + h[3][expo];
-		if (acc >= want || expo == 0)
-			break;
-	}
-	return cands_above(s, l, e, acc >= want ? expo : 0);
-}
-
-/* Of the n sorted candidates, how many top-p and min-p keep, judged on the
- * distribution at temperature 1: p_i = exp(l_i - l_0) / total (total < 0:
- * the sum over the n). -1 when top-p's cut lies past the n (the prefix was
- * too short). */
-static int64_t truncate_sorted(struct sampler *s, int64_t n, double total)
+/* Of the n sorted candidates (top-k's), how many top-p and min-p keep,
+ * judged on the distribution at temperature 1: top-p the shortest prefix
+ * whose weights exp(l - l_0) sum (in double, in order) to top_p of the
+ * n's; min-p those with l >= l_0 + log(min_p), dist_all's test. */
+static int64_t truncate_sorted(struct sampler *s, int64_t n)
 {
 	float *e = s->cand_w;
-	for (int64_t i = 0; i < n; i++)
-		e[i] = s->cand[i].logit;
-	const double sum = ops_exp_blocks(e, e, n, s->cand[0].logit, 1.0f, NULL);
-	if (total < 0)
-		total = sum;
 	int64_t keep = n;
 	if (s->p.top_p < 1.0f) {
+		for (int64_t i = 0; i < n; i++)
+			e[i] = s->cand[i].logit;
+		const double want = (double)s->p.top_p *
+				    ops_exp_blocks(e, e, n, s->cand[0].logit, 1.0f, NULL);
 		double cum = 0;
-		keep = -1;
-		for (int64_t i = 0; i < n && keep < 0; i++) {
-			cum += (float)(e[i] / total);
-			if (cum >= s->p.top_p)
+		for (int64_t i = 0; i < n; i++) {
+			cum += e[i];
+			if (cum >= want) {
 				keep = i + 1;
+				break;
+			}
 		}
-		if (keep < 0)
-			return -1;
 	}
 	if (s->p.min_p > 0.0f) {
-		const float thr = (float)(e[0] / total) * s->p.min_p;
+		const float floor_l = s->cand[0].logit + logf(s->p.min_p);
 		int64_t i = 1;
-		while (i < keep && (float)(e[i] / total) >= thr)
+		while (i < keep && s->cand[i].logit >= floor_l)
 			i++;
 		keep = i;
 	}
@@ -455,9 +399,35 @@ static int64_t dist_sorted(struct sampler *s, int64_t keep)
 	return keep;
 }
 
+/* The final distribution over the tokens with l > cut, or l == cut and
+ * id <= tie_id, in vocabulary order (cut -inf: every unmasked token). */
+static int64_t dist_above(struct sampler *s, const float *l, float mx, float cut, int32_t tie_id)
+{
+	const float below = cut > -INFINITY ? nextafterf(cut, -INFINITY) : -INFINITY;
+	int32_t *ids = s->cand_ids;
+	const int64_t m = ops_collect_above(l, s->n_vocab, below, ids);
+	int64_t n = 0;
+	for (int64_t j = 0; j < m; j++) {
+		const int32_t i = ids[j];
+		if (l[i] == cut && i > tie_id)
+			continue;
+		ids[n] = i;
+		s->cand_w[n++] = l[i];
+	}
+	s->ids = ids;
+	s->n_cand = n;
+	s->total = ops_exp_blocks(s->cand_w, s->cand_w, n, mx, s->p.temperature, s->cand_blocks);
+	return n;
+}
+
+/* min-p's floor: l >= max + log(min_p) keeps exp(l - max) >= min_p */
+static float min_p_floor(const struct sampler *s, float mx)
+{
+	return s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
+}
+
 /* The final distribution without top-k or top-p: the candidates in
- * vocabulary order; min-p keeps exp(l - l_best) >= min_p, the test
- * truncate_sorted makes. */
+ * vocabulary order (min-p's floor applied). */
 static int64_t dist_all(struct sampler *s, const float *l, int64_t n_valid, int64_t best)
 {
 	const int64_t V = s->n_vocab;
@@ -468,21 +438,77 @@ static int64_t dist_all(struct sampler *s, const float *l, int64_t n_valid, int6
 		s->total = ops_exp_blocks(s->cand_w, l, V, mx, s->p.temperature, s->cand_blocks);
 		return V;
 	}
-	const float floor_l = s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
-	/* l >= floor_l and l > -inf: l above the float below floor_l */
-	const float below = floor_l > -INFINITY ? nextafterf(floor_l, -INFINITY) : -INFINITY;
-	int64_t n = 0;
-	for (int64_t i = 0;; i++) {
-		i += ops_first_above(l + i, V - i, below);
-		if (i >= V)
+	return dist_above(s, l, mx, min_p_floor(s, mx), INT32_MAX);
+}
+
+/* Top-p's bins: a weight e in [0, 1] by the top bits of its float (the
+ * binary exponent and 3 bits of mantissa: 8 bins an octave), an order
+ * that follows e's. */
+enum { TOP_P_SHIFT = 20, TOP_P_BINS = 1024 };
+
+static inline uint32_t top_p_bin(float e)
+{
+	uint32_t bits;
+	memcpy(&bits, &e, sizeof bits);
+	bits >>= TOP_P_SHIFT;
+	return bits < TOP_P_BINS ? bits : TOP_P_BINS - 1;
+}
+
+/* Top-p without top-k, then min-p: the shortest prefix of the row sorted
+ * by logit (ties: lower id first) whose weights exp(l - max) sum to top_p
+ * of the row's, found without sorting the row (a heapsort of 262k
+ * candidates took ~40 ms). The weights at or below t0 = (1 - top_p) / 2
+ * of the mass over V add up to less than the mass past top_p, so the cut
+ * lies above t0: only the weights above it (on a model's row, a few
+ * percent) go into a histogram, which says in which bin the running sum
+ * from the top passes top_p; only that bin's tokens are sorted, and the
+ * sum goes on through them from the bins above. The cut (its last token's
+ * logit and id) then selects the candidates in vocabulary order. The
+ * bins' sums follow another order than the sorted one: a cut within
+ * rounding (~1e-11 of the mass) of a bin's edge may fall one token off. */
+static int64_t dist_top_p(struct sampler *s, const float *l, int64_t best)
+{
+	const int64_t V = s->n_vocab;
+	const float mx = l[best];
+	float *e = s->cand_w; /* by token id, as scratch */
+	int32_t *idx = s->cand_ids;
+	const double total = ops_exp_blocks(e, l, V, mx, 1.0f, NULL);
+	const double want = (double)s->p.top_p * total;
+	const int64_t n = ops_collect_above(e, V, (float)((total - want) * 0.5 / (double)V), idx);
+	double h[2][TOP_P_BINS]; /* two, so that runs of one bin do not chain their adds */
+	memset(h, 0, sizeof h);
+	for (int64_t j = 0; j < n; j++)
+		h[j & 1][top_p_bin(e[idx[j]])] += e[idx[j]];
+	double acc = 0;
+	int bin = TOP_P_BINS - 1;
+	for (; bin > 0; bin--) {
+		const double in = h[0][bin] + h[1][bin];
+		if (acc + in >= want)
 			break;
-		s->cand_ids[n] = (int32_t)i;
-		s->cand_w[n++] = l[i];
+		acc += in;
 	}
-	s->ids = s->cand_ids;
-	s->n_cand = n;
-	s->total = ops_exp_blocks(s->cand_w, s->cand_w, n, mx, s->p.temperature, s->cand_blocks);
-	return n;
+	float cut = -INFINITY; /* rounding kept the sum below want: every token */
+	int32_t tie_id = INT32_MAX;
+	if (bin > 0) {
+		int64_t m = 0;
+		for (int64_t j = 0; j < n; j++)
+			if (top_p_bin(e[idx[j]]) == (uint32_t)bin)
+				s->cand[m++] = (struct cand){ l[idx[j]], idx[j] };
+		sort_cands(s->cand, m);
+		for (int64_t j = 0; j < m; j++) { /* the last one if rounding runs past */
+			cut = s->cand[j].logit;
+			tie_id = s->cand[j].id;
+			acc += e[s->cand[j].id];
+			if (acc >= want)
+				break;
+		}
+	}
+	const float floor_l = min_p_floor(s, mx);
+	if (floor_l > cut) {
+		cut = floor_l;
+		tie_id = INT32_MAX;
+	}
+	return dist_above(s, l, mx, cut, tie_id);
 }
 
 int64_t sampler_dist(struct sampler *s, float *logits)
@@ -513,17 +539,10 @@ int64_t sampler_dist(struct sampler *s, float *logits)
 	}
 	if (s->p.top_k > 0 && s->p.top_k < n_valid) {
 		const int64_t k = cands_top_k(s, logits, s->p.top_k);
-		const int64_t keep = truncate_sorted(s, k, -1.0);
-		return dist_sorted(s, keep < 0 ? k : keep);
+		return dist_sorted(s, truncate_sorted(s, k));
 	}
-	if (s->p.top_p < 1.0f) {
-		double total;
-		int64_t m = cands_top_p(s, logits, best, &total);
-		int64_t keep = truncate_sorted(s, m, total);
-		if (keep < 0 && m < n_valid) /* rounding left the cut past the prefix */
-			keep = truncate_sorted(s, m = cands_above(s, logits, NULL, 0), total);
-		return dist_sorted(s, keep < 0 ? m : keep);
-	}
+	if (s->p.top_p < 1.0f)
+		return dist_top_p(s, logits, best);
 	return dist_all(s, logits, n_valid, best);
 }
 

@@ -3,8 +3,11 @@
  * The chain follows llama.cpp's default order so that CLI users get the
  * behaviour they know: penalties -> top-k -> top-p -> min-p -> temperature
  * -> draw. Truncations are computed on the untempered distribution; the
- * temperature only reshapes what survives. temperature <= 0 is greedy
- * (argmax after penalties; ties go to the lowest id).
+ * temperature only reshapes what survives. top-p keeps the shortest
+ * prefix of the tokens sorted by logit (ties: lower id first) whose
+ * probabilities sum to at least top_p; min-p those with p >= min_p * the
+ * largest p. temperature <= 0 is greedy (argmax after penalties; ties go
+ * to the lowest id).
  *
  * A sampler owns its memory (allocated once in sampler_create for the
  * vocabulary size; the candidate buffers may be shared, see
@@ -107,9 +110,9 @@ void sampler_rng_set(struct sampler *s, const uint64_t state[4]);
 
 /* After sampler_sample / sampler_dist: the surviving candidates and their
  * final probabilities (made here, on the first call after a distribution),
- * in decreasing order when top-k or top-p applied, else in vocabulary
- * order (sorting the whole vocabulary for nothing is too slow). Valid
- * until the sampler (or one sharing its candidate buffers) samples again. */
+ * in decreasing order when top-k applied, else in vocabulary order
+ * (sorting the survivors for nothing is too slow). Valid until the
+ * sampler (or one sharing its candidate buffers) samples again. */
 int64_t sampler_candidates(struct sampler *s, const int32_t **ids, const float **probs);
 
 #endif

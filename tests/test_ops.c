@@ -720,15 +720,15 @@ static void test_softmax_rows(void)
 }
 
 /* The logprobs and candidate loops (ops_logsumexp's maximum,
- * ops_count_above, ops_first_above, ops_top_k): the AVX2 forms against
- * their scalar definitions on rows with repeated values, masked and NaN
- * entries, signed zeros, a NaN first entry, and tails past the last 8; the
- * top entries against a sort. */
+ * ops_count_above, ops_first_above, ops_collect_above, ops_top_k): the
+ * AVX2 forms against their scalar definitions on rows with repeated
+ * values, masked and NaN entries, signed zeros, a NaN first entry, and
+ * tails past the last 8; the top entries against a sort. */
 static void test_logprob_rows(void)
 {
 	enum { N = 1003 };
 	static float x[N];
-	int bad_max = 0, bad_count = 0, bad_first = 0, bad_top = 0, bad_sorted = 0;
+	int bad_max = 0, bad_count = 0, bad_first = 0, bad_collect = 0, bad_top = 0, bad_sorted = 0;
 	uint64_t r = 99;
 	for (int round = 0; round < 40; round++) {
 		const int n = N - round % 9;
@@ -763,6 +763,15 @@ static void test_logprob_rows(void)
 			bad_first += f != want || f != ops_first_above_ref(x + s0, n - s0, v);
 		}
 		bad_first += ops_first_above(x, n, INFINITY) != n;
+		static int32_t ia[N], ib[N];
+		const int64_t ca = ops_collect_above_ref(x + round % 3, n - round % 3, v, ia);
+		const int64_t cb = ops_collect_above(x + round % 3, n - round % 3, v, ib);
+		int64_t cw = 0;
+		for (int i = round % 3; i < n; i++)
+			cw += x[i] > v;
+		bad_collect += ca != cw || cb != ca || memcmp(ia, ib, sizeof *ia * (size_t)ca);
+		for (int64_t j = 0; j < ca; j++)
+			bad_collect += !(x[round % 3 + ia[j]] > v) || (j && ia[j] <= ia[j - 1]);
 		const int k = 1 + round % 20;
 		int32_t ir[20], id[20];
 		float vr[20], vd[20];
@@ -790,6 +799,7 @@ static void test_logprob_rows(void)
 	CHECK(bad_max == 0, "ops_logsumexp equals its scalar definition: %d rows differ", bad_max);
 	CHECK(bad_count == 0, "ops_count_above equals its scalar definition: %d differ", bad_count);
 	CHECK(bad_first == 0, "ops_first_above is the first entry above: %d differ", bad_first);
+	CHECK(bad_collect == 0, "ops_collect_above lists the entries above: %d differ", bad_collect);
 	CHECK(bad_top == 0, "ops_top_k equals its scalar definition: %d rows differ", bad_top);
 	CHECK(bad_sorted == 0, "ops_top_k gives the k largest in order: %d wrong", bad_sorted);
 }

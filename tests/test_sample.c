@@ -368,6 +368,8 @@ static void test_big_vocab(void)
 		{ 1.0f, 1.0f, 0.001f, 0 },   { 0.5f, 1.0f, 0.0f, 1000 }, { 1.0f, 0.9f, 0.0f, 5000 },
 		{ 0.05f, 1.0f, 0.0f, 0 },    { 1.0f, 1.0f, 0.0f, 1 },
 		{ 1.0f, 1.0f, 0.0f, 4 }, /* the 4th best ties with the last token */
+		{ 1.0f, 0.99999f, 0.0f, 0 }, { 0.9f, 0.99999994f, 0.0f, 0 }, /* the far tail */
+		{ 1.0f, 0.7f, 0.2f, 0 },
 	};
 	int bad_set = 0, bad_prob = 0, bad_order = 0, cases = 0;
 	for (int shape = 0; shape < 3; shape++) {
@@ -398,8 +400,8 @@ static void test_big_vocab(void)
 				sampler_free(s);
 				continue;
 			}
-			/* the same ids with the same probabilities (sorted ones in
-			 * order, the whole vocabulary's in id order) */
+			/* the same ids with the same probabilities (top-k's in
+			 * decreasing order, the others in id order) */
 			static long double by_id[BIG_V];
 			static char kept[BIG_V];
 			memset(kept, 0, sizeof kept);
@@ -407,7 +409,10 @@ static void test_big_vocab(void)
 				kept[c[i].id] = 1;
 				by_id[c[i].id] = pr[i];
 			}
-			const bool sorted = p.top_k > 0 || p.top_p < 1.0f;
+			int64_t valid = 0;
+			for (int64_t i = 0; i < BIG_V; i++)
+				valid += l[i] > -INFINITY; /* NaN: no */
+			const bool sorted = p.top_k > 0 && p.top_k < valid;
 			for (int64_t i = 0; i < n; i++) {
 				const int32_t t = ids[i];
 				if (!kept[t]) {

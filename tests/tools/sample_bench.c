@@ -34,6 +34,7 @@ static const struct setting {
 	{ "temperature 0.7", { .temperature = 0.7f, .top_p = 1 } },
 	{ "top-p 0.9", { .temperature = 1, .top_p = 0.9f } },
 	{ "top-p 0.95, temperature 0.6", { .temperature = 0.6f, .top_p = 0.95f } },
+	{ "top-p 0.99999", { .temperature = 1, .top_p = 0.99999f } },
 	{ "min-p 0.05", { .temperature = 1, .top_p = 1, .min_p = 0.05f } },
 	{ "top-k 40, top-p 0.95, min-p 0.05 (ingot run)",
 	  { .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f } },
