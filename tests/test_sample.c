@@ -490,6 +490,149 @@ static void test_big_draws(void)
 	sampler_free(t);
 }
 
+/* One random row's oracle: the row as sampler_sample documents it (NaN
+ * masked; none left: all 0; +inf: only those), sorted by logit then id. */
+static int64_t rand_row_sorted(const float *l, int64_t n_vocab, float *pre, struct ref_cand *c)
+{
+	int64_t valid = 0, inf = 0;
+	for (int64_t i = 0; i < n_vocab; i++) {
+		pre[i] = l[i] != l[i] ? -INFINITY : l[i];
+		valid += pre[i] > -INFINITY;
+		inf += pre[i] == INFINITY;
+	}
+	for (int64_t i = 0; i < n_vocab; i++)
+		pre[i] = !valid ? 0.0f : !inf ? pre[i] : pre[i] == INFINITY ? 0.0f : -INFINITY;
+	int64_t n = 0;
+	for (int64_t i = 0; i < n_vocab; i++)
+		if (pre[i] > -INFINITY)
+			c[n++] = (struct ref_cand){ pre[i], (int32_t)i };
+	qsort(c, (size_t)n, sizeof *c, ref_order);
+	return n;
+}
+
+/* The first i (1-based) where the running sum of w reaches want, else n. */
+static int64_t reach(const long double *w, int64_t n, long double want)
+{
+	long double cum = 0;
+	for (int64_t i = 0; i < n; i++)
+		if ((cum += w[i]) >= want)
+			return i + 1;
+	return n;
+}
+
+/* Random rows (1 to 2,500 tokens, ties, masked, NaN and +inf entries,
+ * rows wholly masked) under random settings, against the chain's
+ * definition: the candidates are a prefix of the sorted row whose length
+ * lies where top-k, top-p and min-p put it (within 1e-6 of the mass and
+ * 1e-5 of min-p's logit floor, where rounding may go either way); their
+ * probabilities the tempered softmax over them; top-k's in order, the
+ * others in id order; a draw one of them. */
+static void test_random_rows(void)
+{
+	enum { MAXV = 2500 };
+	static float l[MAXV], row[MAXV], pre[MAXV];
+	static struct ref_cand c[MAXV];
+	static long double w[MAXV];
+	static char kept[MAXV];
+	static const float temps[] = { 0.3f, 1.0f, 2.0f }, top_ps[] = { 1.0f, 0.1f, 0.5f, 0.9f,
+									0.99f, 0.99999f };
+	static const float min_ps[] = { 0.0f, 0.0f, 0.05f, 0.5f, 1.0f };
+	uint64_t r = 0x243f6a8885a308d3ull;
+	int bad_prefix = 0, bad_len = 0, bad_prob = 0, bad_order = 0, bad_draw = 0, rows = 0;
+	for (int t = 0; t < 1500; t++) {
+#define RND() (r = r * 6364136223846793005ull + 1442695040888963407ull, r >> 33)
+		const int64_t n_vocab = 1 + (int64_t)(RND() % MAXV);
+		const int levels = (int)(RND() % 3); /* 0: continuous, else few values: ties */
+		const float spread = (float)(1 + RND() % 30);
+		for (int64_t i = 0; i < n_vocab; i++) {
+			const float u = (float)(RND() % 100000) / 100000.0f;
+			l[i] = levels ? spread * (float)(RND() % (uint64_t)(levels * 4)) / 4.0f
+				      : spread * u;
+			const uint64_t k = RND() % 1000;
+			l[i] = k < (uint64_t)(t % 7) * 120 ? -INFINITY : k == 999 ? NAN : l[i];
+		}
+		if (t % 97 == 5)
+			l[RND() % (uint64_t)n_vocab] = INFINITY;
+		if (t % 89 == 3)
+			for (int64_t i = 0; i < n_vocab; i++)
+				l[i] = -INFINITY;
+		struct sample_params p = { .temperature = temps[RND() % 3],
+					   .top_p = top_ps[RND() % 6], .min_p = min_ps[RND() % 5],
+					   .repeat_penalty = 1, .seed = (uint64_t)t };
+		static const int64_t ks[] = { 0, 0, 1, 3, 50 };
+		const int64_t kc = (int64_t)(RND() % 7);
+		p.top_k = (int32_t)(kc < 5 ? ks[kc] : kc == 5 ? n_vocab - 1 : n_vocab + 5);
+		struct sampler *s;
+		ing_err err = { 0 };
+		if (sampler_create(&p, n_vocab, &s, &err) != ING_OK) {
+			CHECK(0, "sampler_create: %s", err.msg);
+			return;
+		}
+		memcpy(row, l, (size_t)n_vocab * sizeof *row);
+		const int64_t n = sampler_dist(s, row);
+		const int32_t tok = sampler_draw(s);
+		const int32_t *ids;
+		const float *probs;
+		sampler_candidates(s, &ids, &probs);
+		const int64_t nc = rand_row_sorted(l, n_vocab, pre, c);
+		const bool by_k = p.top_k > 0 && p.top_k < nc;
+		const int64_t K = by_k ? p.top_k : nc;
+		for (int64_t i = 0; i < K; i++)
+			w[i] = expl((long double)c[i].l - c[0].l);
+		long double mass = 0;
+		for (int64_t i = 0; i < K; i++)
+			mass += w[i];
+		int64_t lo = K, hi = K;
+		if (p.top_p < 1.0f) {
+			lo = reach(w, K, p.top_p * mass * (1 - 1e-6L));
+			hi = reach(w, K, p.top_p * mass * (1 + 1e-6L));
+		}
+		if (p.min_p > 0.0f) { /* min-p 1: no rounding, ties with the top stay */
+			const long double fl = logl(p.min_p), eps = p.min_p < 1.0f ? 1e-5L : 0;
+			int64_t mlo = 1, mhi = 1;
+			while (mlo < K && (long double)c[mlo].l - c[0].l >= fl + eps)
+				mlo++;
+			while (mhi < K && (long double)c[mhi].l - c[0].l >= fl - eps)
+				mhi++;
+			lo = lo < mlo ? lo : mlo;
+			hi = hi < mhi ? hi : mhi;
+		}
+		rows++;
+		if (n < lo || n > hi) {
+			bad_len++;
+			fprintf(stderr, "row %d (V %lld, k %d, p %g, min-p %g): %lld kept, want %lld..%lld\n",
+				t, (long long)n_vocab, p.top_k, p.top_p, p.min_p, (long long)n,
+				(long long)lo, (long long)hi);
+			sampler_free(s);
+			continue;
+		}
+		memset(kept, 0, (size_t)n_vocab);
+		long double z = 0;
+		for (int64_t i = 0; i < n; i++) {
+			kept[c[i].id] = 1;
+			z += w[i] = expl(((long double)c[i].l - c[0].l) / p.temperature);
+		}
+		int in = 0;
+		for (int64_t i = 0; i < n; i++) {
+			const int32_t id = ids[i];
+			in += kept[id];
+			bad_order += by_k ? id != c[i].id : i > 0 && id <= ids[i - 1];
+			long double want = 0;
+			for (int64_t j = 0; j < n; j++)
+				want = c[j].id == id ? w[j] / z : want;
+			bad_prob += fabsl(probs[i] - want) > 2e-6L * want + 1e-12L;
+		}
+		bad_prefix += in != n;
+		bad_draw += !(tok >= 0 && tok < n_vocab && kept[tok]);
+		sampler_free(s);
+#undef RND
+	}
+	CHECK(bad_len == 0 && bad_prefix == 0 && bad_prob == 0 && bad_order == 0 && bad_draw == 0,
+	      "%d random rows as the chain's definition: %d lengths, %d sets, %d probabilities, "
+	      "%d orders, %d draws wrong", rows, bad_len, bad_prefix, bad_prob, bad_order,
+	      bad_draw);
+}
+
 int main(void)
 {
 	size_t live = ing_mem_live();
@@ -503,6 +646,7 @@ int main(void)
 	test_sharing_and_rng();
 	test_big_vocab();
 	test_big_draws();
+	test_random_rows();
 	CHECK(ing_mem_live() == live, "leak: %zu bytes", ing_mem_live() - live);
 	return check_summary("test_sample");
 }
