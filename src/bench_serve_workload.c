@@ -110,6 +110,7 @@ static cJSON *body_new(const struct bs_body *body, int i)
 		cJSON_Delete(so);
 		return NULL;
 	}
+	const double seed = (double)((body->seed + (uint64_t)i) & 0x7fffffff);
 	int ok = (!model || cJSON_AddStringToObject(o, "model", model)) &&
 		 cJSON_AddNumberToObject(o, "max_tokens", body->max_tokens) &&
 		 cJSON_AddTrueToObject(o, "stream") && cJSON_AddTrueToObject(so, "include_usage") &&
@@ -117,7 +118,7 @@ static cJSON *body_new(const struct bs_body *body, int i)
 		 cJSON_AddNumberToObject(o, "temperature", body->temperature) &&
 		 (body->top_p >= 1 || cJSON_AddNumberToObject(o, "top_p", body->top_p)) &&
 		 (body->temperature <= 0 ||
-		  cJSON_AddNumberToObject(o, "seed", (double)((body->seed + (uint64_t)i) & 0x7fffffff)));
+		  cJSON_AddNumberToObject(o, "seed", seed));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

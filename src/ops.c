@@ -977,7 +977,8 @@ int64_t ops_collect_above_ref(const float *x, int64_t n, float v, int32_t *idx)
 int64_t ops_collect_above(const float *x, int64_t n, float v, int32_t *idx)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_collect_above_avx2(x, n, v, idx) : ops_collect_above_ref(x, n, v, idx);
+	return use_avx2 ? ops_collect_above_avx2(x, n, v, idx)
+			: ops_collect_above_ref(x, n, v, idx);
 }
 
 int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)

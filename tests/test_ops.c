@@ -799,7 +799,8 @@ static void test_logprob_rows(void)
 	CHECK(bad_max == 0, "ops_logsumexp equals its scalar definition: %d rows differ", bad_max);
 	CHECK(bad_count == 0, "ops_count_above equals its scalar definition: %d differ", bad_count);
 	CHECK(bad_first == 0, "ops_first_above is the first entry above: %d differ", bad_first);
-	CHECK(bad_collect == 0, "ops_collect_above lists the entries above: %d differ", bad_collect);
+	CHECK(bad_collect == 0, "ops_collect_above lists the entries above: %d differ",
+	      bad_collect);
 	CHECK(bad_top == 0, "ops_top_k equals its scalar definition: %d rows differ", bad_top);
 	CHECK(bad_sorted == 0, "ops_top_k gives the k largest in order: %d wrong", bad_sorted);
 }

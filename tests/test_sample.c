@@ -600,7 +600,8 @@ static void test_random_rows(void)
 		rows++;
 		if (n < lo || n > hi) {
 			bad_len++;
-			fprintf(stderr, "row %d (V %lld, k %d, p %g, min-p %g): %lld kept, want %lld..%lld\n",
+			fprintf(stderr,
+				"row %d (V %lld, k %d, p %g, min-p %g): %lld kept, want %lld..%lld\n",
 				t, (long long)n_vocab, p.top_k, p.top_p, p.min_p, (long long)n,
 				(long long)lo, (long long)hi);
 			sampler_free(s);
