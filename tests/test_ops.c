@@ -242,6 +242,19 @@ static void test_attend_stored(enum ops_kv_type kt)
 	free(scratch);
 }
 
+/* a[i] = the float of bit pattern base + 7919 i (mod 2^32), i < n, but
+ * for the first n_edge, which are edge[i]: a sweep of every kind of float
+ * across the 64 bases of a test. */
+static void spread_bits(float *a, int n, uint64_t base, const float *edge, int n_edge)
+{
+	for (int i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)(base + (uint64_t)i * 7919u);
+		memcpy(&a[i], &u, sizeof u);
+		if (i < n_edge)
+			a[i] = edge[i];
+	}
+}
+
 /* The AVX2 softmax exp against libm's expf on a spread of bit patterns
  * (every one of the 2^32 was checked once, in 60 s, on glibc 2.36): equal
  * bits under glibc, whose x86-64 expf on FMA CPUs it reproduces; within an
@@ -256,12 +269,7 @@ static void test_exp(void)
 	static float a[C], b[C];
 	int bad = 0;
 	for (uint64_t base = 0; base < (1ull << 32); base += (1ull << 32) / 64) {
-		for (int i = 0; i < C; i++) {
-			uint32_t u = (uint32_t)(base + (uint64_t)i * 7919u);
-			memcpy(&a[i], &u, sizeof u);
-			if (i < (int)(sizeof edge / sizeof *edge))
-				a[i] = edge[i];
-		}
+		spread_bits(a, C, base, edge, (int)(sizeof edge / sizeof *edge));
 		const float mx = base & (1ull << 31) ? -1.5f : 0.0f;
 		for (int i = 0; i < C; i++)
 			b[i] = expf(a[i] - mx);
@@ -603,12 +611,7 @@ static void test_exp_poly(void)
 	static float a[C], b[C];
 	int bad_def = 0, bad_bits = 0;
 	for (uint64_t base = 0; base < (1ull << 32); base += (1ull << 32) / 64) {
-		for (int i = 0; i < C; i++) {
-			uint32_t u = (uint32_t)(base + (uint64_t)i * 7919u);
-			memcpy(&a[i], &u, sizeof u);
-			if (i < (int)(sizeof edge / sizeof *edge))
-				a[i] = edge[i];
-		}
+		spread_bits(a, C, base, edge, (int)(sizeof edge / sizeof *edge));
 		ops_exp_blocks(b, a, C, 0.0f, 1.0f, NULL);
 		for (int i = 0; i < C; i++) {
 			const float v = a[i], e = ops_exp_poly(v);
