@@ -521,12 +521,12 @@ static int64_t reach(const long double *w, int64_t n, long double want)
 }
 
 /* Random rows (1 to 2,500 tokens, ties, masked, NaN and +inf entries,
- * rows wholly masked) under random settings, against the chain's
- * definition: the candidates are a prefix of the sorted row whose length
- * lies where top-k, top-p and min-p put it (within 1e-6 of the mass and
- * 1e-5 of min-p's logit floor, where rounding may go either way); their
- * probabilities the tempered softmax over them; top-k's in order, the
- * others in id order; a draw one of them. */
+ * rows wholly masked, logits across float's range or tiny) under random
+ * settings, against the chain's definition: the candidates are a prefix
+ * of the sorted row whose length lies where top-k, top-p and min-p put it
+ * (within 1e-6 of the mass and 1e-5 of min-p's logit floor, where rounding
+ * may go either way); their probabilities the tempered softmax over them;
+ * top-k's in order, the others in id order; a draw one of them. */
 static void test_random_rows(void)
 {
 	enum { MAXV = 2500 };
@@ -543,11 +543,15 @@ static void test_random_rows(void)
 #define RND() (r = r * 6364136223846793005ull + 1442695040888963407ull, r >> 33)
 		const int64_t n_vocab = 1 + (int64_t)(RND() % MAXV);
 		const int levels = (int)(RND() % 3); /* 0: continuous, else few values: ties */
-		const float spread = (float)(1 + RND() % 30);
+		/* now and then logits across float's range (differences overflow
+		 * to -inf) or tiny ones */
+		const bool huge = t % 23 == 4;
+		const float spread = huge ? 3e38f : t % 23 == 9 ? 1e-30f : (float)(1 + RND() % 30);
 		for (int64_t i = 0; i < n_vocab; i++) {
-			const float u = (float)(RND() % 100000) / 100000.0f;
-			l[i] = levels ? spread * (float)(RND() % (uint64_t)(levels * 4)) / 4.0f
-				      : spread * u;
+			float u = (float)(RND() % 100000) / 100000.0f;
+			if (levels)
+				u = (float)(RND() % (uint64_t)(levels * 4)) / (float)(levels * 4);
+			l[i] = huge ? (2.0f * u - 1.0f) * spread : spread * u;
 			const uint64_t k = RND() % 1000;
 			l[i] = k < (uint64_t)(t % 7) * 120 ? -INFINITY : k == 999 ? NAN : l[i];
 		}
