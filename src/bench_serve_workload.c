@@ -117,8 +117,7 @@ static cJSON *body_new(const struct bs_body *body, int i)
 		 cJSON_AddTrueToObject(o, "ignore_eos") &&
 		 cJSON_AddNumberToObject(o, "temperature", body->temperature) &&
 		 (body->top_p >= 1 || cJSON_AddNumberToObject(o, "top_p", body->top_p)) &&
-		 (body->temperature <= 0 ||
-		  cJSON_AddNumberToObject(o, "seed", seed));
+		 (body->temperature <= 0 || cJSON_AddNumberToObject(o, "seed", seed));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

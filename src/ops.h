@@ -141,7 +141,7 @@ size_t ops_attend_group_scratch(int nq, int64_t span, int64_t Dh, int64_t Dv,
  * vocabulary (262k entries: libm's expf a token cost ~1 ms a row). The
  * exponential of v here is ops_exp_poly's (ops_int.h): 0 below -87
  * (e^-87 < 2e-38, a probability no draw can see; such entries skip the
- * arithmetic), else a float polynomial within 2 ulp of expf whose AVX2
+ * arithmetic), else a float polynomial within 1.5 ulp of exp whose AVX2
  * lanes give the scalar definition's bits, so every ISA draws the same
  * tokens. (Attention's softmax keeps libm's expf: ops_exp_avx2.) */
 
@@ -177,8 +177,8 @@ int64_t ops_count_above(const float *x, int64_t n, float v);
 int64_t ops_count_above_ref(const float *x, int64_t n, float v);
 
 /* The first i < n with x[i] > v, or n when there is none: the scan of a
- * row for the few entries that beat a threshold (a top-k heap's worst,
- * min-p's floor), 8 at a time with AVX2. */
+ * row for the few entries that beat a threshold (a top-k heap's worst),
+ * 16 at a time with AVX2. */
 int64_t ops_first_above(const float *x, int64_t n, float v);
 int64_t ops_first_above_ref(const float *x, int64_t n, float v);
 
