@@ -532,7 +532,7 @@ static void test_random_rows(void)
 	enum { MAXV = 2500 };
 	static float l[MAXV], row[MAXV], pre[MAXV];
 	static struct ref_cand c[MAXV];
-	static long double w[MAXV];
+	static long double w[MAXV], by_id[MAXV];
 	static char kept[MAXV];
 	static const float temps[] = { 0.3f, 1.0f, 2.0f }, top_ps[] = { 1.0f, 0.1f, 0.5f, 0.9f,
 									0.99f, 0.99999f };
@@ -617,14 +617,14 @@ static void test_random_rows(void)
 			kept[c[i].id] = 1;
 			z += w[i] = expl(((long double)c[i].l - c[0].l) / p.temperature);
 		}
+		for (int64_t i = 0; i < n; i++)
+			by_id[c[i].id] = w[i] / z;
 		int in = 0;
 		for (int64_t i = 0; i < n; i++) {
 			const int32_t id = ids[i];
 			in += kept[id];
 			bad_order += by_k ? id != c[i].id : i > 0 && id <= ids[i - 1];
-			long double want = 0;
-			for (int64_t j = 0; j < n; j++)
-				want = c[j].id == id ? w[j] / z : want;
+			const long double want = kept[id] ? by_id[id] : 0;
 			bad_prob += fabsl(probs[i] - want) > 2e-6L * want + 1e-12L;
 		}
 		bad_prefix += in != n;
