@@ -353,6 +353,12 @@ static int64_t cands_top_k(struct sampler *s, const float *l, int64_t k)
 	return k;
 }
 
+/* min-p's floor: l >= max + log(min_p) keeps exp(l - max) >= min_p */
+static float min_p_floor(const struct sampler *s, float mx)
+{
+	return s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
+}
+
 /* Of the n sorted candidates (top-k's), how many top-p and min-p keep,
  * judged on the distribution at temperature 1: top-p the shortest prefix
  * whose weights exp(l - l_0) sum (in double, in order) to top_p of the
@@ -375,14 +381,11 @@ static int64_t truncate_sorted(struct sampler *s, int64_t n)
 			}
 		}
 	}
-	if (s->p.min_p > 0.0f) {
-		const float floor_l = s->cand[0].logit + logf(s->p.min_p);
-		int64_t i = 1;
-		while (i < keep && s->cand[i].logit >= floor_l)
-			i++;
-		keep = i;
-	}
-	return keep;
+	const float floor_l = min_p_floor(s, s->cand[0].logit); /* -inf: keeps all */
+	int64_t i = 1;
+	while (i < keep && s->cand[i].logit >= floor_l)
+		i++;
+	return i;
 }
 
 /* The final distribution over the first keep sorted candidates. */
@@ -418,12 +421,6 @@ static int64_t dist_above(struct sampler *s, const float *l, float mx, float cut
 	s->n_cand = n;
 	s->total = ops_exp_blocks(s->cand_w, s->cand_w, n, mx, s->p.temperature, s->cand_blocks);
 	return n;
-}
-
-/* min-p's floor: l >= max + log(min_p) keeps exp(l - max) >= min_p */
-static float min_p_floor(const struct sampler *s, float mx)
-{
-	return s->p.min_p > 0.0f ? mx + logf(s->p.min_p) : -INFINITY;
 }
 
 /* The final distribution without top-k or top-p: the candidates in
