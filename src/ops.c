@@ -142,9 +142,9 @@ void ops_quantize_act(const struct quant_kernels *k, enum qtype act, const float
 
 #define MATMUL_TILE 32
 
-/* What a gemm kernel touches besides the plain rows, for TSan (the
- * kernels are not instrumented there): the packed groups it reads and the
- * results it writes. */
+/* What a gemm kernel touches besides the plain rows, for the sanitizers
+ * (the kernels run uninstrumented under them: sanitize.h): the packed
+ * groups it reads and the results it writes. */
 static void matmul_gemm_declare(enum qtype act, int64_t n, const void *packed, int64_t T,
 				float *y, int64_t y_stride, int64_t r0, int64_t r1)
 {
