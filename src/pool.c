@@ -6,7 +6,7 @@
  * 0 and then spins until pending reaches 0. Workers that see no new job for
  * SPIN_LIMIT polls sleep in futex_wait on gen; pool_run wakes them only when
  * some are asleep (`sleepers`). Long waits yield the CPU at each poll
- * (POOL_SPINS_BEFORE_YIELD). */
+ * (pool_spins). */
 #include "pool.h"
 
 #include <linux/futex.h>
@@ -35,6 +35,7 @@ struct worker {
 
 struct pool {
 	int n;
+	long spins; /* pool_spins */
 	struct worker *workers; /* [n], index 0 unused (the caller) */
 	pool_fn fn;
 	void *ctx;
@@ -61,8 +62,8 @@ static unsigned wait_new_gen(struct pool *p, unsigned seen)
 		if (g != seen)
 			return g;
 		if (i < SPIN_LIMIT) {
-			pool_wait_poll(i);
-			if (i >= POOL_SPINS_BEFORE_YIELD)
+			pool_wait_poll(i, p->spins);
+			if (i >= p->spins)
 				i += POOL_YIELD_POLLS - 1;
 			continue;
 		}
@@ -123,6 +124,7 @@ int pool_create(int n_threads, int pin, struct pool **out, ing_err *err)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	}
 	int ncpu = pool_cpu_count();
+	p->spins = n_threads <= ncpu ? POOL_SPINS_BEFORE_YIELD : 0;
 	int pin_failed = 0;
 	for (int i = 1; i < n_threads; i++) {
 		struct worker *w = &p->workers[i];
@@ -160,6 +162,8 @@ void pool_destroy(struct pool *p)
 
 int pool_threads(const struct pool *p) { return p->n; }
 
+long pool_spins(const struct pool *p) { return p->spins; }
+
 void pool_run(struct pool *p, pool_fn fn, void *ctx)
 {
 	if (p->n == 1) {
@@ -174,7 +178,7 @@ void pool_run(struct pool *p, pool_fn fn, void *ctx)
 		futex_wake_all(&p->gen);
 	fn(ctx, 0, p->n);
 	for (long i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
-		pool_wait_poll(i);
+		pool_wait_poll(i, p->spins);
 }
 
 /* Physical cores among the CPUs we may run on: distinct (package, core)

@@ -36,16 +36,22 @@ int pool_physical_cores(void);
  * (a pause takes ~10-140 cycles by CPU), far longer than the gaps between
  * a step's ops or any op's imbalance on an idle machine, short against a
  * scheduler time slice. A wait that long means the thread awaited is not
- * running (more threads than free cores: another tenant on the machine,
- * or a pool larger than the CPU count, as the tests make), and spinning
- * through the time slice would keep it off the core. */
+ * running (another tenant on the machine), and spinning through the time
+ * slice would keep it off the core. */
 #define POOL_SPINS_BEFORE_YIELD 20000
 
-/* Poll i (0, 1, ...) of a spinning wait: a pause, or from
- * POOL_SPINS_BEFORE_YIELD on a yield of the CPU. */
-static inline void pool_wait_poll(long i)
+/* The polls of p's waits before they yield: POOL_SPINS_BEFORE_YIELD, or 0
+ * when p has more threads than the CPUs it may run on (as the tests make
+ * pools of 3 on 2 cores): there some thread is always off a core, and
+ * each wait that spun its polls first made a step of the default model
+ * take ~9x as long. */
+long pool_spins(const struct pool *p);
+
+/* Poll i (0, 1, ...) of a spinning wait: a pause, or from `spins` on
+ * (pool_spins) a yield of the CPU. */
+static inline void pool_wait_poll(long i, long spins)
 {
-	if (i >= POOL_SPINS_BEFORE_YIELD)
+	if (i >= spins)
 		sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
 	else

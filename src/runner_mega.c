@@ -99,6 +99,7 @@ struct mega {
 	unsigned char *epilogue; /* [max ops] op runs as an epilogue */
 	struct steal_range *ranges; /* [max ops][nth] each thread's units of each op */
 	int nth;
+	long spins; /* of its waits before they yield (pool_spins) */
 	int prefetch;
 };
 
@@ -125,6 +126,7 @@ int runner_mega_init(struct runner *r, ing_err *err)
 		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
 	mg->max_ops = FWD_MAX_OPS(fwd_model(r->f)->hp.n_layer);
 	mg->nth = pool_threads(r->pool);
+	mg->spins = pool_spins(r->pool);
 	mg->sync = ing_calloc((size_t)mg->max_ops, sizeof *mg->sync);
 	mg->epilogue = ing_calloc((size_t)mg->max_ops, 1);
 	mg->ranges = ing_calloc((size_t)mg->max_ops * (size_t)mg->nth, sizeof *mg->ranges);
@@ -243,14 +245,14 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith)
 		if (bytes > PREFETCH_MAX_BYTES)
 			bytes = PREFETCH_MAX_BYTES;
 	}
-	for (unsigned spins = 0; atomic_load_explicit(&s->done, memory_order_acquire) < s->step;
-	     spins++) {
+	for (unsigned poll = 0; atomic_load_explicit(&s->done, memory_order_acquire) < s->step;
+	     poll++) {
 		if (base && cursor < bytes) {
 			__builtin_prefetch(base + cursor, 0, 3);
 			cursor += 64;
 		}
 		/* a long wait gives the core to the thread we wait for */
-		pool_wait_poll(spins);
+		pool_wait_poll(poll, mg->spins);
 	}
 }
 
