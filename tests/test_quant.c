@@ -708,24 +708,45 @@ static void test_dot_multi(const struct quant_kernels *k)
 #define GEMM_TOKENS 77 /* activation rows: nine full groups of 8 plus 5 (the AVX2 kernels
                         * take 8 groups a pass: T from 65 on needs two) */
 
-/* One gemm call over rows [r0, r1) and T tokens: every result bit-identical
- * to the table's dot for that pair, nothing written outside the range. */
-/* gemm run on the weights kw (rows of w, or w repacked), T tokens, rows
- * [r0, r1): every result must be bit for bit table k's dot entry for t on
- * the plain row of w, and nothing outside the range written, while rows
- * r1 .. GEMM_ROWS are named as the caller's next (r_pf: prefetched by some
- * kernels, never read or written). name: the kernel, for the messages. */
+/* The weights and activations a series of gemm checks share: rows of w
+ * (type t, n elements), GEMM_TOKENS activation rows of a, their packed
+ * groups (the caller repacks them for each T), and want, every (token,
+ * row) pair's dot from one table's dot entry (gemm_case_dots), computed
+ * once rather than in each of the ~150 checks of a case. */
+struct gemm_case {
+	enum qtype t;
+	int64_t n;
+	const uint8_t *w, *a;
+	size_t w_stride, a_stride;
+	const void *packed;
+	const char *what, *dot_isa;
+	float want[GEMM_TOKENS * GEMM_ROWS]; /* [token][row] */
+};
+
+/* c->want from table k's dot entry for c->t. */
+static void gemm_case_dots(struct gemm_case *c, const struct quant_kernels *k)
+{
+	c->dot_isa = quant_isa_name(k->isa);
+	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
+		for (int64_t r = 0; r < GEMM_ROWS; r++)
+			k->dot[c->t](c->n, &c->want[tk * GEMM_ROWS + r], c->w + (size_t)r * c->w_stride,
+				     c->a + (size_t)tk * c->a_stride);
+}
+
+/* gemm run on the weights kw (the rows of c->w, or them repacked), T
+ * tokens, rows [r0, r1): every result must be bit for bit c->want, and
+ * nothing outside the range written, while rows r1 .. GEMM_ROWS are named
+ * as the caller's next (r_pf: prefetched by some kernels, never read or
+ * written). name: the kernel, for the messages. */
 static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name,
-			    const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
-			    size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
-			    int64_t T, int64_t r0, int64_t r1, const char *what)
+			    const struct gemm_case *c, int64_t T, int64_t r0, int64_t r1)
 {
 	static float y[GEMM_TOKENS * GEMM_ROWS];
 	const float canary = -12345.5f;
 	for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
 		y[i] = canary;
-	gemm(n, kw, w_stride, r0, r1, a, a_stride, T >= QUANT_GEMM_PACK_MIN ? packed : NULL, T, y,
-	     GEMM_ROWS, GEMM_ROWS);
+	gemm(c->n, kw, c->w_stride, r0, r1, c->a, c->a_stride,
+	     T >= QUANT_GEMM_PACK_MIN ? c->packed : NULL, T, y, GEMM_ROWS, GEMM_ROWS);
 	int bad = 0, outside = 0;
 	float got = 0, want = 0;
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
@@ -735,24 +756,15 @@ static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name
 				outside += v != canary;
 				continue;
 			}
-			float one;
-			k->dot[t](n, &one, w + (size_t)r * w_stride, a + (size_t)tk * a_stride);
-			if (memcmp(&v, &one, sizeof v) != 0 && bad++ == 0)
-				got = v, want = one;
+			const float *one = &c->want[tk * GEMM_ROWS + r];
+			if (memcmp(&v, one, sizeof v) != 0 && bad++ == 0)
+				got = v, want = *one;
 		}
 	CHECK(bad == 0, "%s %s gemm n=%lld T=%lld rows [%lld,%lld) %s: %d results differ from the %s "
-	      "dot (first %.9g vs %.9g)", name, qtype_traits(t)->name, (long long)n, (long long)T,
-	      (long long)r0, (long long)r1, what, bad, quant_isa_name(k->isa), got, want);
+	      "dot (first %.9g vs %.9g)", name, qtype_traits(c->t)->name, (long long)c->n, (long long)T,
+	      (long long)r0, (long long)r1, c->what, bad, c->dot_isa, got, want);
 	CHECK(outside == 0, "%s %s gemm T=%lld rows [%lld,%lld): %d writes outside the range", name,
-	      qtype_traits(t)->name, (long long)T, (long long)r0, (long long)r1, outside);
-}
-
-static void gemm_check(const struct quant_kernels *k, enum qtype t, int64_t n, const uint8_t *w,
-		       size_t w_stride, const uint8_t *a, size_t a_stride, const void *packed,
-		       int64_t T, int64_t r0, int64_t r1, const char *what)
-{
-	gemm_check_with(k->gemm[t], w, quant_isa_name(k->isa), k, t, n, w, w_stride, a, a_stride,
-			packed, T, r0, r1, what);
+	      qtype_traits(c->t)->name, (long long)T, (long long)r0, (long long)r1, outside);
 }
 
 /* Every type with a gemm kernel: quantized and random-bit weights, several
@@ -782,6 +794,7 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 	size_t pb0 = quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS);
 	size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
 	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
+	struct gemm_case *c = malloc(sizeof *c);
 	int kernels = 0;
 	for (size_t ti = 0; ti < N_TYPES; ti++) {
 		enum qtype t = all_types[ti];
@@ -816,22 +829,26 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 						memset(x, 0, (size_t)n * sizeof *x);
 					quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 				}
-				const char *what = rb ? "random bits" : "quantized";
+				*c = (struct gemm_case){ .t = t, .n = n, .w = w, .a = a,
+							 .w_stride = w_stride, .a_stride = a_stride,
+							 .packed = packed,
+							 .what = rb ? "random bits" : "quantized" };
+				gemm_case_dots(c, k);
 				for (int64_t T = 0; T <= GEMM_TOKENS; T += T < 20 ? 1 : 3) {
 					/* rows past T in a partial group: stale bytes */
 					memset(packed, 0xcd, quant_gemm_pack_bytes(at, n, GEMM_TOKENS));
 					for (int64_t tk = 0; tk < T; tk++)
 						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 					for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
-						gemm_check(k, t, n, w, w_stride, a, a_stride, packed, T,
-							   ranges[ri][0], ranges[ri][1], what);
+						gemm_check_with(k->gemm[t], w, quant_isa_name(k->isa), c, T,
+								ranges[ri][0], ranges[ri][1]);
 				}
 			}
 		}
 	}
 	if (k->isa != QUANT_ISA_SCALAR)
 		printf("  %d types with gemm kernels%s\n", kernels, narrow ? " (narrow twin)" : "");
-	free(x), free(w), free(a), free(packed);
+	free(x), free(w), free(a), free(packed), free(c);
 }
 
 /* The repacked kernels' scalar reference as a gemm entry, for the type in
@@ -878,6 +895,7 @@ static void test_r16(void)
 	const size_t pb0 = quant_gemm_pack_bytes(QTYPE_Q8_0, nmax, GEMM_TOKENS);
 	const size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
 	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
+	struct gemm_case *c = malloc(sizeof *c);
 	CHECK(quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS) >= quant_r16_bytes(QTYPE_Q6_K, nmax, GEMM_ROWS) &&
 		      quant_r16_bytes(QTYPE_Q8_0, nmax, GEMM_ROWS) >=
 			      quant_r16_bytes(QTYPE_Q4_K, nmax, GEMM_ROWS),
@@ -935,6 +953,11 @@ static void test_r16(void)
 						memset(x, 0, (size_t)n * sizeof *x);
 					quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 				}
+				*c = (struct gemm_case){ .t = t, .n = n, .w = w, .a = a, .w_stride = stride,
+							 .a_stride = a_stride, .packed = packed,
+							 .what = "repacked" };
+				if (simd)
+					gemm_case_dots(c, simd);
 				const bool longest = blocks[bi] == QUANT_R16_MAX_BLOCKS;
 				for (int64_t T = longest ? GEMM_TOKENS : 0; T <= GEMM_TOKENS;
 				     T += T < 20 ? 1 : 3) {
@@ -944,21 +967,17 @@ static void test_r16(void)
 					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
 					r16_ref_type = t;
 					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
-						gemm_check_with(r16_ref, p, "reference r16", simd, t, n, w,
-								stride, a, a_stride, packed, T, ranges[ri][0],
-								ranges[ri][1], "repacked");
+						const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1];
+						gemm_check_with(r16_ref, p, "reference r16", c, T, r0, r1);
 						if (k && k->gemm_r16[t])
-							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", k, t,
-									n, w, stride, a, a_stride, packed, T,
-									ranges[ri][0], ranges[ri][1], "repacked");
+							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", c, T, r0,
+									r1);
 						if (amx && amx->gemm_r16[t] && amx->gemm_r16[t] != k->gemm_r16[t])
-							gemm_check_with(amx->gemm_r16[t], p, "amx r16", amx, t,
-									n, w, stride, a, a_stride, packed, T,
-									ranges[ri][0], ranges[ri][1], "repacked");
+							gemm_check_with(amx->gemm_r16[t], p, "amx r16", c, T, r0,
+									r1);
 						if (simd->gemm_r16[t])
-							gemm_check_with(simd->gemm_r16[t], p, "avx2 r16", simd, t,
-									n, w, stride, a, a_stride, packed, T,
-									ranges[ri][0], ranges[ri][1], "repacked");
+							gemm_check_with(simd->gemm_r16[t], p, "avx2 r16", c, T, r0,
+									r1);
 						checked++;
 					}
 				}
@@ -974,6 +993,7 @@ static void test_r16(void)
 	printf("  r16: %d checks%s, %d avx512 kernels, %d amx kernels, %d avx2 kernels\n", checked,
 	       simd ? "" : " (no SIMD table to compare with)", kernels, kernels_amx, kernels2);
 	free(x), free(w), free(a), free(row), free(f_plain), free(f_r16), free(p), free(p2), free(packed);
+	free(c);
 }
 
 /* quant_weights_narrow finds a single -128 anywhere in the quants (and
