@@ -729,8 +729,11 @@ static void gemm_case_dots(struct gemm_case *c, const struct quant_kernels *k)
 	c->dot_isa = quant_isa_name(k->isa);
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
 		for (int64_t r = 0; r < GEMM_ROWS; r++)
-			k->dot[c->t](c->n, &c->want[tk * GEMM_ROWS + r], c->w + (size_t)r * c->w_stride,
+		{
+			const uint8_t *w = c->w + (size_t)r * c->w_stride;
+			k->dot[c->t](c->n, &c->want[tk * GEMM_ROWS + r], w,
 				     c->a + (size_t)tk * c->a_stride);
+		}
 }
 
 /* gemm run on the weights kw (the rows of c->w, or them repacked), T
@@ -761,8 +764,8 @@ static void gemm_check_with(quant_gemm_fn gemm, const void *kw, const char *name
 				got = v, want = *one;
 		}
 	CHECK(bad == 0, "%s %s gemm n=%lld T=%lld rows [%lld,%lld) %s: %d results differ from the %s "
-	      "dot (first %.9g vs %.9g)", name, qtype_traits(c->t)->name, (long long)c->n, (long long)T,
-	      (long long)r0, (long long)r1, c->what, bad, c->dot_isa, got, want);
+	      "dot (first %.9g vs %.9g)", name, qtype_traits(c->t)->name, (long long)c->n,
+	      (long long)T, (long long)r0, (long long)r1, c->what, bad, c->dot_isa, got, want);
 	CHECK(outside == 0, "%s %s gemm T=%lld rows [%lld,%lld): %d writes outside the range", name,
 	      qtype_traits(c->t)->name, (long long)T, (long long)r0, (long long)r1, outside);
 }
@@ -786,7 +789,10 @@ static void q8_0_narrow_make(uint8_t *w, int64_t n)
 static void test_gemm(const struct quant_kernels *k, bool narrow)
 {
 	static const int64_t blocks[] = { 1, 3, 20 }; /* 32-element blocks (K-quants: 1, 2, 5 super-blocks) */
-	static const int64_t ranges[][2] = { { 0, GEMM_ROWS }, { 3, 37 }, { 8, 16 }, { 5, 9 }, { 2, 2 } };
+	enum { N_RANGES = 5 };
+	static const int64_t ranges[N_RANGES][2] = {
+		{ 0, GEMM_ROWS }, { 3, 37 }, { 8, 16 }, { 5, 9 }, { 2, 2 }
+	};
 	const int64_t nmax = 5 * QK_K; /* >= 20 * QK */
 	float *x = malloc(nmax * sizeof *x);
 	size_t w_stride = row_bytes(QTYPE_Q8_0, nmax) + 6, a_stride = row_bytes(QTYPE_Q8_K, nmax) + 4;
@@ -795,6 +801,7 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 	size_t pbk = quant_gemm_pack_bytes(QTYPE_Q8_K, nmax, GEMM_TOKENS);
 	void *packed = malloc(pb0 > pbk ? pb0 : pbk);
 	struct gemm_case *c = malloc(sizeof *c);
+	const char *name = quant_isa_name(k->isa);
 	int kernels = 0;
 	for (size_t ti = 0; ti < N_TYPES; ti++) {
 		enum qtype t = all_types[ti];
@@ -839,9 +846,11 @@ static void test_gemm(const struct quant_kernels *k, bool narrow)
 					memset(packed, 0xcd, quant_gemm_pack_bytes(at, n, GEMM_TOKENS));
 					for (int64_t tk = 0; tk < T; tk++)
 						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
-					for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++)
-						gemm_check_with(k->gemm[t], w, quant_isa_name(k->isa), c, T,
-								ranges[ri][0], ranges[ri][1]);
+					for (size_t ri = 0; ri < N_RANGES; ri++) {
+						const int64_t *rr = ranges[ri];
+						gemm_check_with(k->gemm[t], w, name, c, T, rr[0],
+								rr[1]);
+					}
 				}
 			}
 		}
@@ -861,6 +870,25 @@ static void r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64
 {
 	(void)r_pf;
 	quant_gemm_r16_ref(r16_ref_type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
+}
+
+/* Case c's rows repacked (p) through the reference and every table's
+ * repacked kernel for c->t: T tokens, rows [r0, r1). */
+static void r16_check(const struct gemm_case *c, const void *p, int64_t T, int64_t r0, int64_t r1)
+{
+	const struct quant_kernels *k512 = quant_kernels_get(QUANT_ISA_AVX512);
+	const struct quant_kernels *kamx = quant_kernels_get(QUANT_ISA_AMX);
+	const struct quant_kernels *k2 = quant_kernels_get(QUANT_ISA_AVX2);
+	const quant_gemm_fn g512 = k512 ? k512->gemm_r16[c->t] : NULL;
+	const quant_gemm_fn gamx = kamx ? kamx->gemm_r16[c->t] : NULL;
+	r16_ref_type = c->t;
+	gemm_check_with(r16_ref, p, "reference r16", c, T, r0, r1);
+	if (g512)
+		gemm_check_with(g512, p, "avx512 r16", c, T, r0, r1);
+	if (gamx && gamx != g512)
+		gemm_check_with(gamx, p, "amx r16", c, T, r0, r1);
+	if (k2 && k2->gemm_r16[c->t])
+		gemm_check_with(k2->gemm_r16[c->t], p, "avx2 r16", c, T, r0, r1);
 }
 
 /* Q8_0, Q5_0, Q4_K and Q6_K rows repacked 16 to a tile (quant_r16_pack):
@@ -953,9 +981,9 @@ static void test_r16(void)
 						memset(x, 0, (size_t)n * sizeof *x);
 					quant_quantize_ref(at, x, a + (size_t)tk * a_stride, n);
 				}
-				*c = (struct gemm_case){ .t = t, .n = n, .w = w, .a = a, .w_stride = stride,
-							 .a_stride = a_stride, .packed = packed,
-							 .what = "repacked" };
+				*c = (struct gemm_case){ .t = t, .n = n, .w = w, .a = a,
+							 .w_stride = stride, .a_stride = a_stride,
+							 .packed = packed, .what = "repacked" };
 				if (simd)
 					gemm_case_dots(c, simd);
 				const bool longest = blocks[bi] == QUANT_R16_MAX_BLOCKS;
@@ -965,19 +993,8 @@ static void test_r16(void)
 					for (int64_t tk = 0; tk < T; tk++)
 						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
-					r16_ref_type = t;
 					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
-						const int64_t r0 = ranges[ri][0], r1 = ranges[ri][1];
-						gemm_check_with(r16_ref, p, "reference r16", c, T, r0, r1);
-						if (k && k->gemm_r16[t])
-							gemm_check_with(k->gemm_r16[t], p, "avx512 r16", c, T, r0,
-									r1);
-						if (amx && amx->gemm_r16[t] && amx->gemm_r16[t] != k->gemm_r16[t])
-							gemm_check_with(amx->gemm_r16[t], p, "amx r16", c, T, r0,
-									r1);
-						if (simd->gemm_r16[t])
-							gemm_check_with(simd->gemm_r16[t], p, "avx2 r16", c, T, r0,
-									r1);
+						r16_check(c, p, T, ranges[ri][0], ranges[ri][1]);
 						checked++;
 					}
 				}
