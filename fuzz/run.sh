@@ -5,10 +5,11 @@
 #                               http (default: all)
 #   make fuzz FUZZ_SECONDS=N    the same, via the Makefile
 #
-# Environment: FUZZ_SECONDS (default 60) per target; FUZZ_ARGS, extra
-# libFuzzer flags (e.g. "-jobs=2 -workers=2"); INGOT_TESTDATA, the shared
-# test data (its vocabularies seed the corpora and back the tokenizer
-# target).
+# Environment: FUZZ_SECONDS (default 60) per target; FUZZ_PARALLEL
+# (default 1), how many targets run at once (test_fuzz_smoke.py runs one
+# a CPU); FUZZ_ARGS, extra libFuzzer flags (e.g. "-jobs=2 -workers=2");
+# INGOT_TESTDATA, the shared test data (its vocabularies seed the corpora
+# and back the tokenizer target).
 #
 # Each target runs in one process under ASan + UBSan with leak detection;
 # abort() (a broken harness invariant) counts as a crash. Seeds are
@@ -45,33 +46,41 @@ targets=("$@")
 mkdir -p "$B/crashes"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-failed=()
 for t in "${targets[@]}"; do
+  case $t in
+    gguf|tokenizer|grammar|request|http|template) ;;
+    *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
+  esac
+done
+
+# Runs target $1; its exit status is 0 when it found nothing.
+run_target() {
+  local t=$1 max_len
   case $t in
     gguf) max_len=32768 ;;
     tokenizer) max_len=4096 ;;
     grammar) max_len=4096 ;;
     request|http) max_len=16384 ;;
     template) max_len=32768 ;;
-    *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
   esac
-  seeds=$B/seeds/$t corpus=$B/corpus/$t log=$B/logs/$t.log
+  local seeds=$B/seeds/$t corpus=$B/corpus/$t log=$B/logs/$t.log
   rm -rf "$seeds" && mkdir -p "$seeds" "$corpus"
-  "$B/make_seeds" "$t" "$seeds" || { failed+=("$t"); continue; }
+  "$B/make_seeds" "$t" "$seeds" || return 1
   echo "fuzz: $t for ${SECS}s (log: $log)" >&2
   # from a directory of its own: with -jobs (FUZZ_ARGS) libFuzzer writes
   # each job's output to fuzz-N.log in the current directory, appended to
   # $log afterwards
-  jobdir=$B/logs/$t.jobs
+  local jobdir=$B/logs/$t.jobs
   rm -rf "$jobdir" && mkdir -p "$jobdir"
   # shellcheck disable=SC2086
   ( cd "$jobdir" && "$ROOT/$B/fuzz_$t" -max_total_time="$SECS" -max_len="$max_len" -timeout=30 \
     -rss_limit_mb=2048 -detect_leaks=1 -print_final_stats=1 \
     -dict="$ROOT/fuzz/$t.dict" -artifact_prefix="$ROOT/$B/crashes/$t-" ${FUZZ_ARGS:-} \
     "$ROOT/$corpus" "$ROOT/$seeds" ) > "$log" 2>&1
-  rc=$?
+  local rc=$?
   cat "$jobdir"/fuzz-*.log >> "$log" 2> /dev/null
   rm -rf "$jobdir"
+  local done_line eps execs cov
   done_line=$(grep -E '^#[0-9]+.*(DONE|pulse|NEW|REDUCE)' "$log" | tail -1)
   # summed over the jobs, when there are several
   eps=$(awk '/^stat::average_exec_per_sec:/ { s += $2; n++ } END { if (n) print s }' "$log")
@@ -80,10 +89,25 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t: rc $rc, ${execs:-?} execs, ${eps:-?} exec/s, ${cov:-no coverage line}," \
        "corpus $(ls "$corpus" | wc -l) files" >&2
   if [ $rc -ne 0 ]; then
-    failed+=("$t")
     grep -E '^(==[0-9]+==ERROR|SUMMARY|harness:|artifact_prefix|Test unit written)' "$log" | head -8 >&2
+    return 1
   fi
+}
+
+# FUZZ_PARALLEL targets at a time, each in the background
+declare -A target_of=() # pid -> target
+failed=()
+reap() { # waits for one running target to end
+  local pid
+  wait -n -p pid || failed+=("${target_of[$pid]}")
+  unset "target_of[$pid]"
+}
+for t in "${targets[@]}"; do
+  while [ ${#target_of[@]} -ge "${FUZZ_PARALLEL:-1}" ]; do reap; done
+  run_target "$t" &
+  target_of[$!]=$t
 done
+while [ ${#target_of[@]} -gt 0 ]; do reap; done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: FAILED: ${failed[*]} (inputs in $B/crashes; minimize with" \
        "$B/fuzz_<t> -minimize_crash=1 -runs=20000 <input>)" >&2
