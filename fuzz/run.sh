@@ -97,7 +97,7 @@ run_target() {
 # FUZZ_PARALLEL targets at a time, each in the background
 declare -A target_of=() # pid -> target
 failed=()
-reap() { # waits for one running target to end
+reap() { # waits for one running target to end (wait -p: bash 5.1)
   local pid
   wait -n -p pid || failed+=("${target_of[$pid]}")
   unset "target_of[$pid]"
