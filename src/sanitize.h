@@ -75,13 +75,13 @@ static inline void san_asan_check(const void *p, size_t n, bool write)
 }
 #define SAN_READ(p, n) san_asan_check((p), (size_t)(n), false)
 #define SAN_WRITE(p, n) san_asan_check((p), (size_t)(n), true)
-#define SAN_IGNORE_BEGIN() ((void)0)
-#define SAN_IGNORE_END() ((void)0)
 #else
-#define SAN_IGNORE_BEGIN() ((void)0)
-#define SAN_IGNORE_END() ((void)0)
 #define SAN_READ(p, n) ((void)sizeof(p), (void)sizeof(n)) /* evaluates nothing */
 #define SAN_WRITE(p, n) ((void)sizeof(p), (void)sizeof(n))
+#endif
+#ifndef INGOT_TSAN
+#define SAN_IGNORE_BEGIN() ((void)0)
+#define SAN_IGNORE_END() ((void)0)
 #endif
 
 #endif

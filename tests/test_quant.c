@@ -728,8 +728,7 @@ static void gemm_case_dots(struct gemm_case *c, const struct quant_kernels *k)
 {
 	c->dot_isa = quant_isa_name(k->isa);
 	for (int64_t tk = 0; tk < GEMM_TOKENS; tk++)
-		for (int64_t r = 0; r < GEMM_ROWS; r++)
-		{
+		for (int64_t r = 0; r < GEMM_ROWS; r++) {
 			const uint8_t *w = c->w + (size_t)r * c->w_stride;
 			k->dot[c->t](c->n, &c->want[tk * GEMM_ROWS + r], w,
 				     c->a + (size_t)tk * c->a_stride);
@@ -872,23 +871,25 @@ static void r16_ref(int64_t n, const void *w, size_t w_stride, int64_t r0, int64
 	quant_gemm_r16_ref(r16_ref_type, n, w, w_stride, r0, r1, a, a_stride, packed, T, y, y_stride);
 }
 
-/* Case c's rows repacked (p) through the reference and every table's
- * repacked kernel for c->t: T tokens, rows [r0, r1). */
-static void r16_check(const struct gemm_case *c, const void *p, int64_t T, int64_t r0, int64_t r1)
+/* The repacked kernels test_r16 checks for one type: each table's (NULL
+ * where it has none; amx NULL where it is AVX-512's). */
+struct r16_kernels {
+	quant_gemm_fn avx512, amx, avx2;
+};
+
+/* Case c's rows repacked (p) through the reference and each of g's
+ * kernels: T tokens, rows [r0, r1). */
+static void r16_check(const struct gemm_case *c, const struct r16_kernels *g, const void *p,
+		      int64_t T, int64_t r0, int64_t r1)
 {
-	const struct quant_kernels *k512 = quant_kernels_get(QUANT_ISA_AVX512);
-	const struct quant_kernels *kamx = quant_kernels_get(QUANT_ISA_AMX);
-	const struct quant_kernels *k2 = quant_kernels_get(QUANT_ISA_AVX2);
-	const quant_gemm_fn g512 = k512 ? k512->gemm_r16[c->t] : NULL;
-	const quant_gemm_fn gamx = kamx ? kamx->gemm_r16[c->t] : NULL;
 	r16_ref_type = c->t;
 	gemm_check_with(r16_ref, p, "reference r16", c, T, r0, r1);
-	if (g512)
-		gemm_check_with(g512, p, "avx512 r16", c, T, r0, r1);
-	if (gamx && gamx != g512)
-		gemm_check_with(gamx, p, "amx r16", c, T, r0, r1);
-	if (k2 && k2->gemm_r16[c->t])
-		gemm_check_with(k2->gemm_r16[c->t], p, "avx2 r16", c, T, r0, r1);
+	if (g->avx512)
+		gemm_check_with(g->avx512, p, "avx512 r16", c, T, r0, r1);
+	if (g->amx)
+		gemm_check_with(g->amx, p, "amx r16", c, T, r0, r1);
+	if (g->avx2)
+		gemm_check_with(g->avx2, p, "avx2 r16", c, T, r0, r1);
 }
 
 /* Q8_0, Q5_0, Q4_K and Q6_K rows repacked 16 to a tile (quant_r16_pack):
@@ -986,6 +987,13 @@ static void test_r16(void)
 							 .packed = packed, .what = "repacked" };
 				if (simd)
 					gemm_case_dots(c, simd);
+				struct r16_kernels g = {
+					.avx512 = k ? k->gemm_r16[t] : NULL,
+					.amx = amx ? amx->gemm_r16[t] : NULL,
+					.avx2 = simd ? simd->gemm_r16[t] : NULL,
+				};
+				if (g.amx == g.avx512)
+					g.amx = NULL;
 				const bool longest = blocks[bi] == QUANT_R16_MAX_BLOCKS;
 				for (int64_t T = longest ? GEMM_TOKENS : 0; T <= GEMM_TOKENS;
 				     T += T < 20 ? 1 : 3) {
@@ -994,7 +1002,8 @@ static void test_r16(void)
 						quant_gemm_pack_row(at, a + (size_t)tk * a_stride, n, tk, packed);
 					const size_t n_ranges = longest ? 1 : sizeof ranges / sizeof ranges[0];
 					for (size_t ri = 0; simd && ri < n_ranges; ri++) {
-						r16_check(c, p, T, ranges[ri][0], ranges[ri][1]);
+						const int64_t *rr = ranges[ri];
+						r16_check(c, &g, p, T, rr[0], rr[1]);
 						checked++;
 					}
 				}
