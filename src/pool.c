@@ -62,8 +62,7 @@ static unsigned wait_new_gen(struct pool *p, unsigned seen)
 		if (g != seen)
 			return g;
 		if (i < SPIN_LIMIT) {
-			pool_wait_poll(i, p->spins);
-			if (i >= p->spins)
+			if (pool_wait_poll(i, p->spins))
 				i += POOL_YIELD_POLLS - 1;
 			continue;
 		}

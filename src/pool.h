@@ -10,6 +10,7 @@
 #define INGOT_POOL_H
 
 #include <sched.h>
+#include <stdbool.h>
 
 #include "err.h"
 
@@ -48,15 +49,17 @@ int pool_physical_cores(void);
 long pool_spins(const struct pool *p);
 
 /* Poll i (0, 1, ...) of a spinning wait: a pause, or from `spins` on
- * (pool_spins) a yield of the CPU. */
-static inline void pool_wait_poll(long i, long spins)
+ * (pool_spins) a yield of the CPU. Returns whether it yielded. */
+static inline bool pool_wait_poll(long i, long spins)
 {
-	if (i >= spins)
+	if (i >= spins) {
 		sched_yield();
+		return true;
+	}
 #if defined(__x86_64__) || defined(__i386__)
-	else
-		__builtin_ia32_pause();
+	__builtin_ia32_pause();
 #endif
+	return false;
 }
 
 /* [*begin, *end) of n units for thread ith of nth (contiguous split). */
