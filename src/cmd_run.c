@@ -7,9 +7,13 @@
  * response_format does. */
 #include <getopt.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -33,6 +37,7 @@ struct run_opts {
 	int64_t n_predict, n_ctx, batch;
 	int threads, spec_max;
 	int chat, ids, ignore_eos, no_bos;
+	bool random_seed; /* --seed -1 (llama.cpp's way of asking for one) */
 	enum qtype kv_type;
 	struct sample_params sp;
 };
@@ -54,7 +59,7 @@ static int usage(void)
 		"      --repeat-penalty R  (default 1 = off)\n"
 		"      --repeat-last-n N   penalty window (default 64)\n"
 		"      --presence-penalty P, --frequency-penalty P   (default 0)\n"
-		"      --seed S            RNG seed (default 0)\n"
+		"      --seed S            RNG seed (default 0; -1: a random one, printed)\n"
 		"      --ctx N             context length (default: the model's, capped by memory)\n"
 		"      --batch N           prefill chunk size (default 256)\n"
 		"      --kv-cache-dtype f16|f32|q8_0|auto   KV cache element type (default f16)\n"
@@ -142,12 +147,29 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	else if (opt == O_REPN && !parse_num(arg, 0, 1 << 20, &v)) o->sp.penalty_last_n = (int32_t)v;
 	else if (opt == O_PRES && !parse_num(arg, -2, 2, &v)) o->sp.presence_penalty = (float)v;
 	else if (opt == O_FREQ && !parse_num(arg, -2, 2, &v)) o->sp.frequency_penalty = (float)v;
-	else if (opt == O_SEED && !parse_num(arg, 0, 18446744073709551615.0, &v)) o->sp.seed = strtoull(arg, NULL, 10);
+	else if (opt == O_SEED && !strcmp(arg, "-1")) o->random_seed = true;
+	else if (opt == O_SEED && !parse_num(arg, 0, 18446744073709551615.0, &v)) {
+		o->sp.seed = strtoull(arg, NULL, 10);
+		o->random_seed = false;
+	}
 	else {
 		cli_bad_value("ingot run", run_options, opt, arg, NULL);
 		return -1;
 	}
 	return 0;
+}
+
+/* A seed from the kernel's entropy (the clock and the pid where that
+ * fails), which the caller prints so that the run can be repeated. */
+static uint64_t random_seed(void)
+{
+	uint64_t seed;
+	if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed)
+		return seed;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^
+	       (uint64_t)getpid() << 32;
 }
 
 static int parse_args(int argc, char **argv, struct run_opts *o)
@@ -162,6 +184,10 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	if (optind != argc || (!o->prompt && !o->prompt_file) || (o->prompt && o->prompt_file)) {
 		fprintf(stderr, "ingot run: give exactly one of -p TEXT or -f FILE\n");
 		return -1;
+	}
+	if (o->random_seed) {
+		o->sp.seed = random_seed();
+		fprintf(stderr, "seed:      %llu\n", (unsigned long long)o->sp.seed);
 	}
 	return 0;
 }

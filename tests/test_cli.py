@@ -92,6 +92,19 @@ def main():
     check("seeded sampling reproduces", s1.returncode == 0 and s1.stdout == s2.stdout,
           s1.stderr)
     check("another seed gives other tokens", s1.stdout != s3.stdout, s1.stdout)
+    # --seed -1 (llama.cpp's): a random seed, printed, that repeats the run when given
+    r1 = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", "-1", "--ids")
+    r2 = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", "-1", "--ids")
+    seeds = [re.search(r"^seed: +([0-9]+)$", r.stderr, re.M) for r in (r1, r2)]
+    check("--seed -1 prints the seed it drew", all(seeds) and r1.returncode == 0 and
+          seeds[0].group(1) != seeds[1].group(1), r1.stderr + r2.stderr)
+    if seeds[0]:
+        again = ingot("run", "-p", "Once upon a time", "-n", "16", "--seed", seeds[0].group(1),
+                      "--ids")
+        check("the printed seed repeats the run", again.stdout == r1.stdout and
+              "seed:" not in again.stderr, (again.stdout, r1.stdout))
+    bad = ingot("run", "-p", "x", "--seed", "-2")
+    check("--seed -2 is refused", bad.returncode != 0 and "--seed" in bad.stderr, bad.stderr)
 
     r = ingot("run", "--chat", "-p", "Say hello.", "-n", "24", "--temp", "0")
     check("chat mode generates and stops or hits the limit", r.returncode == 0 and
