@@ -20,8 +20,11 @@
  * second (model_weight_macs per token; decode counts the LM head, prefill
  * does not) against that peak.
  *
- * --profile adds where the time goes: the same decode and prefill runs on
- * the graph runner, whose ops are separate dispatches, timed per op kind. */
+ * --profile adds where the time goes: the same decode and prefill runs again
+ * on each runner with the steps timed (runner_profile): the graph runner's
+ * ops, which are separate dispatches, by kind; each runner's threads' work
+ * by op kind and their idle time; and, from the graph runner's, the most
+ * that a schedule without idle time could gain with the same work. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +153,7 @@ struct bench_ctx {
 	struct bench_stream *stream;  /* bandwidth probe before each decode run, or NULL */
 	double probes[MAX_PROBES];    /* GB/s of every probe so far */
 	int n_probes;
-	double *profile; /* graph runners add their op times here, or NULL */
+	struct runner_profile *profile; /* runners add their step times here, or NULL */
 	ing_err err;
 };
 
@@ -165,7 +168,7 @@ static int open_runner(struct bench_ctx *c, int kind, const struct fwd_config *c
 		return -1;
 	}
 	runner_mega_set_prefetch(*r, c->prefetch);
-	runner_graph_set_profile(*r, c->profile);
+	runner_set_profile(*r, c->profile);
 	return 0;
 }
 
@@ -214,10 +217,9 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 	int32_t tok[256], pos[256], seq[256];
 	struct kv_cache *kv = fwd_kv(f);
 	if (depth == 0 || fill) {
-		if (depth > 0) /* --profile: per decode step, without the fill */
-			runner_graph_set_profile(r, NULL);
+		runner_set_profile(r, NULL); /* --profile: decode steps alone */
 		const int rc = prefill_seqs(c, f, r, B, P);
-		runner_graph_set_profile(r, c->profile);
+		runner_set_profile(r, c->profile);
 		if (rc)
 			return -1;
 		for (int s = 0; s < B; s++)
@@ -425,28 +427,41 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 	printf("]}\n");
 }
 
-/* Decode at each batch size and the prefill again on the graph runner with
- * every op timed; prints ms per step (decode) or per prompt (prefill) and
- * the share of each op kind. */
-static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
+/* --profile's runs for one runner: decode at each batch size, then the
+ * prefill, again with the steps timed (runner_profile): p[i] for batch i,
+ * p[n_batches] for the prefill; per[i] the steps (decode) or prompts
+ * (prefill) to divide by. */
+static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, int kind,
+			struct runner_profile *p, double *per)
 {
-	const int n_col = o->n_batches + 1;
-	double sec[MAX_LIST + 1][OP_KIND_COUNT] = { { 0 } }, per[MAX_LIST + 1], total[MAX_LIST + 1];
 	struct bench_row row;
 	double prefill;
-	static const int graph[1] = { RUNNER_GRAPH };
-	for (int i = 0; i < n_col; i++) {
-		c->profile = sec[i];
-		int rc = i < o->n_batches ? bench_decode(c, o, graph, 1, o->batches[i], &row) :
-					    bench_prefill(c, o, RUNNER_GRAPH, &prefill);
+	for (int i = 0; i <= o->n_batches; i++) {
+		p[i] = (struct runner_profile){ 0 };
+		c->profile = &p[i];
+		int rc = i < o->n_batches ? bench_decode(c, o, &kind, 1, o->batches[i], &row) :
+					    bench_prefill(c, o, kind, &prefill);
 		c->profile = NULL;
 		if (rc)
 			return -1;
-		per[i] = i < o->n_batches ? warmup_steps(o) + o->runs * o->gen : 3; /* 3 prompts */
-		total[i] = 0;
-		for (int k = 0; k < OP_KIND_COUNT; k++)
-			total[i] += sec[i][k];
+		per[i] = i < o->n_batches ? (double)p[i].steps : 3; /* bench_prefill: 3 prompts */
 	}
+	return 0;
+}
+
+static double profile_work(const struct runner_profile *p)
+{
+	double w = 0;
+	for (int k = 0; k < OP_KIND_COUNT; k++)
+		w += p->work[k];
+	return w;
+}
+
+/* The graph runner's ops, wall time of each kind's dispatches. */
+static void print_op_walls(const struct bench_opts *o, const struct runner_profile *g,
+			   const double *per)
+{
+	const int n_col = o->n_batches + 1;
 	printf("\nwhere the time goes (graph runner; ms per decode step, ms per %d-token prefill):\n",
 	       o->prompt);
 	printf("%-11s", "op");
@@ -456,11 +471,102 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 	for (int k = 0; k <= OP_KIND_COUNT; k++) {
 		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) : "total");
 		for (int i = 0; i < n_col; i++) {
-			double s = k < OP_KIND_COUNT ? sec[i][k] : total[i];
-			printf(" %9.2f ms %3.0f%%", 1e3 * s / per[i], total[i] > 0 ? 100 * s / total[i] : 0);
+			double s = k < OP_KIND_COUNT ? g[i].op_wall[k] : g[i].wall;
+			printf(" %9.2f ms %3.0f%%", 1e3 * s / per[i], g[i].wall > 0 ? 100 * s / g[i].wall : 0);
 		}
 		printf("\n");
 	}
+}
+
+/* Each runner's thread step: work by op kind, idle, the step. */
+static void print_thread_steps(const struct bench_opts *o, const int *kinds, int n_kinds,
+			       struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1])
+{
+	const int n_col = o->n_batches + 1;
+	printf("\na thread's step (ms per decode step, ms per prefill; the threads' mean): its "
+	       "work in each op kind, and idle\n(dispatch, waits on the other threads, barriers):\n");
+	printf("%-11s", "op");
+	for (int i = 0; i < n_col; i++)
+		for (int ri = 0; ri < n_kinds; ri++) {
+			char head[32];
+			if (i < o->n_batches)
+				snprintf(head, sizeof head, "%s b=%d",
+					 runner_kind_name((enum runner_kind)kinds[ri]), o->batches[i]);
+			else
+				snprintf(head, sizeof head, "%s pp",
+					 runner_kind_name((enum runner_kind)kinds[ri]));
+			printf(" %11s", head);
+		}
+	printf("\n");
+	for (int k = 0; k < OP_KIND_COUNT + 2; k++) {
+		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) :
+				k == OP_KIND_COUNT ? "idle" : "step");
+		for (int i = 0; i < n_col; i++)
+			for (int ri = 0; ri < n_kinds; ri++) {
+				const struct runner_profile *q = &p[ri][i];
+				const double nth = q->threads > 0 ? q->threads : 1;
+				double s = k < OP_KIND_COUNT ? q->work[k] / nth :
+					   k == OP_KIND_COUNT ? q->wall - profile_work(q) / nth : q->wall;
+				printf(" %11.2f", 1e3 * s / per[ri][i]);
+			}
+		printf("\n");
+	}
+}
+
+/* What scheduling alone could still give at each batch size: the graph
+ * runner's step with its threads' idle time removed and their work kept,
+ * against its step as measured. */
+static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n_kinds, int g,
+			     struct runner_profile (*p)[MAX_LIST + 1])
+{
+	printf("\n");
+	for (int i = 0; i < o->n_batches; i++) {
+		const struct runner_profile *q = &p[g][i];
+		const double work = profile_work(q) / (q->threads > 0 ? q->threads : 1);
+		if (work <= 0 || q->wall <= 0)
+			continue;
+		printf("batch %d: the graph runner's threads idle %.1f%% of its step; with their work "
+		       "and no idle time a\nschedule would be at most %.3fx as fast", o->batches[i],
+		       100 * (1 - work / q->wall), q->wall / work);
+		for (int ri = 0; ri < n_kinds; ri++) {
+			const struct runner_profile *m = &p[ri][i];
+			if (ri == g || m->wall <= 0 || m->steps <= 0 || q->steps <= 0)
+				continue;
+			const double mwork = profile_work(m) / (m->threads > 0 ? m->threads : 1);
+			printf(" (%s: idle %.1f%%, %.3fx the graph runner in these runs)",
+			       runner_kind_name((enum runner_kind)kinds[ri]),
+			       100 * (1 - mwork / m->wall),
+			       (q->wall / (double)q->steps) / (m->wall / (double)m->steps));
+		}
+		printf("\n");
+	}
+}
+
+/* Every runner's decode at each batch size and its prefill again, timed
+ * (the graph runner's too where --runner leaves it out: the op walls and
+ * the bound come from it): the graph runner's op walls (where the time
+ * goes), each runner's thread step (work and idle), the bound on
+ * scheduling. */
+static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
+{
+	static struct runner_profile p[MAX_LIST + 1][MAX_LIST + 1];
+	double per[MAX_LIST + 1][MAX_LIST + 1];
+	int kinds[MAX_LIST + 1], n = 0, g = -1;
+	for (int ri = 0; ri < o->n_runners; ri++)
+		kinds[n++] = o->runners[ri];
+	for (int k = 0; k < n; k++)
+		if (kinds[k] == RUNNER_GRAPH)
+			g = k;
+	if (g < 0) {
+		g = n;
+		kinds[n++] = RUNNER_GRAPH;
+	}
+	for (int k = 0; k < n; k++)
+		if (profile_runs(c, o, kinds[k], p[k], per[k]))
+			return -1;
+	print_op_walls(o, p[g], per[g]);
+	print_thread_steps(o, kinds, n, p, per);
+	print_idle_bound(o, kinds, n, g, p);
 	return 0;
 }
 

@@ -1,6 +1,8 @@
-/* runner.c — runner handles: creation, kind names, the step entry point. */
+/* runner.c — runner handles: creation, kind names, the step entry point,
+ * and the profile both runners fill (runner_set_profile). */
 #include <string.h>
 
+#include "clock.h"
 #include "mem.h"
 #include "runner_int.h"
 
@@ -28,9 +30,15 @@ int runner_create(enum runner_kind kind, struct fwd *f, struct pool *pool, struc
 	r->kind = kind;
 	r->f = f;
 	r->pool = pool;
+	r->work = ing_calloc((size_t)pool_threads(pool), sizeof *r->work);
+	if (!r->work) {
+		ing_free(r);
+		return ing_err_set(err, ING_ERR_NOMEM, "out of memory");
+	}
 	if (kind == RUNNER_MEGA) {
 		int rc = runner_mega_init(r, err);
 		if (rc) {
+			ing_free(r->work);
 			ing_free(r);
 			return rc;
 		}
@@ -44,7 +52,33 @@ void runner_destroy(struct runner *r)
 	if (!r)
 		return;
 	runner_mega_free(r);
+	ing_free(r->work);
 	ing_free(r);
+}
+
+void runner_set_profile(struct runner *r, struct runner_profile *p)
+{
+	r->profile = p;
+	if (p)
+		p->threads = pool_threads(r->pool);
+}
+
+void runner_work_add(struct runner *r, int ith, enum op_kind k, double t0)
+{
+	r->work[ith].s[k] += clock_now_s() - t0;
+}
+
+void runner_profile_fold(struct runner *r, double wall)
+{
+	struct runner_profile *p = r->profile;
+	const int nth = pool_threads(r->pool);
+	for (int i = 0; i < nth; i++)
+		for (int k = 0; k < OP_KIND_COUNT; k++) {
+			p->work[k] += r->work[i].s[k];
+			r->work[i].s[k] = 0;
+		}
+	p->wall += wall;
+	p->steps++;
 }
 
 int runner_step(struct runner *r, const struct fwd_batch *b, ing_err *err)

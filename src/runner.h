@@ -35,10 +35,28 @@ const char *runner_kind_name(enum runner_kind kind);
 /* Megakernel only: weight prefetch while waiting on/off (bench). */
 void runner_mega_set_prefetch(struct runner *r, int on);
 
-/* Graph runner only (its ops are separate dispatches, so each one's wall
- * time is its own): from now on, adds the seconds every op of a step takes
- * to seconds[op kind]; NULL stops. The caller owns the OP_KIND_COUNT
- * doubles. For `ingot bench --profile`. */
-void runner_graph_set_profile(struct runner *r, double *seconds);
+/* Where a runner's steps spend their time (`ingot bench --profile`):
+ * seconds summed over the steps, and for work over the threads too. A
+ * thread's step is its work (its time inside fwd_op_exec, by op kind: its
+ * shares of the parallel ops and the epilogues it ran) and the rest, its
+ * idle time: the dispatch, the waits on other threads (the graph runner's
+ * barriers, the megakernel's counters) and the end of the step. (The
+ * megakernel's taking of chunks counts as work.) So wall * threads -
+ * sum(work) is the time a schedule could still recover with the same
+ * kernels. */
+struct runner_profile {
+	double op_wall[OP_KIND_COUNT]; /* graph: each op kind's dispatches, wall seconds */
+	double work[OP_KIND_COUNT];    /* thread-seconds computing each op kind */
+	double wall;                   /* the steps' wall seconds */
+	long steps;
+	int threads;
+};
+
+/* From now on adds every step's times to *p (the caller owns it and zeroes
+ * it first); NULL stops. Timing costs two clock reads (~35 ns each on the
+ * Zen 3 host) a thread for each op it takes part in: ~7 us of a 10 ms
+ * batch-1 step of the default model. A runner without a profile reads no
+ * clock. */
+void runner_set_profile(struct runner *r, struct runner_profile *p);
 
 #endif

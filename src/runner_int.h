@@ -12,8 +12,20 @@ struct runner {
 	struct pool *pool;
 	const struct fwd_op *op; /* graph: op being dispatched */
 	struct mega *mega;       /* megakernel state */
-	double *profile;         /* graph: seconds per op kind, or NULL */
+	struct runner_profile *profile; /* or NULL: runner_set_profile */
+	struct runner_thread_work *work; /* [threads]: this step's work, while profiling */
 };
+
+/* One thread's work seconds by op kind within a step, on cache lines of
+ * its own; folded into the profile after the step (runner_profile_fold). */
+struct runner_thread_work {
+	_Alignas(64) double s[OP_KIND_COUNT];
+};
+
+/* Adds thread ith's seconds since t0 to its work on op kind k. */
+void runner_work_add(struct runner *r, int ith, enum op_kind k, double t0);
+/* After a step of `wall` seconds: adds the threads' work to the profile. */
+void runner_profile_fold(struct runner *r, double wall);
 
 int runner_graph_step(struct runner *r, ing_err *err);
 

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "clock.h"
 #include "forward.h"
 #include "mem.h"
 #include "pool.h"
@@ -256,11 +257,17 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith)
 	}
 }
 
-/* Runs the epilogue ops following parallel op i, then publishes done. */
-static void run_epilogue(struct mega *mg, struct fwd *f, int i)
+/* Runs the epilogue ops following parallel op i (on thread ith, timed into
+ * its work when profiling), then publishes done. */
+static void run_epilogue(struct runner *r, int i, int ith)
 {
-	for (int j = i + 1; j < mg->n_ops && mg->epilogue[j]; j++)
-		fwd_op_exec(f, &mg->ops[j], 0, mg->ops[j].n_units, 0, 0);
+	struct mega *mg = r->mega;
+	for (int j = i + 1; j < mg->n_ops && mg->epilogue[j]; j++) {
+		const double t0 = r->profile ? clock_now_s() : 0;
+		fwd_op_exec(r->f, &mg->ops[j], 0, mg->ops[j].n_units, 0, 0);
+		if (r->profile)
+			runner_work_add(r, ith, mg->ops[j].kind, t0);
+	}
 	atomic_store_explicit(&mg->sync[i].done, mg->sync[i].step, memory_order_release);
 }
 
@@ -274,10 +281,13 @@ static void mega_thread(void *ctx, int ith, int nth)
 			continue;
 		if (prev >= 0)
 			wait_done(mg, r->f, prev, i, ith);
+		const double t0 = r->profile ? clock_now_s() : 0;
 		run_share(mg, r->f, i, ith);
+		if (r->profile)
+			runner_work_add(r, ith, mg->ops[i].kind, t0);
 		uint64_t target = mg->sync[i].step * (uint64_t)nth;
 		if (atomic_fetch_add_explicit(&mg->sync[i].arrived, 1, memory_order_acq_rel) + 1 == target)
-			run_epilogue(mg, r->f, i);
+			run_epilogue(r, i, ith);
 		prev = i;
 	}
 }
@@ -290,9 +300,14 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		return ing_err_set(err, ING_ERR_RANGE, "plan longer than the megakernel's table");
 	/* Leading epilogue ops (the embedding of a small batch) have no
 	 * parallel op before them: run them here, before the dispatch. */
+	const double t_step = r->profile ? clock_now_s() : 0;
 	int i = 0;
-	for (; i < mg->n_ops && is_epilogue(&mg->ops[i]); i++)
+	for (; i < mg->n_ops && is_epilogue(&mg->ops[i]); i++) {
+		const double t0 = r->profile ? clock_now_s() : 0;
 		fwd_op_exec(r->f, &mg->ops[i], 0, mg->ops[i].n_units, 0, 0);
+		if (r->profile)
+			runner_work_add(r, 0, mg->ops[i].kind, t0);
+	}
 	for (int j = 0; j < mg->n_ops; j++) {
 		mg->epilogue[j] = j < i || is_epilogue(&mg->ops[j]);
 		if (!mg->epilogue[j]) {
@@ -301,5 +316,7 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		}
 	}
 	pool_run(r->pool, mega_thread, r);
+	if (r->profile)
+		runner_profile_fold(r, clock_now_s() - t_step);
 	return ING_OK;
 }

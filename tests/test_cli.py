@@ -186,13 +186,31 @@ def main():
               for x in res), r.stdout + r.stderr)
     r = ingot("bench", "--batch", "2", "--runner", "mega", "--runs", "1", "--gen", "2",
               "--prompt", "16", "-t", "2", "--profile")
-    prof = r.stdout.split("where the time goes", 1)[-1].splitlines()
-    rows = {ln.split()[0]: ln.split() for ln in prof if ln.strip() and not ln.startswith(" ")}
+    walls, _, rest = r.stdout.split("where the time goes", 1)[-1].partition("a thread's step")
+    rows = {ln.split()[0]: ln.split() for ln in walls.splitlines()
+            if ln.strip() and not ln.startswith(" ")}
     check("bench --profile: every op kind timed, shares adding up to the total",
           r.returncode == 0 and {"qkv", "attn", "gate_up", "down", "lm_head"} <= set(rows) and
           rows.get("total", [""] * 3)[-1] == "100%" and
           95 <= sum(float(v[-1].rstrip("%")) for k, v in rows.items()
                     if k not in ("op", "total")) <= 105, r.stdout + r.stderr)
+    # each runner's thread step (the graph runner's added to --runner mega):
+    # work by op kind plus idle making up the step, in every column
+    steps, _, bound = rest.partition("\nbatch 2:")
+    lines = [ln.split() for ln in steps.splitlines() if ln.strip()]
+    head = next((ln for ln in lines if ln[0] == "op"), [])
+    cols = {ln[0]: [float(v) for v in ln[1:]] for ln in lines
+            if len(ln) == len(head) - (len(head) - 1) // 2 and ln[0] != "op"}
+    step, idle = cols.get("step", []), cols.get("idle", [])
+    sums = [sum(v[i] for k, v in cols.items() if k != "step") for i in range(len(step))]
+    check("bench --profile: a thread's step per runner, its work and idle adding up to it",
+          head[1:] == ["mega", "b=2", "graph", "b=2", "mega", "pp", "graph", "pp"] and
+          len(step) == 4 and all(v >= -0.01 for v in idle) and
+          all(abs(a - b) <= 0.02 * len(cols) + 0.01 * b for a, b in zip(sums, step)),
+          rest)
+    m = re.search(r"at most ([0-9.]+)x as fast \(mega: idle [0-9.]+%, ([0-9.]+)x", bound)
+    check("bench --profile: the bound on a schedule from the graph runner's idle time",
+          m is not None and float(m.group(1)) >= 1 and float(m.group(2)) > 0, bound)
     # --depth: decode after a longer prompt, filled once per runner
     r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
               "--prompt", "16", "-t", "2", "--depth", "40", "--json")
