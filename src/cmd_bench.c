@@ -153,7 +153,8 @@ struct bench_ctx {
 	struct bench_stream *stream;  /* bandwidth probe before each decode run, or NULL */
 	double probes[MAX_PROBES];    /* GB/s of every probe so far */
 	int n_probes;
-	struct runner_profile *profile; /* runners add their step times here, or NULL */
+	/* by runner kind: where its runners add their step times, or NULL */
+	struct runner_profile *profile[RUNNER_MEGA + 1];
 	ing_err err;
 };
 
@@ -168,7 +169,7 @@ static int open_runner(struct bench_ctx *c, int kind, const struct fwd_config *c
 		return -1;
 	}
 	runner_mega_set_prefetch(*r, c->prefetch);
-	runner_set_profile(*r, c->profile);
+	runner_set_profile(*r, c->profile[kind]);
 	return 0;
 }
 
@@ -210,8 +211,8 @@ static int prefill_seqs(struct bench_ctx *c, struct fwd *f, struct runner *r, in
  * run at depth 0; at depth > 0 only when `fill`, else each sequence cut
  * back to its prompt and its first token a prompt token), then `gen`
  * steps timed. Seconds or -1. */
-static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, int B, int gen,
-			  int depth, bool fill)
+static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, int kind, int B,
+			  int gen, int depth, bool fill)
 {
 	const int P = depth + 8;
 	int32_t tok[256], pos[256], seq[256];
@@ -219,7 +220,7 @@ static double decode_once(struct bench_ctx *c, struct fwd *f, struct runner *r, 
 	if (depth == 0 || fill) {
 		runner_set_profile(r, NULL); /* --profile: decode steps alone */
 		const int rc = prefill_seqs(c, f, r, B, P);
-		runner_set_profile(r, c->profile);
+		runner_set_profile(r, c->profile[kind]);
 		if (rc)
 			return -1;
 		for (int s = 0; s < B; s++)
@@ -289,11 +290,12 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 		if (!(rc = open_runner(c, kinds[opened], &cfg, &f[opened], &r[opened])))
 			opened++;
 	for (int k = 0; k < opened && !rc; k++)
-		rc = decode_once(c, f[k], r[k], B, warmup_steps(o), o->depth, true) < 0;
+		rc = decode_once(c, f[k], r[k], kinds[k], B, warmup_steps(o), o->depth, true) < 0;
 	for (int i = 0; i < o->runs && !rc; i++)
 		for (int k = 0; k < n && !rc; k++) {
 			const double bw = probe_bw(c, 1);
-			const double sec = decode_once(c, f[k], r[k], B, o->gen, o->depth, false);
+			const double sec = decode_once(c, f[k], r[k], kinds[k], B, o->gen, o->depth,
+						       false);
 			rc = sec < 0;
 			tps[k][i] = (double)B * o->gen / sec;
 			share[k][i] = bw > 0 ? 100.0 * wbytes * tps[k][i] / B / 1e9 / bw : 0;
@@ -427,26 +429,33 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
 	printf("]}\n");
 }
 
-/* --profile's runs for one runner: decode at each batch size, then the
- * prefill, again with the steps timed (runner_profile): p[i] for batch i,
- * p[n_batches] for the prefill; per[i] the steps (decode) or prompts
- * (prefill) to divide by. */
-static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, int kind,
-			struct runner_profile *p, double *per)
+/* --profile's runs: decode at each batch size, the runners' runs
+ * alternating as in the table (bench_decode), then each runner's prefill,
+ * again with the steps timed (runner_profile): p[k][i] for kinds[k] at
+ * batch i, p[k][n_batches] its prefill; per[k][i] the steps (decode) or
+ * prompts (prefill) to divide by. */
+static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
+			struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1])
 {
-	struct bench_row row;
+	struct bench_row rows[MAX_LIST + 1];
 	double prefill;
-	for (int i = 0; i <= o->n_batches; i++) {
-		p[i] = (struct runner_profile){ 0 };
-		c->profile = &p[i];
-		int rc = i < o->n_batches ? bench_decode(c, o, &kind, 1, o->batches[i], &row) :
-					    bench_prefill(c, o, kind, &prefill);
-		c->profile = NULL;
-		if (rc)
-			return -1;
-		per[i] = i < o->n_batches ? (double)p[i].steps : 3; /* bench_prefill: 3 prompts */
+	int rc = 0;
+	for (int i = 0; i <= o->n_batches && !rc; i++) {
+		for (int k = 0; k < n; k++) {
+			p[k][i] = (struct runner_profile){ 0 };
+			c->profile[kinds[k]] = &p[k][i];
+		}
+		if (i < o->n_batches)
+			rc = bench_decode(c, o, kinds, n, o->batches[i], rows);
+		for (int k = 0; k < n && !rc && i == o->n_batches; k++)
+			rc = bench_prefill(c, o, kinds[k], &prefill);
+		for (int k = 0; k < n; k++) {
+			c->profile[kinds[k]] = NULL;
+			/* bench_prefill: 3 prompts */
+			per[k][i] = i < o->n_batches ? (double)p[k][i].steps : 3;
+		}
 	}
-	return 0;
+	return rc ? -1 : 0;
 }
 
 static double profile_work(const struct runner_profile *p)
@@ -549,21 +558,22 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
  * scheduling. */
 static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
-	static struct runner_profile p[MAX_LIST + 1][MAX_LIST + 1];
-	double per[MAX_LIST + 1][MAX_LIST + 1];
-	int kinds[MAX_LIST + 1], n = 0, g = -1;
-	for (int ri = 0; ri < o->n_runners; ri++)
-		kinds[n++] = o->runners[ri];
-	for (int k = 0; k < n; k++)
-		if (kinds[k] == RUNNER_GRAPH)
-			g = k;
-	if (g < 0) {
-		g = n;
-		kinds[n++] = RUNNER_GRAPH;
+	enum { N_KINDS = RUNNER_MEGA + 1 };
+	static struct runner_profile p[N_KINDS][MAX_LIST + 1];
+	double per[N_KINDS][MAX_LIST + 1];
+	int kinds[N_KINDS], n = 0, g = -1;
+	for (int ri = 0; ri <= o->n_runners; ri++) { /* each kind once; graph last if not named */
+		const int kind = ri < o->n_runners ? o->runners[ri] : RUNNER_GRAPH;
+		bool seen = false;
+		for (int k = 0; k < n; k++)
+			seen |= kinds[k] == kind;
+		if (seen)
+			continue;
+		g = kind == RUNNER_GRAPH ? n : g;
+		kinds[n++] = kind;
 	}
-	for (int k = 0; k < n; k++)
-		if (profile_runs(c, o, kinds[k], p[k], per[k]))
-			return -1;
+	if (profile_runs(c, o, kinds, n, p, per))
+		return -1;
 	print_op_walls(o, p[g], per[g]);
 	print_thread_steps(o, kinds, n, p, per);
 	print_idle_bound(o, kinds, n, g, p);
