@@ -493,7 +493,8 @@ static void print_thread_steps(const struct bench_opts *o, const int *kinds, int
 {
 	const int n_col = o->n_batches + 1;
 	printf("\na thread's step (ms per decode step, ms per prefill; the threads' mean): its "
-	       "work in each op kind, and idle\n(dispatch, waits on the other threads, barriers):\n");
+	       "work in each op kind, and idle\n(dispatch, waits on the other threads, barriers; "
+	       "of which `waits` on the megakernel's counters):\n");
 	printf("%-11s", "op");
 	for (int i = 0; i < n_col; i++)
 		for (int ri = 0; ri < n_kinds; ri++) {
@@ -507,15 +508,20 @@ static void print_thread_steps(const struct bench_opts *o, const int *kinds, int
 			printf(" %11s", head);
 		}
 	printf("\n");
-	for (int k = 0; k < OP_KIND_COUNT + 2; k++) {
+	for (int k = 0; k < OP_KIND_COUNT + 3; k++) {
 		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) :
-				k == OP_KIND_COUNT ? "idle" : "step");
+				k == OP_KIND_COUNT ? "idle" : k == OP_KIND_COUNT + 1 ? " waits" : "step");
 		for (int i = 0; i < n_col; i++)
 			for (int ri = 0; ri < n_kinds; ri++) {
 				const struct runner_profile *q = &p[ri][i];
 				const double nth = q->threads > 0 ? q->threads : 1;
+				if (k == OP_KIND_COUNT + 1 && kinds[ri] != RUNNER_MEGA) {
+					printf(" %11s", "-");
+					continue;
+				}
 				double s = k < OP_KIND_COUNT ? q->work[k] / nth :
-					   k == OP_KIND_COUNT ? q->wall - profile_work(q) / nth : q->wall;
+					   k == OP_KIND_COUNT ? q->wall - profile_work(q) / nth :
+					   k == OP_KIND_COUNT + 1 ? q->wait / nth : q->wall;
 				printf(" %11.2f", 1e3 * s / per[ri][i]);
 			}
 		printf("\n");

@@ -77,6 +77,10 @@ void runner_profile_fold(struct runner *r, double wall)
 			p->work[k] += r->work[i].s[k];
 			r->work[i].s[k] = 0;
 		}
+	for (int i = 0; i < nth; i++) {
+		p->wait += r->work[i].wait;
+		r->work[i].wait = 0;
+	}
 	p->wall += wall;
 	p->steps++;
 }

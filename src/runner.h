@@ -47,6 +47,7 @@ void runner_mega_set_prefetch(struct runner *r, int on);
 struct runner_profile {
 	double op_wall[OP_KIND_COUNT]; /* graph: each op kind's dispatches, wall seconds */
 	double work[OP_KIND_COUNT];    /* thread-seconds computing each op kind */
+	double wait;                   /* mega: thread-seconds waiting on its counters (idle) */
 	double wall;                   /* the steps' wall seconds */
 	long steps;
 	int threads;

@@ -20,6 +20,7 @@ struct runner {
  * its own; folded into the profile after the step (runner_profile_fold). */
 struct runner_thread_work {
 	_Alignas(64) double s[OP_KIND_COUNT];
+	double wait; /* mega: in its counter waits */
 };
 
 /* Adds thread ith's seconds since t0 to its work on op kind k. */

@@ -279,9 +279,14 @@ static void mega_thread(void *ctx, int ith, int nth)
 	for (int i = 0; i < mg->n_ops; i++) {
 		if (mg->epilogue[i])
 			continue;
+		double t0 = r->profile ? clock_now_s() : 0;
 		if (prev >= 0)
 			wait_done(mg, r->f, prev, i, ith);
-		const double t0 = r->profile ? clock_now_s() : 0;
+		if (r->profile) {
+			const double t = clock_now_s();
+			r->work[ith].wait += t - t0;
+			t0 = t;
+		}
 		run_share(mg, r->f, i, ith);
 		if (r->profile)
 			runner_work_add(r, ith, mg->ops[i].kind, t0);

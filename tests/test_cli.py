@@ -200,7 +200,8 @@ def main():
     lines = [ln.split() for ln in steps.splitlines() if ln.strip()]
     head = next((ln for ln in lines if ln[0] == "op"), [])
     cols = {ln[0]: [float(v) for v in ln[1:]] for ln in lines
-            if len(ln) == len(head) - (len(head) - 1) // 2 and ln[0] != "op"}
+            if len(ln) == len(head) - (len(head) - 1) // 2 and ln[0] not in ("op", "waits")}
+    waits = next((ln[1:] for ln in lines if ln[0] == "waits"), [])
     step, idle = cols.get("step", []), cols.get("idle", [])
     sums = [sum(v[i] for k, v in cols.items() if k != "step") for i in range(len(step))]
     check("bench --profile: a thread's step per runner, its work and idle adding up to it",
@@ -208,6 +209,10 @@ def main():
           len(step) == 4 and all(v >= -0.01 for v in idle) and
           all(abs(a - b) <= 0.02 * len(cols) + 0.01 * b for a, b in zip(sums, step)),
           rest)
+    # the megakernel's waits on its counters: part of its idle time; none for graph
+    check("bench --profile: mega's counter waits within its idle time, graph's none",
+          len(waits) == 4 and waits[1] == waits[3] == "-" and
+          all(0 <= float(waits[i]) <= idle[i] + 0.01 for i in (0, 2)), rest)
     m = re.search(r"at most ([0-9.]+)x as fast \(mega: idle [0-9.]+%, ([0-9.]+)x", bound)
     check("bench --profile: the bound on a schedule from the graph runner's idle time",
           m is not None and float(m.group(1)) >= 1 and float(m.group(2)) > 0, bound)
