@@ -481,7 +481,8 @@ static void print_op_walls(const struct bench_opts *o, const struct runner_profi
 		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) : "total");
 		for (int i = 0; i < n_col; i++) {
 			double s = k < OP_KIND_COUNT ? g[i].op_wall[k] : g[i].wall;
-			printf(" %9.2f ms %3.0f%%", 1e3 * s / per[i], g[i].wall > 0 ? 100 * s / g[i].wall : 0);
+			const double share = g[i].wall > 0 ? 100 * s / g[i].wall : 0;
+			printf(" %9.2f ms %3.0f%%", 1e3 * s / per[i], share);
 		}
 		printf("\n");
 	}
@@ -489,7 +490,8 @@ static void print_op_walls(const struct bench_opts *o, const struct runner_profi
 
 /* Each runner's thread step: work by op kind, idle, the step. */
 static void print_thread_steps(const struct bench_opts *o, const int *kinds, int n_kinds,
-			       struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1])
+			       struct runner_profile (*p)[MAX_LIST + 1],
+			       double (*per)[MAX_LIST + 1])
 {
 	const int n_col = o->n_batches + 1;
 	printf("\na thread's step (ms per decode step, ms per prefill; the threads' mean): its "
@@ -499,18 +501,18 @@ static void print_thread_steps(const struct bench_opts *o, const int *kinds, int
 	for (int i = 0; i < n_col; i++)
 		for (int ri = 0; ri < n_kinds; ri++) {
 			char head[32];
+			const char *name = runner_kind_name((enum runner_kind)kinds[ri]);
 			if (i < o->n_batches)
-				snprintf(head, sizeof head, "%s b=%d",
-					 runner_kind_name((enum runner_kind)kinds[ri]), o->batches[i]);
+				snprintf(head, sizeof head, "%s b=%d", name, o->batches[i]);
 			else
-				snprintf(head, sizeof head, "%s pp",
-					 runner_kind_name((enum runner_kind)kinds[ri]));
+				snprintf(head, sizeof head, "%s pp", name);
 			printf(" %11s", head);
 		}
 	printf("\n");
+	static const char *const tail[3] = { "idle", " waits", "step" };
 	for (int k = 0; k < OP_KIND_COUNT + 3; k++) {
 		printf("%-11s", k < OP_KIND_COUNT ? fwd_op_kind_name((enum op_kind)k) :
-				k == OP_KIND_COUNT ? "idle" : k == OP_KIND_COUNT + 1 ? " waits" : "step");
+						    tail[k - OP_KIND_COUNT]);
 		for (int i = 0; i < n_col; i++)
 			for (int ri = 0; ri < n_kinds; ri++) {
 				const struct runner_profile *q = &p[ri][i];
@@ -540,9 +542,9 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 		const double work = profile_work(q) / (q->threads > 0 ? q->threads : 1);
 		if (work <= 0 || q->wall <= 0)
 			continue;
-		printf("batch %d: the graph runner's threads idle %.1f%% of its step; with their work "
-		       "and no idle time a\nschedule would be at most %.3fx as fast", o->batches[i],
-		       100 * (1 - work / q->wall), q->wall / work);
+		printf("batch %d: the graph runner's threads idle %.1f%% of its step; with their "
+		       "work and no idle time a\nschedule would be at most %.3fx as fast",
+		       o->batches[i], 100 * (1 - work / q->wall), q->wall / work);
 		for (int ri = 0; ri < n_kinds; ri++) {
 			const struct runner_profile *m = &p[ri][i];
 			if (ri == g || m->wall <= 0 || m->steps <= 0 || q->steps <= 0)
