@@ -567,7 +567,7 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
 	enum { N_KINDS = RUNNER_MEGA + 1 };
-	static struct runner_profile p[N_KINDS][MAX_LIST + 1];
+	struct runner_profile p[N_KINDS][MAX_LIST + 1];
 	double per[N_KINDS][MAX_LIST + 1];
 	int kinds[N_KINDS], n = 0, g = -1;
 	for (int ri = 0; ri <= o->n_runners; ri++) { /* each kind once; graph last if not named */
