@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "api_int.h"
 #include "engine.h"
 #include "mem.h"
 #include "metrics.h"
 #include "model.h"
+#include "sample.h"
 #include "server.h"
 #include "template.h"
 #include "version.h"
@@ -683,21 +683,6 @@ static char *dup_str(const char *s)
 	return ing_strndup(s, strlen(s));
 }
 
-static uint64_t salt_make(void)
-{
-	uint64_t s = 0;
-	FILE *f = fopen("/dev/urandom", "rb");
-	if (f) {
-		if (fread(&s, sizeof s, 1, f) != 1)
-			s = 0;
-		fclose(f);
-	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return s ^ ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
-	       ((uint64_t)getpid() << 32);
-}
-
 int api_create(struct engine *e, struct metrics *m, const char *model_name,
 	       const char *chat_template, struct api **out, const char **note, ing_err *err)
 {
@@ -713,7 +698,7 @@ int api_create(struct engine *e, struct metrics *m, const char *model_name,
 	a->metrics = m;
 	a->max_model_len = engine_config_of(e)->max_model_len;
 	a->n_vocab = tokenizer_n_vocab(a->tk);
-	a->salt = salt_make();
+	a->salt = sample_seed_random();
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_mutex_init(&a->gmu, NULL);
 	int rc = api_template_load(a, engine_model(e)->gguf, chat_template,

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -159,19 +157,6 @@ static int parse_opt(struct run_opts *o, int opt, const char *arg)
 	return 0;
 }
 
-/* A seed from the kernel's entropy (the clock and the pid where that
- * fails), which the caller prints so that the run can be repeated. */
-static uint64_t random_seed(void)
-{
-	uint64_t seed;
-	if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed)
-		return seed;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^
-	       (uint64_t)getpid() << 32;
-}
-
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
 	*o = (struct run_opts){ .n_predict = 128, .batch = 256, .runner = "mega", .spec = "none",
@@ -186,7 +171,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		return -1;
 	}
 	if (o->random_seed) {
-		o->sp.seed = random_seed();
+		o->sp.seed = sample_seed_random();
 		fprintf(stderr, "seed:      %llu\n", (unsigned long long)o->sp.seed);
 	}
 	return 0;

@@ -34,6 +34,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "hash.h"
 #include "mem.h"
@@ -67,6 +70,17 @@ struct sampler {
 	bool any_prompt;
 	int64_t ring_n, ring_head;
 };
+
+uint64_t sample_seed_random(void)
+{
+	uint64_t s = 0;
+	if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s)
+		s = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return s ^ ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
+	       ((uint64_t)getpid() << 32);
+}
 
 struct sample_params sample_params_default(void)
 {

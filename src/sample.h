@@ -39,6 +39,12 @@ struct sample_params {
  * no penalties (window 64), seed 0. */
 struct sample_params sample_params_default(void);
 
+/* 64 bits no two processes are likely to share, for a seed nobody gave
+ * (`ingot run --seed -1`) and the server's per-process salt: the kernel's
+ * entropy mixed with the clock and the pid (either alone where the other
+ * fails). Never fails. Not for cryptographic use. */
+uint64_t sample_seed_random(void);
+
 /* Checks ranges (finite, top_p in (0,1], min_p in [0,1], penalty > 0, ...);
  * ING_ERR_RANGE with the offending field in err. */
 int sample_params_check(const struct sample_params *p, ing_err *err);
