@@ -63,23 +63,31 @@ void runner_set_profile(struct runner *r, struct runner_profile *p)
 		p->threads = pool_threads(r->pool);
 }
 
-void runner_work_add(struct runner *r, int ith, enum op_kind k, double t0)
+double runner_time_add(struct runner *r, int ith, enum op_kind k, double t0)
 {
-	r->work[ith].s[k] += clock_now_s() - t0;
+	const double now = clock_now_s();
+	r->work[ith].s[k] += now - t0;
+	return now;
+}
+
+void runner_op_exec(struct runner *r, const struct fwd_op *op, int64_t u0, int64_t u1,
+		    int64_t u_pf, int ith)
+{
+	const double t0 = r->profile ? clock_now_s() : 0;
+	fwd_op_exec(r->f, op, u0, u1, u_pf, ith);
+	if (r->profile)
+		runner_time_add(r, ith, op->kind, t0);
 }
 
 void runner_profile_fold(struct runner *r, double wall)
 {
 	struct runner_profile *p = r->profile;
 	const int nth = pool_threads(r->pool);
-	for (int i = 0; i < nth; i++)
-		for (int k = 0; k < OP_KIND_COUNT; k++) {
-			p->work[k] += r->work[i].s[k];
-			r->work[i].s[k] = 0;
-		}
 	for (int i = 0; i < nth; i++) {
-		p->wait += r->work[i].wait;
-		r->work[i].wait = 0;
+		for (int k = 0; k < OP_KIND_COUNT; k++)
+			p->work[k] += r->work[i].s[k];
+		p->wait += r->work[i].s[OP_KIND_COUNT];
+		memset(r->work[i].s, 0, sizeof r->work[i].s);
 	}
 	p->wall += wall;
 	p->steps++;

@@ -12,12 +12,8 @@ static void graph_thread(void *ctx, int ith, int nth)
 	struct runner *r = ctx;
 	long u0, u1;
 	pool_split((long)r->op->n_units, ith, nth, &u0, &u1);
-	if (u0 >= u1)
-		return;
-	const double t0 = r->profile ? clock_now_s() : 0;
-	fwd_op_exec(r->f, r->op, u0, u1, u1, ith);
-	if (r->profile)
-		runner_work_add(r, ith, r->op->kind, t0);
+	if (u0 < u1)
+		runner_op_exec(r, r->op, u0, u1, u1, ith);
 }
 
 int runner_graph_step(struct runner *r, ing_err *err)

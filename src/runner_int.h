@@ -19,12 +19,16 @@ struct runner {
 /* One thread's work seconds by op kind within a step, on cache lines of
  * its own; folded into the profile after the step (runner_profile_fold). */
 struct runner_thread_work {
-	_Alignas(64) double s[OP_KIND_COUNT];
-	double wait; /* mega: in its counter waits */
+	_Alignas(64) double s[OP_KIND_COUNT + 1]; /* [OP_KIND_COUNT]: mega's counter waits */
 };
 
-/* Adds thread ith's seconds since t0 to its work on op kind k. */
-void runner_work_add(struct runner *r, int ith, enum op_kind k, double t0);
+/* fwd_op_exec on thread ith, its time added to the thread's work on the
+ * op's kind while profiling. */
+void runner_op_exec(struct runner *r, const struct fwd_op *op, int64_t u0, int64_t u1,
+		    int64_t u_pf, int ith);
+/* Adds thread ith's seconds since t0 to its work on op kind k (k ==
+ * OP_KIND_COUNT: to its waits); returns now. Call only while profiling. */
+double runner_time_add(struct runner *r, int ith, enum op_kind k, double t0);
 /* After a step of `wall` seconds: adds the threads' work to the profile. */
 void runner_profile_fold(struct runner *r, double wall);
 

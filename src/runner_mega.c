@@ -262,12 +262,8 @@ static void wait_done(struct mega *mg, struct fwd *f, int i, int next, int ith)
 static void run_epilogue(struct runner *r, int i, int ith)
 {
 	struct mega *mg = r->mega;
-	for (int j = i + 1; j < mg->n_ops && mg->epilogue[j]; j++) {
-		const double t0 = r->profile ? clock_now_s() : 0;
-		fwd_op_exec(r->f, &mg->ops[j], 0, mg->ops[j].n_units, 0, 0);
-		if (r->profile)
-			runner_work_add(r, ith, mg->ops[j].kind, t0);
-	}
+	for (int j = i + 1; j < mg->n_ops && mg->epilogue[j]; j++)
+		runner_op_exec(r, &mg->ops[j], 0, mg->ops[j].n_units, 0, ith);
 	atomic_store_explicit(&mg->sync[i].done, mg->sync[i].step, memory_order_release);
 }
 
@@ -279,17 +275,14 @@ static void mega_thread(void *ctx, int ith, int nth)
 	for (int i = 0; i < mg->n_ops; i++) {
 		if (mg->epilogue[i])
 			continue;
-		double t0 = r->profile ? clock_now_s() : 0;
+		double t = r->profile ? clock_now_s() : 0;
 		if (prev >= 0)
 			wait_done(mg, r->f, prev, i, ith);
-		if (r->profile) {
-			const double t = clock_now_s();
-			r->work[ith].wait += t - t0;
-			t0 = t;
-		}
+		if (r->profile)
+			t = runner_time_add(r, ith, OP_KIND_COUNT, t); /* its wait */
 		run_share(mg, r->f, i, ith);
 		if (r->profile)
-			runner_work_add(r, ith, mg->ops[i].kind, t0);
+			runner_time_add(r, ith, mg->ops[i].kind, t);
 		uint64_t target = mg->sync[i].step * (uint64_t)nth;
 		if (atomic_fetch_add_explicit(&mg->sync[i].arrived, 1, memory_order_acq_rel) + 1 == target)
 			run_epilogue(r, i, ith);
@@ -307,12 +300,8 @@ int runner_mega_step(struct runner *r, ing_err *err)
 	 * parallel op before them: run them here, before the dispatch. */
 	const double t_step = r->profile ? clock_now_s() : 0;
 	int i = 0;
-	for (; i < mg->n_ops && is_epilogue(&mg->ops[i]); i++) {
-		const double t0 = r->profile ? clock_now_s() : 0;
-		fwd_op_exec(r->f, &mg->ops[i], 0, mg->ops[i].n_units, 0, 0);
-		if (r->profile)
-			runner_work_add(r, 0, mg->ops[i].kind, t0);
-	}
+	for (; i < mg->n_ops && is_epilogue(&mg->ops[i]); i++)
+		runner_op_exec(r, &mg->ops[i], 0, mg->ops[i].n_units, 0, 0);
 	for (int j = 0; j < mg->n_ops; j++) {
 		mg->epilogue[j] = j < i || is_epilogue(&mg->ops[j]);
 		if (!mg->epilogue[j]) {
