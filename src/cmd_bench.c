@@ -458,12 +458,13 @@ static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const i
 	return rc ? -1 : 0;
 }
 
-static double profile_work(const struct runner_profile *p)
+/* A thread's work over p's steps: the threads' mean. */
+static double profile_thread_work(const struct runner_profile *p)
 {
 	double w = 0;
 	for (int k = 0; k < OP_KIND_COUNT; k++)
 		w += p->work[k];
-	return w;
+	return p->threads > 0 ? w / p->threads : 0;
 }
 
 /* The graph runner's ops, wall time of each kind's dispatches. */
@@ -522,7 +523,7 @@ static void print_thread_steps(const struct bench_opts *o, const int *kinds, int
 					continue;
 				}
 				double s = k < OP_KIND_COUNT ? q->work[k] / nth :
-					   k == OP_KIND_COUNT ? q->wall - profile_work(q) / nth :
+					   k == OP_KIND_COUNT ? q->wall - profile_thread_work(q) :
 					   k == OP_KIND_COUNT + 1 ? q->wait / nth : q->wall;
 				printf(" %11.2f", 1e3 * s / per[ri][i]);
 			}
@@ -539,7 +540,7 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 	printf("\n");
 	for (int i = 0; i < o->n_batches; i++) {
 		const struct runner_profile *q = &p[g][i];
-		const double work = profile_work(q) / (q->threads > 0 ? q->threads : 1);
+		const double work = profile_thread_work(q);
 		if (work <= 0 || q->wall <= 0)
 			continue;
 		printf("batch %d: the graph runner's threads idle %.1f%% of its step; with their "
@@ -549,7 +550,7 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 			const struct runner_profile *m = &p[ri][i];
 			if (ri == g || m->wall <= 0 || m->steps <= 0 || q->steps <= 0)
 				continue;
-			const double mwork = profile_work(m) / (m->threads > 0 ? m->threads : 1);
+			const double mwork = profile_thread_work(m);
 			printf(" (%s: idle %.1f%%, %.3fx the graph runner in these runs)",
 			       runner_kind_name((enum runner_kind)kinds[ri]),
 			       100 * (1 - mwork / m->wall),
