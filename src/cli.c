@@ -93,6 +93,11 @@ char *cli_read_file(const char *path, size_t *len)
 	return buf;
 }
 
+bool cli_help_asked(int argc, char **argv)
+{
+	return argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+}
+
 const char *cli_plural(long n)
 {
 	return n == 1 ? "" : "s";

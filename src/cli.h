@@ -6,6 +6,7 @@
 #ifndef INGOT_CLI_H
 #define INGOT_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -25,6 +26,12 @@ int cli_model_path(const char *arg, char *buf, size_t cap);
 /* Thread count to use: physical cores when requested <= 0, else requested
  * capped (with a note on stderr) at the CPUs we may run on. */
 int cli_threads(int requested);
+
+/* Whether the command's first argument (argv[1]; argv[0] is its name) is
+ * -h or --help: the command then prints its usage to stdout and exits 0,
+ * as a bad option prints it to stderr and exits 2. Only the first, so that
+ * `run -p --help` still takes "--help" as its prompt. */
+bool cli_help_asked(int argc, char **argv);
 
 /* "s" after a count n other than 1 ("%d thread%s"), else "". */
 const char *cli_plural(long n);

@@ -68,12 +68,26 @@ struct bench_machine {
 	uint64_t macs_prompt; /* per prompt token (no LM head) */
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot bench [-m MODEL] [--batch 1,8,32] [--runner mega,graph] [--prompt 512]\n"
 		"                   [--gen 32] [--runs 5] [-t THREADS] [--prefetch on|off] [--json]\n"
-		"                   [--profile] [--kv-cache-dtype f16|f32|q8_0|auto] [--depth 0]\n");
+		"                   [--profile] [--kv-cache-dtype f16|f32|q8_0|auto] [--depth 0]\n"
+		"  -m, --model FILE     GGUF model (default: the pulled default model)\n"
+		"      --batch LIST     sequences decoded together, one figure each (default 1)\n"
+		"      --runner LIST    mega, graph or both (default both, runs alternating)\n"
+		"      --prompt N       prefill prompt length in tokens (default 512)\n"
+		"      --gen N          decode steps a run (default 32)\n"
+		"      --runs N         decode runs a figure; the median is reported (default 5)\n"
+		"  -t, --threads N      compute threads (default: physical cores)\n"
+		"      --prefetch on|off  the megakernel's weight prefetch while waiting (default on)\n"
+		"      --json           one JSON object on stdout instead of the table\n"
+		"      --profile        where each step's time goes: ops, work and idle per thread\n"
+		"      --kv-cache-dtype T  KV cache element type (default f16)\n"
+		"      --depth N        decode after N more prompt tokens (llama-bench's -d)\n"
+		"  ingot bench serve --help, ingot bench spec --help: the other benchmarks\n");
 	return 2;
 }
 
@@ -595,9 +609,11 @@ int cmd_bench(int argc, char **argv)
 		return cmd_bench_serve(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "spec"))
 		return cmd_bench_spec(argc - 1, argv + 1);
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	struct bench_opts o;
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;

@@ -64,9 +64,10 @@ struct bs_stats {
 	double ttft[3], tpot[3], itl[3];  /* mean, median, p99 in ms */
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot bench serve --url http://HOST:PORT [--workload chat|shared-prefix|agentic]\n"
 		"                         [--concurrency 16] [--requests 200] [--max-tokens 64]\n"
 		"                         [--temperature 0] [--top-p 1] [--seed 1] [--model NAME]\n"
@@ -632,10 +633,12 @@ out:
 
 int cmd_bench_serve(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	struct bs_opts o;
 	char model[512], err[512];
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
 		fprintf(stderr, "ingot bench serve: libcurl failed to start\n");
 		return 1;

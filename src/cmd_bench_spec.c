@@ -50,9 +50,10 @@ struct bs_result {
 	double t_ratio[SPEC_MAX_K + 1]; /* T(k+1)/T(1) */
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot bench spec [options]\n"
 		"  -m, --model FILE         GGUF model (default: the pulled default model)\n"
 		"  -w, --workload NAME      code-edit, summarize, agentic or chat (default code-edit)\n"
@@ -362,9 +363,11 @@ static void print_json(const struct bs_opts *o, const struct bs_result *r, int n
 
 int cmd_bench_spec(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	struct bs_opts o;
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	int method = spec_method_parse(o.spec);
 	int kind = runner_kind_parse(o.runner);
 	if ((method != SPEC_NGRAM && method != SPEC_SUFFIX) || kind < 0) {

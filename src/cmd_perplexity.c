@@ -44,9 +44,10 @@ struct ppl_opts {
 	enum qtype kv_type;
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot perplexity [options] -f FILE\n"
 		"  -m, --model FILE   GGUF model (default: the pulled default model)\n"
 		"  -f, --file FILE    text to score (needs at least 2*ctx tokens)\n"
@@ -285,9 +286,11 @@ static void print_result(const struct ppl_sums *s)
 
 int cmd_perplexity(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	struct ppl_opts o;
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;

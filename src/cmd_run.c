@@ -40,9 +40,10 @@ struct run_opts {
 	struct sample_params sp;
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot run [options]\n"
 		"  -m, --model FILE        GGUF model (default: the pulled default model)\n"
 		"  -p, --prompt TEXT       prompt text\n"
@@ -377,9 +378,11 @@ static void print_summary(const struct gen_stats *st)
 
 int cmd_run(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	struct run_opts o;
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;

@@ -53,9 +53,10 @@ struct serve_opts {
 	char origins[1024];        /* --allowed-origins, normalized */
 };
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: ingot serve [options]\n"
 		"  -m, --model FILE         GGUF model (default: the pulled default model)\n"
 		"      --host ADDR          address to bind (default 127.0.0.1)\n"
@@ -472,12 +473,10 @@ static void pem_free(char *pem)
 int cmd_serve(int argc, char **argv)
 {
 	struct serve_opts o;
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage();
-		return 0;
-	}
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	if (parse_args(argc, argv, &o))
-		return usage();
+		return usage(stderr);
 	char path[4096];
 	if (cli_model_path(o.model, path, sizeof path))
 		return 1;

@@ -13,22 +13,20 @@
 #include "mem.h"
 #include "template.h"
 
-static void usage(FILE *f)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
 	fprintf(f, "usage: ingot template TEMPLATE.jinja [CONTEXT.json]\n"
 		   "  renders TEMPLATE with the JSON object CONTEXT (default: stdin)\n");
+	return 2;
 }
 
 int cmd_template(int argc, char **argv)
 {
-	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage(stdout);
-		return 0;
-	}
-	if (argc < 2 || argc > 3) {
-		usage(stderr);
-		return 2;
-	}
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
+	if (argc < 2 || argc > 3)
+		return usage(stderr);
 	size_t tlen = 0, clen = 0, olen = 0;
 	char *src = cli_read_file(argv[1], &tlen), *ctx = NULL, *out = NULL;
 	struct template *t = NULL;

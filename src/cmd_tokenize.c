@@ -8,9 +8,10 @@
 #include "mem.h"
 #include "tokenizer.h"
 
-static int usage(void)
+/* f: stdout for --help, else stderr; returns 2, the usage error's status */
+static int usage(FILE *f)
 {
-	fprintf(stderr, "usage: ingot tokenize [-m MODEL] [-p TEXT] [--special]\n"
+	fprintf(f, "usage: ingot tokenize [-m MODEL] [-p TEXT] [--special]\n"
 			"  without -p the text is all of stdin, exactly as given\n"
 			"  --special  add BOS/EOS as the model asks and parse special-token text\n");
 	return 2;
@@ -36,6 +37,8 @@ int cli_tokenizer_open(const char *path, struct tokenizer **tk)
 
 int cmd_tokenize(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return usage(stdout), 0;
 	const char *model_arg = NULL, *prompt = NULL;
 	int special = 0, opt;
 	static const struct option longopts[] = {
@@ -47,11 +50,11 @@ int cmd_tokenize(int argc, char **argv)
 		case 'm': model_arg = optarg; break;
 		case 'p': prompt = optarg; break;
 		case 's': special = 1; break;
-		default: return usage();
+		default: return usage(stderr);
 		}
 	}
 	if (optind != argc)
-		return usage();
+		return usage(stderr);
 	char path[4096];
 	struct tokenizer *tk;
 	if (cli_model_path(model_arg, path, sizeof path) || cli_tokenizer_open(path, &tk))

@@ -1,7 +1,7 @@
 """Black-box tests of the ingot CLI on the default model: pull (idempotent),
 info, run (greedy determinism, seeded sampling, chat, errors), bench (JSON
-shape, the op profile, bench spec; figures are not judged), exit codes and
-the messages that name a bad option."""
+shape, the op profile, bench spec; figures are not judged), every command's
+--help, exit codes and the messages that name a bad option."""
 import json
 import os
 import re
@@ -63,6 +63,21 @@ def main():
           "bad value '7' for --top-p" in r.stderr, r.stderr)
     r = ingot("run")
     check("run without prompt -> exit 2", r.returncode == 2, r.stderr)
+    # every command's --help / -h: its usage on stdout, exit 0, nothing on
+    # stderr and nothing done (no model loaded, no server started)
+    for cmd in (["run"], ["bench"], ["bench", "serve"], ["bench", "spec"], ["serve"],
+                ["info"], ["tokenize"], ["pull"], ["perplexity"], ["template"]):
+        for flag in ("--help", "-h"):
+            r = ingot(*cmd, flag, timeout=30)
+            check(f"{' '.join(cmd)} {flag}: usage on stdout, exit 0", r.returncode == 0 and
+                  r.stdout.startswith("usage: ingot " + " ".join(cmd)) and r.stderr == "",
+                  r.stdout[:200] + r.stderr[:200])
+    r = ingot("run", "-p", "--help", "-n", "1", "--temp", "0", "--ids")
+    check("run -p --help: the prompt, not a request for help", r.returncode == 0 and
+          len(r.stdout.split()) == 1, r.stdout + r.stderr)
+    r = ingot("info", "--frobnicate")
+    check("bad option -> usage on stderr, exit 2", r.returncode == 2 and
+          "usage: ingot info" in r.stderr and r.stdout == "", r.stderr)
     for cmd in (["run", "-p", "x"], ["bench"], ["perplexity", "-f", "/dev/null"]):
         r = ingot(*cmd, "--kv-cache-dtype", "q4_0")
         check(f"{cmd[0]} --kv-cache-dtype q4_0 -> exit 2", r.returncode == 2, r.stderr)
