@@ -23,8 +23,11 @@
  * --profile adds where the time goes: the same decode and prefill runs again
  * on each runner with the steps timed (runner_profile): the graph runner's
  * ops, which are separate dispatches, by kind; each runner's threads' work
- * by op kind and their idle time; and, from the graph runner's, the most
- * that a schedule without idle time could gain with the same work. */
+ * by op kind and their idle time; from the graph runner's, the most that a
+ * schedule without idle time could gain with the same work; and what the
+ * kernels allow: the step with its matrix ops at their cache-resident
+ * rates (matrix_hot_seconds) and no idle time, the ceiling a batched
+ * decode bound by the multiplies can reach without faster kernels. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +158,11 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
 		fprintf(stderr, "ingot bench: unexpected argument '%s'\n", argv[optind]);
 		return -1;
 	}
+	if (o->json && o->profile) { /* the profile's tables would follow the JSON on stdout */
+		fprintf(stderr, "ingot bench: --profile prints tables, not JSON: give one of "
+				"--json, --profile\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -169,6 +177,9 @@ struct bench_ctx {
 	int n_probes;
 	/* by runner kind: where its runners add their step times, or NULL */
 	struct runner_profile *profile[RUNNER_MEGA + 1];
+	/* --profile: where bench_decode puts the step's matrix_hot_seconds
+	 * (graph runner), or NULL */
+	double *hot;
 	ing_err err;
 };
 
@@ -282,6 +293,62 @@ static double probe_bw(struct bench_ctx *c, int runs)
 	return bw;
 }
 
+/* The weights of the slices a matrix op is timed in (matrix_hot_seconds):
+ * from HOT_SLICE_MIN, doubling, to HOT_SLICE_MAX. Small slices stay in
+ * any host's L2 with their activations and results (a gate_up slice reads
+ * up's rows too: twice this) but pay each call's setup more often; on the
+ * Emerald Rapids host the batch-32 step's matrix ops took 24.7-24.9 ms a
+ * thread in 128 KB slices, 23.1-24.0 in 512 KB ones (two runs each), the
+ * former below what the step itself did in one run. Each op takes the
+ * size that ran it fastest: 22.6-22.8 ms (three runs). */
+#define HOT_SLICE_MIN (128 * 1024)
+#define HOT_SLICE_MAX (1024 * 1024)
+
+/* Units [0, n_units) of op on this thread in slices of about slice_bytes
+ * of weights (op's weights: bytes), 16 rows aligned, each slice once to
+ * bring it in and once more timed: the timed seconds. */
+static double op_hot_seconds(struct fwd *f, const struct fwd_op *op, size_t bytes,
+			     size_t slice_bytes)
+{
+	int64_t slice = (int64_t)((double)slice_bytes * (double)op->n_units / (double)bytes);
+	slice = slice < 16 ? 16 : slice / 16 * 16;
+	double sec = 0;
+	for (int64_t u0 = 0; u0 < op->n_units; u0 += slice) {
+		const int64_t u1 = op->n_units - u0 < slice ? op->n_units : u0 + slice;
+		fwd_op_exec(f, op, u0, u1, u1, 0);
+		const double t0 = clock_now_s();
+		fwd_op_exec(f, op, u0, u1, u1, 0);
+		sec += clock_now_s() - t0;
+	}
+	return sec;
+}
+
+/* The matrix ops of f's plan (its last step's), each timed in cache on this
+ * thread (op_hot_seconds) in the slice size that ran it fastest: seconds
+ * of the step's matrix work at the kernels' cache-resident rates on one
+ * thread. The slices run ops whose results add into the residual stream
+ * again and again, so f's activations are garbage afterwards: call it
+ * after the runs, with the pool idle (the slices use thread 0's scratch). */
+static double matrix_hot_seconds(struct fwd *f)
+{
+	int n;
+	const struct fwd_op *ops = fwd_ops(f, &n);
+	double sec = 0;
+	for (int i = 0; i < n; i++) {
+		const void *base;
+		size_t bytes; /* of a QKV op, its first matrix's: the slices come out larger */
+		if (!fwd_op_weight_span(f, &ops[i], 0, ops[i].n_units, &base, &bytes) || bytes == 0)
+			continue;
+		double best = 0;
+		for (size_t sb = HOT_SLICE_MIN; sb <= HOT_SLICE_MAX; sb *= 2) {
+			const double t = op_hot_seconds(f, &ops[i], bytes, sb);
+			best = sb == HOT_SLICE_MIN || t < best ? t : best;
+		}
+		sec += best;
+	}
+	return sec;
+}
+
 /* Decode at batch B on each of the n runners in kinds, into rows[0..n).
  * Their runs are interleaved (run i of every runner before run i+1 of
  * any), so that a host whose speed drifts, as shared ones do by 2x within
@@ -315,6 +382,8 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 			share[k][i] = bw > 0 ? 100.0 * wbytes * tps[k][i] / B / 1e9 / bw : 0;
 		}
 	for (int k = 0; k < opened; k++) {
+		if (!rc && c->hot && kinds[k] == RUNNER_GRAPH)
+			*c->hot = matrix_hot_seconds(f[k]);
 		runner_destroy(r[k]);
 		fwd_destroy(f[k]);
 	}
@@ -447,9 +516,10 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
  * alternating as in the table (bench_decode), then each runner's prefill,
  * again with the steps timed (runner_profile): p[k][i] for kinds[k] at
  * batch i, p[k][n_batches] its prefill; per[k][i] the steps (decode) or
- * prompts (prefill) to divide by. */
+ * prompts (prefill) to divide by; hot[i] batch i's matrix_hot_seconds. */
 static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
-			struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1])
+			struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1],
+			double *hot)
 {
 	struct bench_row rows[MAX_LIST + 1];
 	double prefill;
@@ -459,8 +529,12 @@ static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const i
 			p[k][i] = (struct runner_profile){ 0 };
 			c->profile[kinds[k]] = &p[k][i];
 		}
-		if (i < o->n_batches)
+		if (i < o->n_batches) {
+			hot[i] = 0;
+			c->hot = &hot[i];
 			rc = bench_decode(c, o, kinds, n, o->batches[i], rows);
+			c->hot = NULL;
+		}
 		for (int k = 0; k < n && !rc && i == o->n_batches; k++)
 			rc = bench_prefill(c, o, kinds[k], &prefill);
 		for (int k = 0; k < n; k++) {
@@ -574,6 +648,45 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 	}
 }
 
+/* What the kernels themselves allow at each batch size: the graph
+ * runner's step with its matrix ops at their cache-resident rates
+ * (matrix_hot_seconds, split evenly over the threads), the rest of its
+ * threads' work as measured and no idle time. */
+static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int n_kinds, int g,
+			       struct runner_profile (*p)[MAX_LIST + 1], const double *hot)
+{
+	printf("\nwhat the kernels allow (the graph runner's matrix ops, slices of each timed "
+	       "again in cache on one\nthread, split evenly over the threads):\n");
+	for (int i = 0; i < o->n_batches; i++) {
+		const struct runner_profile *q = &p[g][i];
+		if (hot[i] <= 0 || q->steps <= 0 || q->threads <= 0)
+			continue;
+		const double steps = (double)q->steps, nth = q->threads;
+		double matrix = 0, other = 0; /* a thread's work a step */
+		for (int k = 0; k < OP_KIND_COUNT; k++) {
+			const double w = q->work[k] / nth / steps;
+			const enum op_kind kind = (enum op_kind)k;
+			if (kind == OP_QKV || kind == OP_WO || kind == OP_GATE_UP ||
+			    kind == OP_DOWN || kind == OP_LM_HEAD)
+				matrix += w;
+			else
+				other += w;
+		}
+		const double step = hot[i] / nth + other;
+		printf("batch %d: matrix ops cache-resident %.2f ms a thread (in the step %.2f); "
+		       "with the rest of the\nwork as measured and no idle time at most %.1f tok/s",
+		       o->batches[i], 1e3 * hot[i] / nth, 1e3 * matrix, o->batches[i] / step);
+		for (int ri = 0; ri < n_kinds; ri++) {
+			const struct runner_profile *m = &p[ri][i];
+			if (m->wall > 0 && m->steps > 0)
+				printf("%s %s %.1f", ri == 0 ? " (these runs:" : ",",
+				       runner_kind_name((enum runner_kind)kinds[ri]),
+				       o->batches[i] * (double)m->steps / m->wall);
+		}
+		printf(")\n");
+	}
+}
+
 /* Every runner's decode at each batch size and its prefill again, timed
  * (the graph runner's too where --runner leaves it out: the op walls and
  * the bound come from it): the graph runner's op walls (where the time
@@ -583,7 +696,7 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
 	enum { N_KINDS = RUNNER_MEGA + 1 };
 	struct runner_profile p[N_KINDS][MAX_LIST + 1];
-	double per[N_KINDS][MAX_LIST + 1];
+	double per[N_KINDS][MAX_LIST + 1], hot[MAX_LIST];
 	int kinds[N_KINDS], n = 0, g = -1;
 	for (int ri = 0; ri <= o->n_runners; ri++) { /* each kind once; graph last if not named */
 		const int kind = ri < o->n_runners ? o->runners[ri] : RUNNER_GRAPH;
@@ -595,11 +708,12 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 		g = kind == RUNNER_GRAPH ? n : g;
 		kinds[n++] = kind;
 	}
-	if (profile_runs(c, o, kinds, n, p, per))
+	if (profile_runs(c, o, kinds, n, p, per, hot))
 		return -1;
 	print_op_walls(o, p[g], per[g]);
 	print_thread_steps(o, kinds, n, p, per);
 	print_idle_bound(o, kinds, n, g, p);
+	print_kernel_bound(o, kinds, n, g, p, hot);
 	return 0;
 }
 

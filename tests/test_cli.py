@@ -231,6 +231,17 @@ def main():
     m = re.search(r"at most ([0-9.]+)x as fast \(mega: idle [0-9.]+%, ([0-9.]+)x", bound)
     check("bench --profile: the bound on a schedule from the graph runner's idle time",
           m is not None and float(m.group(1)) >= 1 and float(m.group(2)) > 0, bound)
+    # the kernels' bound: the matrix ops timed again in cache; "in the step"
+    # is the graph runner's matrix work from the thread-step table
+    m = re.search(r"batch 2: matrix ops cache-resident ([0-9.]+) ms a thread \(in the step "
+                  r"([0-9.]+)\); with the rest of the\nwork as measured and no idle time at most "
+                  r"([0-9.]+) tok/s \(these runs: mega ([0-9.]+), graph ([0-9.]+)\)", bound)
+    gi = head.index("graph") if "graph" in head else 0  # the graph b=2 column
+    matrix = sum(cols.get(k, [0] * 4)[(gi - 1) // 2] for k in ("qkv", "wo", "gate_up", "down",
+                                                                "lm_head"))
+    check("bench --profile: the kernels' bound, in the step = the graph runner's matrix work",
+          m is not None and all(float(v) > 0 for v in m.groups()) and
+          abs(float(m.group(2)) - matrix) <= 0.03, bound)
     # --depth: decode after a longer prompt, filled once per runner
     r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
               "--prompt", "16", "-t", "2", "--depth", "40", "--json")
@@ -248,6 +259,9 @@ def main():
         check("bench %s: the option and its value named, then the usage" % " ".join(bad),
               r.returncode == 2 and "bad value '%s' for --" % bad[1] in r.stderr and
               "usage" in r.stderr, r.stderr)
+    r = ingot("bench", "--json", "--profile")
+    check("bench --json --profile: refused (tables would follow the JSON), exit 2",
+          r.returncode == 2 and "--profile" in r.stderr and r.stdout == "", r.stderr)
     # bench spec: a short output (-n 4) still leaves its verify-cost steps
     # of up to spec-max + 1 rows room in the context
     r = ingot("bench", "spec", "-w", "chat", "--runs", "1", "-n", "4", "--json")
