@@ -241,7 +241,7 @@ def main():
                                                                 "lm_head"))
     check("bench --profile: the kernels' bound, in the step = the graph runner's matrix work",
           m is not None and all(float(v) > 0 for v in m.groups()) and
-          abs(float(m.group(2)) - matrix) <= 0.03, bound)
+          abs(float(m.group(2)) - matrix) <= 0.04, bound)  # 6 figures rounded to 0.01
     # --depth: decode after a longer prompt, filled once per runner
     r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
               "--prompt", "16", "-t", "2", "--depth", "40", "--json")
