@@ -178,7 +178,7 @@ struct bench_ctx {
 	/* by runner kind: where its runners add their step times, or NULL */
 	struct runner_profile *profile[RUNNER_MEGA + 1];
 	/* --profile: where bench_decode puts the step's matrix_hot_seconds
-	 * (graph runner), or NULL */
+	 * (graph runner), by op kind, or NULL */
 	double *hot;
 	ing_err err;
 };
@@ -300,9 +300,13 @@ static double probe_bw(struct bench_ctx *c, int runs)
  * Emerald Rapids host the batch-32 step's matrix ops took 24.7-24.9 ms a
  * thread in 128 KB slices, 23.1-24.0 in 512 KB ones (two runs each), the
  * former below what the step itself did in one run. Each op takes the
- * size that ran it fastest: 22.6-22.8 ms (three runs). */
+ * size that ran it fastest: 22.6-22.8 ms (three runs). And each size is
+ * timed HOT_REPEATS times, the fastest kept: a shared host slows down for
+ * a while now and then (one run's LM head took 15.5 ms a thread where
+ * others took 13.1-13.3). */
 #define HOT_SLICE_MIN (128 * 1024)
 #define HOT_SLICE_MAX (1024 * 1024)
+#define HOT_REPEATS 2
 
 /* Units [0, n_units) of op on this thread in slices of about slice_bytes
  * of weights (op's weights: bytes), 16 rows aligned, each slice once to
@@ -324,29 +328,30 @@ static double op_hot_seconds(struct fwd *f, const struct fwd_op *op, size_t byte
 }
 
 /* The matrix ops of f's plan (its last step's), each timed in cache on this
- * thread (op_hot_seconds) in the slice size that ran it fastest: seconds
- * of the step's matrix work at the kernels' cache-resident rates on one
- * thread. The slices run ops whose results add into the residual stream
+ * thread (op_hot_seconds) in the slice size and repeat that ran it fastest: into
+ * sec[kind], seconds of the step's matrix work of each kind at the
+ * kernels' cache-resident rates on one thread (0 for kinds without
+ * weights). The slices run ops whose results add into the residual stream
  * again and again, so f's activations are garbage afterwards: call it
  * after the runs, with the pool idle (the slices use thread 0's scratch). */
-static double matrix_hot_seconds(struct fwd *f)
+static void matrix_hot_seconds(struct fwd *f, double sec[OP_KIND_COUNT])
 {
 	int n;
 	const struct fwd_op *ops = fwd_ops(f, &n);
-	double sec = 0;
+	memset(sec, 0, OP_KIND_COUNT * sizeof *sec);
 	for (int i = 0; i < n; i++) {
 		const void *base;
 		size_t bytes; /* of a QKV op, its first matrix's: the slices come out larger */
 		if (!fwd_op_weight_span(f, &ops[i], 0, ops[i].n_units, &base, &bytes) || bytes == 0)
 			continue;
-		double best = 0;
-		for (size_t sb = HOT_SLICE_MIN; sb <= HOT_SLICE_MAX; sb *= 2) {
-			const double t = op_hot_seconds(f, &ops[i], bytes, sb);
-			best = sb == HOT_SLICE_MIN || t < best ? t : best;
-		}
-		sec += best;
+		double best = -1;
+		for (int rep = 0; rep < HOT_REPEATS; rep++)
+			for (size_t sb = HOT_SLICE_MIN; sb <= HOT_SLICE_MAX; sb *= 2) {
+				const double t = op_hot_seconds(f, &ops[i], bytes, sb);
+				best = best < 0 || t < best ? t : best;
+			}
+		sec[ops[i].kind] += best;
 	}
-	return sec;
 }
 
 /* Decode at batch B on each of the n runners in kinds, into rows[0..n).
@@ -383,7 +388,7 @@ static int bench_decode(struct bench_ctx *c, const struct bench_opts *o, const i
 		}
 	for (int k = 0; k < opened; k++) {
 		if (!rc && c->hot && kinds[k] == RUNNER_GRAPH)
-			*c->hot = matrix_hot_seconds(f[k]);
+			matrix_hot_seconds(f[k], c->hot);
 		runner_destroy(r[k]);
 		fwd_destroy(f[k]);
 	}
@@ -519,7 +524,7 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
  * prompts (prefill) to divide by; hot[i] batch i's matrix_hot_seconds. */
 static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
 			struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1],
-			double *hot)
+			double (*hot)[OP_KIND_COUNT])
 {
 	struct bench_row rows[MAX_LIST + 1];
 	double prefill;
@@ -530,8 +535,8 @@ static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const i
 			c->profile[kinds[k]] = &p[k][i];
 		}
 		if (i < o->n_batches) {
-			hot[i] = 0;
-			c->hot = &hot[i];
+			memset(hot[i], 0, sizeof hot[i]);
+			c->hot = hot[i];
 			rc = bench_decode(c, o, kinds, n, o->batches[i], rows);
 			c->hot = NULL;
 		}
@@ -653,29 +658,30 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
  * (matrix_hot_seconds, split evenly over the threads), the rest of its
  * threads' work as measured and no idle time. */
 static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int n_kinds, int g,
-			       struct runner_profile (*p)[MAX_LIST + 1], const double *hot)
+			       struct runner_profile (*p)[MAX_LIST + 1],
+			       const double (*hot)[OP_KIND_COUNT])
 {
 	printf("\nwhat the kernels allow (the graph runner's matrix ops, slices of each timed "
 	       "again in cache on one\nthread, split evenly over the threads):\n");
 	for (int i = 0; i < o->n_batches; i++) {
 		const struct runner_profile *q = &p[g][i];
-		if (hot[i] <= 0 || q->steps <= 0 || q->threads <= 0)
+		if (q->steps <= 0 || q->threads <= 0)
 			continue;
 		const double steps = (double)q->steps, nth = q->threads;
-		double matrix = 0, other = 0; /* a thread's work a step */
+		/* a thread's matrix work a step: cache-resident, in the step;
+		 * the rest of its work */
+		double hot_ms = 0, step_ms = 0, other_ms = 0;
 		for (int k = 0; k < OP_KIND_COUNT; k++) {
-			const double w = q->work[k] / nth / steps;
-			const enum op_kind kind = (enum op_kind)k;
-			if (kind == OP_QKV || kind == OP_WO || kind == OP_GATE_UP ||
-			    kind == OP_DOWN || kind == OP_LM_HEAD)
-				matrix += w;
-			else
-				other += w;
+			const double w = 1e3 * q->work[k] / nth / steps;
+			hot_ms += 1e3 * hot[i][k] / nth;
+			*(hot[i][k] > 0 ? &step_ms : &other_ms) += w;
 		}
-		const double step = hot[i] / nth + other;
+		if (hot_ms <= 0)
+			continue;
 		printf("batch %d: matrix ops cache-resident %.2f ms a thread (in the step %.2f); "
 		       "with the rest of the\nwork as measured and no idle time at most %.1f tok/s",
-		       o->batches[i], 1e3 * hot[i] / nth, 1e3 * matrix, o->batches[i] / step);
+		       o->batches[i], hot_ms, step_ms,
+		       o->batches[i] / (1e-3 * (hot_ms + other_ms)));
 		for (int ri = 0; ri < n_kinds; ri++) {
 			const struct runner_profile *m = &p[ri][i];
 			if (m->wall > 0 && m->steps > 0)
@@ -684,6 +690,27 @@ static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int
 				       o->batches[i] * (double)m->steps / m->wall);
 		}
 		printf(")\n");
+		int col = printf("  by op, ms a thread, cache-resident / in the step:");
+		const char *sep = "";
+		for (int k = 0; k < OP_KIND_COUNT; k++) {
+			if (hot[i][k] <= 0)
+				continue;
+			char item[64];
+			const double cached = 1e3 * hot[i][k] / nth;
+			const double in_step = 1e3 * q->work[k] / nth / steps;
+			const char *name = fwd_op_kind_name((enum op_kind)k);
+			const int len = snprintf(item, sizeof item, " %s %.2f / %.2f", name, cached,
+						 in_step);
+			if (col + (int)strlen(sep) + len > 100) { /* on to the next line */
+				printf(",\n  ");
+				col = 2;
+			} else {
+				col += printf("%s", sep);
+			}
+			col += printf("%s", item + (col == 2)); /* a line's first: no space */
+			sep = ",";
+		}
+		printf("\n");
 	}
 }
 
@@ -696,7 +723,7 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
 	enum { N_KINDS = RUNNER_MEGA + 1 };
 	struct runner_profile p[N_KINDS][MAX_LIST + 1];
-	double per[N_KINDS][MAX_LIST + 1], hot[MAX_LIST];
+	double per[N_KINDS][MAX_LIST + 1], hot[MAX_LIST][OP_KIND_COUNT];
 	int kinds[N_KINDS], n = 0, g = -1;
 	for (int ri = 0; ri <= o->n_runners; ri++) { /* each kind once; graph last if not named */
 		const int kind = ri < o->n_runners ? o->runners[ri] : RUNNER_GRAPH;

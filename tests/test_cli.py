@@ -242,6 +242,16 @@ def main():
     check("bench --profile: the kernels' bound, in the step = the graph runner's matrix work",
           m is not None and all(float(v) > 0 for v in m.groups()) and
           abs(float(m.group(2)) - matrix) <= 0.04, bound)  # 6 figures rounded to 0.01
+    # ... and by op: each matrix kind's pair, adding up to the two totals
+    by_op = bound.split("batch 2: matrix ops", 1)[-1].partition("in the step:")[2]
+    pairs = {k: (float(a), float(b)) for k, a, b in
+             re.findall(r"([a-z_]+) ([0-9.]+) / ([0-9.]+)", by_op)}
+    check("bench --profile: the kernels' bound by op, adding up to its totals",
+          m is not None and set(pairs) == {"qkv", "wo", "gate_up", "down", "lm_head"} and
+          abs(sum(a for a, _ in pairs.values()) - float(m.group(1))) <= 0.04 and
+          abs(sum(b for _, b in pairs.values()) - float(m.group(2))) <= 0.04 and
+          all(abs(b - cols.get(k, [0] * 4)[(gi - 1) // 2]) <= 0.011
+              for k, (_, b) in pairs.items()), by_op)
     # --depth: decode after a longer prompt, filled once per runner
     r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
               "--prompt", "16", "-t", "2", "--depth", "40", "--json")
