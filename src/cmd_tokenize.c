@@ -12,8 +12,8 @@
 static int usage(FILE *f)
 {
 	fprintf(f, "usage: ingot tokenize [-m MODEL] [-p TEXT] [--special]\n"
-			"  without -p the text is all of stdin, exactly as given\n"
-			"  --special  add BOS/EOS as the model asks and parse special-token text\n");
+		   "  without -p the text is all of stdin, exactly as given\n"
+		   "  --special  add BOS/EOS as the model asks and parse special-token text\n");
 	return 2;
 }
 

@@ -35,8 +35,8 @@ static void usage(FILE *f)
 		"  template TPL.jinja < CONTEXT.json   render a chat template with a JSON context\n"
 		"  serve [options]          OpenAI-compatible HTTP server (ingot serve --help)\n"
 		"\n"
-		"-m defaults to the model installed by `ingot pull`; `ingot --version` prints the\n"
-		"version.\n");
+		"-m defaults to the model installed by `ingot pull`; `ingot COMMAND --help` lists a\n"
+		"command's options; `ingot --version` prints the version.\n");
 }
 
 int main(int argc, char **argv)
