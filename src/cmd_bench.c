@@ -718,7 +718,7 @@ static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int
  * (the graph runner's too where --runner leaves it out: the op walls and
  * the bound come from it): the graph runner's op walls (where the time
  * goes), each runner's thread step (work and idle), the bound on
- * scheduling. */
+ * scheduling and the kernels' own bound. */
 static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
 	enum { N_KINDS = RUNNER_MEGA + 1 };
