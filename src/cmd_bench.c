@@ -445,6 +445,8 @@ static int bench_prefill(struct bench_ctx *c, const struct bench_opts *o, int ki
 	ing_free(tok);
 	ing_free(pos);
 	ing_free(seq);
+	if (!rc && c->hot && kind == RUNNER_GRAPH && o->prompt <= chunk) /* its plan: all of it */
+		matrix_hot_seconds(f, c->hot);
 	runner_destroy(r);
 	fwd_destroy(f);
 	if (!rc)
@@ -521,7 +523,8 @@ static void print_json(const struct bench_opts *o, const struct bench_ctx *c,
  * alternating as in the table (bench_decode), then each runner's prefill,
  * again with the steps timed (runner_profile): p[k][i] for kinds[k] at
  * batch i, p[k][n_batches] its prefill; per[k][i] the steps (decode) or
- * prompts (prefill) to divide by; hot[i] batch i's matrix_hot_seconds. */
+ * prompts (prefill) to divide by; hot[i] batch i's matrix_hot_seconds,
+ * hot[n_batches] the prefill's (a prompt of one chunk; else zeros). */
 static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const int *kinds, int n,
 			struct runner_profile (*p)[MAX_LIST + 1], double (*per)[MAX_LIST + 1],
 			double (*hot)[OP_KIND_COUNT])
@@ -534,14 +537,13 @@ static int profile_runs(struct bench_ctx *c, const struct bench_opts *o, const i
 			p[k][i] = (struct runner_profile){ 0 };
 			c->profile[kinds[k]] = &p[k][i];
 		}
-		if (i < o->n_batches) {
-			memset(hot[i], 0, sizeof hot[i]);
-			c->hot = hot[i];
+		memset(hot[i], 0, sizeof hot[i]);
+		c->hot = hot[i];
+		if (i < o->n_batches)
 			rc = bench_decode(c, o, kinds, n, o->batches[i], rows);
-			c->hot = NULL;
-		}
 		for (int k = 0; k < n && !rc && i == o->n_batches; k++)
 			rc = bench_prefill(c, o, kinds[k], &prefill);
+		c->hot = NULL;
 		for (int k = 0; k < n; k++) {
 			c->profile[kinds[k]] = NULL;
 			/* bench_prefill: 3 prompts */
@@ -653,21 +655,23 @@ static void print_idle_bound(const struct bench_opts *o, const int *kinds, int n
 	}
 }
 
-/* What the kernels themselves allow at each batch size: the graph
- * runner's step with its matrix ops at their cache-resident rates
- * (matrix_hot_seconds, split evenly over the threads), the rest of its
- * threads' work as measured and no idle time. */
+/* What the kernels themselves allow at each batch size and in the
+ * prefill: the graph runner's step (or prompt) with its matrix ops at their
+ * cache-resident rates (matrix_hot_seconds, split evenly over the threads),
+ * the rest of its threads' work as measured and no idle time. */
 static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int n_kinds, int g,
 			       struct runner_profile (*p)[MAX_LIST + 1],
-			       const double (*hot)[OP_KIND_COUNT])
+			       double (*per)[MAX_LIST + 1], const double (*hot)[OP_KIND_COUNT])
 {
 	printf("\nwhat the kernels allow (the graph runner's matrix ops, slices of each timed "
 	       "again in cache on one\nthread, split evenly over the threads):\n");
-	for (int i = 0; i < o->n_batches; i++) {
+	for (int i = 0; i <= o->n_batches; i++) {
 		const struct runner_profile *q = &p[g][i];
-		if (q->steps <= 0 || q->threads <= 0)
+		if (per[g][i] <= 0 || q->threads <= 0)
 			continue;
-		const double steps = (double)q->steps, nth = q->threads;
+		/* tokens a step (decode) or a prompt (prefill) */
+		const int tokens = i < o->n_batches ? o->batches[i] : o->prompt;
+		const double steps = per[g][i], nth = q->threads;
 		/* a thread's matrix work a step: cache-resident, in the step;
 		 * the rest of its work */
 		double hot_ms = 0, step_ms = 0, other_ms = 0;
@@ -678,16 +682,19 @@ static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int
 		}
 		if (hot_ms <= 0)
 			continue;
-		printf("batch %d: matrix ops cache-resident %.2f ms a thread (in the step %.2f); "
-		       "with the rest of the\nwork as measured and no idle time at most %.1f tok/s",
-		       o->batches[i], hot_ms, step_ms,
-		       o->batches[i] / (1e-3 * (hot_ms + other_ms)));
+		if (i < o->n_batches)
+			printf("batch %d: ", tokens);
+		else
+			printf("prefill: ");
+		printf("matrix ops cache-resident %.2f ms a thread (in the step %.2f); with the "
+		       "rest of the\nwork as measured and no idle time at most %.1f tok/s", hot_ms,
+		       step_ms, tokens / (1e-3 * (hot_ms + other_ms)));
 		for (int ri = 0; ri < n_kinds; ri++) {
 			const struct runner_profile *m = &p[ri][i];
-			if (m->wall > 0 && m->steps > 0)
+			if (m->wall > 0 && per[ri][i] > 0)
 				printf("%s %s %.1f", ri == 0 ? " (these runs:" : ",",
 				       runner_kind_name((enum runner_kind)kinds[ri]),
-				       o->batches[i] * (double)m->steps / m->wall);
+				       tokens * per[ri][i] / m->wall);
 		}
 		printf(")\n");
 		int col = printf("  by op, ms a thread, cache-resident / in the step:");
@@ -723,7 +730,7 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 {
 	enum { N_KINDS = RUNNER_MEGA + 1 };
 	struct runner_profile p[N_KINDS][MAX_LIST + 1];
-	double per[N_KINDS][MAX_LIST + 1], hot[MAX_LIST][OP_KIND_COUNT];
+	double per[N_KINDS][MAX_LIST + 1], hot[MAX_LIST + 1][OP_KIND_COUNT];
 	int kinds[N_KINDS], n = 0, g = -1;
 	for (int ri = 0; ri <= o->n_runners; ri++) { /* each kind once; graph last if not named */
 		const int kind = ri < o->n_runners ? o->runners[ri] : RUNNER_GRAPH;
@@ -740,7 +747,7 @@ static int print_profile(struct bench_ctx *c, const struct bench_opts *o)
 	print_op_walls(o, p[g], per[g]);
 	print_thread_steps(o, kinds, n, p, per);
 	print_idle_bound(o, kinds, n, g, p);
-	print_kernel_bound(o, kinds, n, g, p, hot);
+	print_kernel_bound(o, kinds, n, g, p, per, hot);
 	return 0;
 }
 

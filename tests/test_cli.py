@@ -244,6 +244,7 @@ def main():
           abs(float(m.group(2)) - matrix) <= 0.04, bound)  # 6 figures rounded to 0.01
     # ... and by op: each matrix kind's pair, adding up to the two totals
     by_op = bound.split("batch 2: matrix ops", 1)[-1].partition("in the step:")[2]
+    by_op = by_op.split("\nprefill:")[0]
     pairs = {k: (float(a), float(b)) for k, a, b in
              re.findall(r"([a-z_]+) ([0-9.]+) / ([0-9.]+)", by_op)}
     check("bench --profile: the kernels' bound by op, adding up to its totals",
@@ -252,6 +253,13 @@ def main():
           abs(sum(b for _, b in pairs.values()) - float(m.group(2))) <= 0.04 and
           all(abs(b - cols.get(k, [0] * 4)[(gi - 1) // 2]) <= 0.011
               for k, (_, b) in pairs.items()), by_op)
+    # ... and for the prefill (one chunk: its plan is all of the prompt)
+    mp = re.search(r"prefill: matrix ops cache-resident ([0-9.]+) ms a thread \(in the step "
+                   r"([0-9.]+)\)", bound)
+    pp = sum(cols.get(k, [0] * 4)[3] for k in ("qkv", "wo", "gate_up", "down", "lm_head"))
+    check("bench --profile: the kernels' bound for the prefill, its matrix work the graph pp one",
+          mp is not None and float(mp.group(1)) > 0 and abs(float(mp.group(2)) - pp) <= 0.04,
+          bound)
     # --depth: decode after a longer prompt, filled once per runner
     r = ingot("bench", "--batch", "2", "--runner", "mega,graph", "--runs", "2", "--gen", "2",
               "--prompt", "16", "-t", "2", "--depth", "40", "--json")
