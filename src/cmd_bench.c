@@ -672,13 +672,16 @@ static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int
 		/* tokens a step (decode) or a prompt (prefill) */
 		const int tokens = i < o->n_batches ? o->batches[i] : o->prompt;
 		const double steps = per[g][i], nth = q->threads;
-		/* a thread's matrix work a step: cache-resident, in the step;
-		 * the rest of its work */
+		/* a thread's work a step in each op kind: cache-resident (matrix
+		 * ops only, 0 for the rest) and in the step; their sums, and the
+		 * rest of its work */
+		double cached[OP_KIND_COUNT], in_step[OP_KIND_COUNT];
 		double hot_ms = 0, step_ms = 0, other_ms = 0;
 		for (int k = 0; k < OP_KIND_COUNT; k++) {
-			const double w = 1e3 * q->work[k] / nth / steps;
-			hot_ms += 1e3 * hot[i][k] / nth;
-			*(hot[i][k] > 0 ? &step_ms : &other_ms) += w;
+			cached[k] = 1e3 * hot[i][k] / nth;
+			in_step[k] = 1e3 * q->work[k] / nth / steps;
+			hot_ms += cached[k];
+			*(cached[k] > 0 ? &step_ms : &other_ms) += in_step[k];
 		}
 		if (hot_ms <= 0)
 			continue;
@@ -697,25 +700,23 @@ static void print_kernel_bound(const struct bench_opts *o, const int *kinds, int
 				       tokens * per[ri][i] / m->wall);
 		}
 		printf(")\n");
+		/* "name cached / in_step" items, comma-separated, lines of 100 */
 		int col = printf("  by op, ms a thread, cache-resident / in the step:");
-		const char *sep = "";
+		const char *sep = " ";
 		for (int k = 0; k < OP_KIND_COUNT; k++) {
-			if (hot[i][k] <= 0)
+			if (cached[k] <= 0)
 				continue;
 			char item[64];
-			const double cached = 1e3 * hot[i][k] / nth;
-			const double in_step = 1e3 * q->work[k] / nth / steps;
 			const char *name = fwd_op_kind_name((enum op_kind)k);
-			const int len = snprintf(item, sizeof item, " %s %.2f / %.2f", name, cached,
-						 in_step);
-			if (col + (int)strlen(sep) + len > 100) { /* on to the next line */
-				printf(",\n  ");
-				col = 2;
-			} else {
-				col += printf("%s", sep);
+			const int len = snprintf(item, sizeof item, "%s %.2f / %.2f", name,
+						 cached[k], in_step[k]);
+			if (col + (int)strlen(sep) + len > 100) {
+				printf(",\n ");
+				col = 1;
+				sep = " ";
 			}
-			col += printf("%s", item + (col == 2)); /* a line's first: no space */
-			sep = ",";
+			col += printf("%s%s", sep, item);
+			sep = ", ";
 		}
 		printf("\n");
 	}
