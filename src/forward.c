@@ -924,12 +924,9 @@ static void exec_lm_head_argmax(struct fwd *f, int64_t u0, int64_t u1, int64_t r
 			float *row = buf + o * width;
 			if (cap > 0.0f)
 				lm_head_cap(row, r0 - base, r1 - base, cap);
-			struct ops_best b;
-			ops_best_init(&b);
-			ops_best_scan(&b, row, r0 - base, r1 - base);
-			if (b.idx >= 0)
-				b.idx += base;
-			ops_best_merge(&best[o], &b); /* the tiles come in order: as one scan */
+			/* the tiles come in order: as one scan of the thread's rows,
+			 * each tile's scan knowing the best so far */
+			ops_best_scan_at(&best[o], row, base, r0, r1);
 			if (r0 == 0)
 				f->logits[(size_t)o * (size_t)f->hp->n_vocab] = row[0];
 		}

@@ -1005,12 +1005,12 @@ int64_t ops_argmax(const float *x, int64_t n)
 	return best;
 }
 
-void ops_best_init(struct ops_best *b) { *b = (struct ops_best){ 0.0f, -1 }; }
+void ops_best_init(struct ops_best *b) { *b = (struct ops_best){ 0.0f, OPS_BEST_NONE }; }
 
 void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 {
 	for (int64_t i = i0; i < i1; i++)
-		if (x[i] > b->val || (b->idx < 0 && x[i] == x[i])) { /* x == x: not NaN */
+		if (x[i] > b->val || (b->idx == OPS_BEST_NONE && x[i] == x[i])) { /* x == x: not NaN */
 			b->val = x[i];
 			b->idx = i;
 		}
@@ -1019,10 +1019,24 @@ void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_
 void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 {
 	pthread_once(&isa_once, isa_init);
-	if (use_avx2)
+	if (attn_level == 2)
+		ops_best_scan_avx512(b, x, i0, i1);
+	else if (use_avx2)
 		ops_best_scan_avx2(b, x, i0, i1);
 	else
 		ops_best_scan_scalar(b, x, i0, i1);
+}
+
+/* The scan in x's frame: b's index moved base back for it (an index
+ * before base goes negative there, which is why "none" is INT64_MIN and
+ * not -1) and forward again after. */
+void ops_best_scan_at(struct ops_best *b, const float *x, int64_t base, int64_t i0, int64_t i1)
+{
+	if (b->idx != OPS_BEST_NONE)
+		b->idx -= base;
+	ops_best_scan(b, x, i0 - base, i1 - base);
+	if (b->idx != OPS_BEST_NONE)
+		b->idx += base;
 }
 
 /* ops_argmax is the first index of the maximum over the non-NaN elements
@@ -1032,12 +1046,13 @@ void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
  * lowest index, as ops_argmax's strict > does. */
 void ops_best_merge(struct ops_best *into, const struct ops_best *b)
 {
-	if (b->idx >= 0 && (into->idx < 0 || b->val > into->val ||
-			    (b->val == into->val && b->idx < into->idx)))
+	if (b->idx != OPS_BEST_NONE &&
+	    (into->idx == OPS_BEST_NONE || b->val > into->val ||
+	     (b->val == into->val && b->idx < into->idx)))
 		*into = *b;
 }
 
 int64_t ops_best_index(const struct ops_best *b, const float *x)
 {
-	return x[0] != x[0] || b->idx < 0 ? 0 : b->idx;
+	return x[0] != x[0] || b->idx == OPS_BEST_NONE ? 0 : b->idx;
 }

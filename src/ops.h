@@ -203,12 +203,18 @@ int64_t ops_argmax(const float *x, int64_t n);
  * any order, and ops_best_index gives exactly ops_argmax of the whole row. */
 struct ops_best {
 	float val;
-	int64_t idx; /* -1: no non-NaN element seen */
+	int64_t idx; /* OPS_BEST_NONE: no non-NaN element seen */
 };
+#define OPS_BEST_NONE INT64_MIN
 
 void ops_best_init(struct ops_best *b);
 /* Scans x[i] for i in [i0, i1) (x indexes the whole row). */
 void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
+/* Scans element i of the row for i in [i0, i1) (base <= i0), from x
+ * holding the row's elements from index base on (element i at x[i -
+ * base]): a piece of the row computed into a buffer of its own, scanned
+ * with what the scans before it found, as one scan of the whole row. */
+void ops_best_scan_at(struct ops_best *b, const float *x, int64_t base, int64_t i0, int64_t i1);
 void ops_best_merge(struct ops_best *into, const struct ops_best *b);
 /* The argmax of row x once every element went through some scan (only x[0]
  * is read). */

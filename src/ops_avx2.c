@@ -666,7 +666,7 @@ void ops_best_scan_avx2(struct ops_best *b, const float *x, int64_t i0, int64_t 
 {
 	int64_t i = i0;
 	for (; i + 32 <= i1; i += 32) {
-		if (b->idx >= 0) {
+		if (b->idx != OPS_BEST_NONE) {
 			const __m256 v = _mm256_set1_ps(b->val);
 			const __m256 a = _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), v, _CMP_GT_OQ),
 						      _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), v, _CMP_GT_OQ));

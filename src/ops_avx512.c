@@ -273,3 +273,42 @@ void ops_pv_q8_avx512(float *const *out, const float *const *p, int nq, const vo
 	else
 		pv_rows(out, p, nq, V, nk, Dv, OPS_KV_Q8_0);
 }
+
+/* ops_best_scan's elements [i, e) 16 at a time: a vector with none above
+ * the best so far is one the scalar rule would leave b unchanged by. */
+static void best_blocks(struct ops_best *b, const float *x, int64_t i, int64_t e)
+{
+	for (; i + 16 <= e; i += 16)
+		if (_mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_set1_ps(b->val), _CMP_GT_OQ))
+			ops_best_scan_scalar(b, x, i, i + 16);
+	ops_best_scan_scalar(b, x, i, e);
+}
+
+#define BEST_RUN 256 /* elements a run: 16 vmaxps on 4 chains */
+
+/* ops_best_scan a run of BEST_RUN at a time: the run's maximum by vmaxps
+ * (which returns its second operand, here the running maximum, where the
+ * first is a NaN: NaNs never taken), and only a run whose maximum is
+ * above the best so far goes through best_blocks; in a row of logits
+ * that is a few runs of the row (each new maximum). Until a non-NaN
+ * element was seen every element is the scalar rule's. The AVX2 scan's
+ * compare, or and movemask per 8 elements, with a scalar scan of each
+ * tile's first block (every LM head tile's scan started from nothing),
+ * were 3% of the batch-32 LM head. */
+void ops_best_scan_avx512(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
+{
+	int64_t i = i0;
+	for (; i < i1 && b->idx == OPS_BEST_NONE; i++)
+		ops_best_scan_scalar(b, x, i, i + 1);
+	for (; i + BEST_RUN <= i1; i += BEST_RUN) {
+		__m512 m[4];
+		UNROLL for (int c = 0; c < 4; c++)
+			m[c] = _mm512_set1_ps(-INFINITY);
+		_Pragma("GCC unroll 16") for (int k = 0; k < BEST_RUN / 16; k++)
+			m[k % 4] = _mm512_max_ps(_mm512_loadu_ps(x + i + 16 * k), m[k % 4]);
+		const __m512 mx = _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
+		if (_mm512_cmp_ps_mask(mx, _mm512_set1_ps(b->val), _CMP_GT_OQ))
+			best_blocks(b, x, i, i + BEST_RUN);
+	}
+	best_blocks(b, x, i, i1);
+}

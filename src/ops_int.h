@@ -163,10 +163,12 @@ void ops_add_avx2(float *y, const float *x, int64_t n);
 int64_t ops_rope_apply_avx2(float *v, int64_t n_rot, const float *cs, const float *sn,
 			    enum rope_kind kind);
 
-/* ops_best_scan: the scalar rule (ops.c), and the AVX2 scan that skips
- * the blocks that rule would leave unchanged (the same result). */
+/* ops_best_scan: the scalar rule (ops.c), and the AVX2 and AVX-512 scans
+ * that skip the blocks that rule would leave unchanged (the same result;
+ * ops_avx512.c is compiled with AVX-512 F/BW/VL/DQ). */
 void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
 void ops_best_scan_avx2(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
+void ops_best_scan_avx512(struct ops_best *b, const float *x, int64_t i0, int64_t i1);
 
 /* g[i] = ops_gelu(g[i]) * u[i] for i < n, bit for bit: the input rounded
  * to fp16 (F16C, to nearest even, as f32_to_fp16) indexes table (1 << 16

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "best_rows.h"
 #include "check.h"
 #include "ops.h"
 #include "ops_int.h"
@@ -587,6 +588,51 @@ static void test_best_split(void)
 	CHECK(ops_best_index(&b, all_nan) == 0 && ops_argmax(all_nan, 3) == 0, "all NaN: 0");
 }
 
+/* The SIMD scans against the scalar rule (best_rows.h): the dispatch's
+ * choice, and each vector width the CPU has. */
+static void test_best_scans(void)
+{
+	CHECK(best_rows_mismatches(ops_best_scan, 3000) == 0, "ops_best_scan equals the scalar rule");
+	if (quant_isa_detect() >= QUANT_ISA_AVX2)
+		CHECK(best_rows_mismatches(ops_best_scan_avx2, 3000) == 0,
+		      "the AVX2 scan equals the scalar rule");
+	if (quant_isa_detect() >= QUANT_ISA_AVX512)
+		CHECK(best_rows_mismatches(ops_best_scan_avx512, 3000) == 0,
+		      "the AVX-512 scan equals the scalar rule");
+}
+
+/* A row computed a tile at a time into a buffer of its own, as the LM
+ * head does, each tile scanned there by ops_best_scan_at with what the
+ * tiles before found: ops_argmax of the whole row. Tiles from 1 to 700
+ * wide, rows of every best_rows kind, NaN at x[0] in some. */
+static void test_best_scan_at(void)
+{
+	enum { N = 4000 };
+	static float x[N], buf[N];
+	unsigned seed = 41;
+	int bad = 0;
+	for (int trial = 0; trial < 400; trial++) {
+		best_rows_fill(x, N, trial % 5, &seed);
+		if (trial % 9 == 0)
+			x[0] = NAN;
+		struct ops_best b;
+		ops_best_init(&b);
+		for (int64_t base = 0, end; base < N; base = end) {
+			end = base + 1 + (int64_t)((frand(&seed) + 1.0f) * 350.0f);
+			end = end < N ? end : N;
+			memcpy(buf, x + base, (size_t)(end - base) * sizeof *x);
+			/* the tile's first rows may be another thread's: scan from
+			 * a row inside it, as exec_lm_head_argmax does */
+			const int64_t r0 = base + (trial % 2 ? (end - base) / 3 : 0);
+			ops_best_scan(&b, x, base, r0);
+			ops_best_scan_at(&b, buf, base, r0, end);
+		}
+		bad += ops_best_index(&b, x) != ops_argmax(x, N);
+	}
+	CHECK(bad == 0, "tiles scanned in their own buffers give ops_argmax: %d of 400 rows differ",
+	      bad);
+}
+
 static bool same_float(float a, float b)
 {
 #ifdef __GLIBC__
@@ -832,6 +878,8 @@ int main(void)
 	test_softmax_rows();
 	test_logprob_rows();
 	test_best_split();
+	test_best_scans();
+	test_best_scan_at();
 	test_exp();
 	test_scale_max();
 	test_attend_group();
