@@ -126,9 +126,12 @@ $(BUILD)/obj/quant_gemm_avxvnni.o $(BUILD)/obj/quant_gemm_avx512.o $(BUILD)/test
 $(BUILD)/kobj/quant_gemm_avxvnni.o $(BUILD)/kobj/quant_gemm_avx512.o: src/quant_gemm_avx2.c
 $(BUILD)/obj/quant_gemm_k_avxvnni.o $(BUILD)/obj/quant_gemm_k_avx512.o: src/quant_gemm_k_avx2.c
 $(BUILD)/kobj/quant_gemm_k_avxvnni.o $(BUILD)/kobj/quant_gemm_k_avx512.o: src/quant_gemm_k_avx2.c
-$(BUILD)/tests/test_quant $(BUILD)/tests/test_ops_simde: CFLAGS += -Wno-psabi -fno-var-tracking-assignments
-# (test_ops_simde compiles src/ops_avx512.c itself, under SIMDe)
+$(BUILD)/tests/test_quant $(BUILD)/tests/test_ops_simde $(BUILD)/tests/test_act_simde: \
+	CFLAGS += -Wno-psabi -fno-var-tracking-assignments
+# (test_ops_simde compiles src/ops_avx512.c itself, under SIMDe;
+# test_act_simde src/quant_act_avx512.c)
 $(BUILD)/tests/test_ops_simde: src/ops_avx512.c
+$(BUILD)/tests/test_act_simde: src/quant_act_avx512.c
 # test_r16_simde compiles src/quant_gemm_r16_avx512.c under SIMDe, and
 # test_r16_amx src/quant_gemm_r16_amx.c under SIMDe and tests/amx_emu.h
 # (the tile instructions emulated). In release they build at -O0 (the last

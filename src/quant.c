@@ -262,8 +262,10 @@ static void tables_build(void)
 			 : i == QUANT_ISA_AVXVNNI ? quant_gemm_k_avxvnni_register
 						  : quant_gemm_k_avx2_register)(k);
 		}
-		if (avx512)
+		if (avx512) {
 			quant_gemm_r16_avx512_register(k);
+			quant_act_avx512_register(k);
+		}
 		if (i == QUANT_ISA_AMX && quant_gemm_r16_amx_register(k) != 0) {
 			snprintf(amx_why, sizeof amx_why, "AMX kernels failed their self-check");
 			table_ok[i] = 0;

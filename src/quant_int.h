@@ -213,6 +213,7 @@ void quant_gemm_avxvnni_register(struct quant_kernels *k, bool narrow); /* AVX-V
 /* The repacked kernels: gemm_r16 of Q8_0, Q5_0, Q4_K and Q6_K
  * (quant_gemm_r16_avx512.c); of Q5_0, Q4_K and Q6_K (quant_gemm_r16_avx2.c). */
 void quant_gemm_r16_avx512_register(struct quant_kernels *k); /* AVX512-VNNI + BW */
+void quant_act_avx512_register(struct quant_kernels *k);      /* AVX-512 F/BW/VL/DQ + F16C */
 void quant_gemm_r16_avx2_register(struct quant_kernels *k);   /* AVX2: Q5_0, Q4_K, Q6_K */
 /* The AMX gemm_r16 entries (all four types) over k's AVX-512 ones (kept
  * for what they leave), once each passed a self-check against those: 0,

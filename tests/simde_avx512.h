@@ -1,7 +1,8 @@
 /* simde_avx512.h — SIMDe's portable AVX-512 for tests that compile an
  * AVX-512 kernel file of src/ through it (test_ops_simde: ops_avx512.c;
  * test_r16_simde: quant_gemm_r16_avx512.c), so that those kernels are
- * checked on CPUs without AVX-512 too.
+ * checked on CPUs without AVX-512 too (and test_act_simde:
+ * quant_act_avx512.c).
  *
  * Include after <immintrin.h> (SIMDe's aliases would clash with it
  * otherwise) and quant.h (fp16_to_f32), then the kernel file. SIMDe 0.7
@@ -96,6 +97,40 @@ SIMDE_EMU void emu_mask_storeu_ps(void *p, uint16_t m, simde__m512 v)
 			((float *)p)[i] = f[i];
 }
 
+/* vcvtps2dq in the default rounding mode (nearest, ties to even), as
+ * nearbyintf rounds; the products quantized are all within int32 */
+SIMDE_EMU simde__m512i emu_cvtps_epi32(simde__m512 v)
+{
+	float f[16];
+	int32_t d[16];
+	simde_mm512_storeu_ps(f, v);
+	for (int i = 0; i < 16; i++)
+		d[i] = (int32_t)nearbyintf(f[i]);
+	return simde_mm512_loadu_si512(d);
+}
+
+/* the largest lane (no NaN lanes: the callers skip them first) */
+SIMDE_EMU float emu_reduce_max_ps(simde__m512 v)
+{
+	float f[16];
+	simde_mm512_storeu_ps(f, v);
+	float m = f[0];
+	for (int i = 1; i < 16; i++)
+		m = f[i] > m ? f[i] : m;
+	return m;
+}
+
+/* vpmovqw: each qword's low 16 bits */
+SIMDE_EMU simde__m128i emu_cvtepi64_epi16(simde__m512i v)
+{
+	int64_t q[8];
+	int16_t w[8];
+	simde_mm512_storeu_si512(q, v);
+	for (int i = 0; i < 8; i++)
+		w[i] = (int16_t)q[i];
+	return simde_mm_loadu_si128(w);
+}
+
 #undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps fmadd512_fused
 #undef _mm256_fmadd_ps
@@ -120,6 +155,16 @@ SIMDE_EMU void emu_mask_storeu_ps(void *p, uint16_t m, simde__m512 v)
 #define _mm512_mask_storeu_ps emu_mask_storeu_ps
 #undef _cvtsh_ss
 #define _cvtsh_ss fp16_to_f32
+#undef _mm512_cvtps_epi32
+#define _mm512_cvtps_epi32 emu_cvtps_epi32
+#undef _mm512_reduce_max_ps
+#define _mm512_reduce_max_ps emu_reduce_max_ps
+#undef _mm512_cvtepi64_epi16
+#define _mm512_cvtepi64_epi16 emu_cvtepi64_epi16
+/* F16C's rounding is f32_to_fp16's (quant.h); the rounding argument is
+ * always to nearest here */
+#undef _cvtss_sh
+#define _cvtss_sh(x, r) f32_to_fp16(x)
 
 #endif
 #endif

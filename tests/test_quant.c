@@ -1074,11 +1074,14 @@ static void test_simd_quantize(const struct quant_kernels *k)
 				x[i] *= powf(10.0f, (float)((i / 32) % 16) - 9.0f);
 		for (size_t ai = 0; ai < sizeof acts / sizeof acts[0]; ai++) {
 			enum qtype at = acts[ai];
-			size_t bytes = row_bytes(at, n);
+			/* and an odd number of 32-blocks (kernels that go two
+			 * blocks at a time) */
+			const int64_t m = at == QTYPE_Q8_K ? n : n - 32;
+			size_t bytes = row_bytes(at, m);
 			memset(r, 0x55, bytes);
 			memset(s, 0xaa, bytes);
-			quant_quantize_ref(at, x, r, n);
-			k->quantize_act[at](x, s, n);
+			quant_quantize_ref(at, x, r, m);
+			k->quantize_act[at](x, s, m);
 			CHECK(memcmp(r, s, bytes) == 0, "%s quantize %s round %d differs from reference",
 			      quant_isa_name(k->isa), qtype_traits(at)->name, round);
 		}
