@@ -108,7 +108,9 @@ void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float
 	double ss[BLOCK];
 	for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
 		const int64_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
-		if (use_avx2)
+		if (attn_level == 2)
+			ops_sumsq_rows_avx512(x + r0 * stride, stride, n, nr, ss);
+		else if (use_avx2)
 			ops_sumsq_rows_avx2(x + r0 * stride, stride, n, nr, ss);
 		else
 			sumsq_rows(x + r0 * stride, stride, n, nr, ss);

@@ -153,6 +153,8 @@ float ops_scale_max_avx2(float *x, int64_t n, float scale);
  *     i < n, y == x allowed;
  *   ops_add_avx2: y[i] += x[i], i < n. */
 void ops_sumsq_rows_avx2(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss);
+/* ops_sumsq_rows_avx2's sums, bit for bit, 8 rows a vector of doubles (ops_avx512.c) */
+void ops_sumsq_rows_avx512(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss);
 void ops_scale_mul_avx2(float *y, const float *x, const float *w, int64_t n, float scale);
 void ops_add_avx2(float *y, const float *x, int64_t n);
 

@@ -120,6 +120,17 @@ SIMDE_EMU float emu_reduce_max_ps(simde__m512 v)
 	return m;
 }
 
+/* vcvtps2pd: exact */
+SIMDE_EMU simde__m512d emu_cvtps_pd(simde__m256 v)
+{
+	float f[8];
+	double d[8];
+	simde_mm256_storeu_ps(f, v);
+	for (int i = 0; i < 8; i++)
+		d[i] = (double)f[i];
+	return simde_mm512_loadu_pd(d);
+}
+
 /* vpmovqw: each qword's low 16 bits */
 SIMDE_EMU simde__m128i emu_cvtepi64_epi16(simde__m512i v)
 {
@@ -161,6 +172,8 @@ SIMDE_EMU simde__m128i emu_cvtepi64_epi16(simde__m512i v)
 #define _mm512_reduce_max_ps emu_reduce_max_ps
 #undef _mm512_cvtepi64_epi16
 #define _mm512_cvtepi64_epi16 emu_cvtepi64_epi16
+#undef _mm512_cvtps_pd
+#define _mm512_cvtps_pd emu_cvtps_pd
 /* F16C's rounding is f32_to_fp16's (quant.h); the rounding argument is
  * always to nearest here */
 #undef _cvtss_sh

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "best_rows.h"
+#include "sumsq_rows.h"
 #include "check.h"
 #include "ops.h"
 #include "ops_int.h"
@@ -340,7 +341,7 @@ static void test_rmsnorm(void)
 
 	/* several rows at once: each row's bits as ops_rmsnorm (the scalar
 	 * definition) gives them, in place or not, with and without a weight,
-	 * in blocks of 16 and 4 rows and alone (the AVX2 sums' groupings), with
+	 * in blocks of 16, 8 and 4 rows and alone (the SIMD sums' groupings), with
 	 * and without a tail of elements past a multiple of 4 or 8 */
 	enum { ROWS = 37, STRIDE = 104 };
 	static float xs[ROWS * STRIDE], ys[ROWS * STRIDE], want[ROWS * STRIDE];
@@ -362,27 +363,13 @@ static void test_rmsnorm(void)
 			}
 	CHECK(bad == 0, "ops_rmsnorm_rows equals ops_rmsnorm row by row: %d rows differ", bad);
 
-	/* the AVX2 sums themselves, as doubles: values spread over twelve
-	 * orders of magnitude, so that adding in another order changes a
-	 * sum's last bits (the float norms above hide that nearly always) */
-	if (quant_isa_detect() >= QUANT_ISA_AVX2) {
-		int sums_bad = 0;
-		for (int wi = 0; wi < 2; wi++)
-			for (int rows = 1; rows <= ROWS; rows++) {
-				const int N = widths[wi];
-				for (int i = 0; i < ROWS * STRIDE; i++)
-					xs[i] = frand(&seed) * powf(10.0f, (float)(i * 7 % 13) - 6.0f);
-				double got[ROWS];
-				ops_sumsq_rows_avx2(xs, STRIDE, N, rows, got);
-				for (int r = 0; r < rows; r++) {
-					double ref = 0.0;
-					for (int i = 0; i < N; i++)
-						ref += (double)(xs[r * STRIDE + i] * xs[r * STRIDE + i]);
-					sums_bad += memcmp(&ref, &got[r], sizeof ref) != 0;
-				}
-			}
-		CHECK(sums_bad == 0, "AVX2 sums of squares in element order: %d rows differ", sums_bad);
-	}
+	/* the SIMD sums themselves, as doubles (sumsq_rows.h) */
+	if (quant_isa_detect() >= QUANT_ISA_AVX2)
+		CHECK(sumsq_mismatches(ops_sumsq_rows_avx2) == 0,
+		      "AVX2 sums of squares in element order");
+	if (quant_isa_detect() >= QUANT_ISA_AVX512)
+		CHECK(sumsq_mismatches(ops_sumsq_rows_avx512) == 0,
+		      "AVX-512 sums of squares in element order");
 
 	/* the residual add, against the plain loop, tails included */
 	for (int n = 1; n <= 40; n++) {

@@ -1,7 +1,8 @@
 /* test_ops_simde.c — the AVX-512 attention loops (src/ops_avx512.c)
  * compiled here through SIMDe's portable emulation and compared, bit for
  * bit, with the AVX2 loops of the library (ops_avx2.c), and its argmax
- * scan with the scalar rule (best_rows.h), so that they are
+ * scan and sums of squares with the scalar rules (best_rows.h,
+ * sumsq_rows.h), so that they are
  * checked on CPUs without AVX-512 too: the kind of machine a checkout is
  * tested on changes (test_ops checks them natively where the CPU has
  * them). Every KV type, 1 to 4 queries, key counts around the kernels'
@@ -33,9 +34,11 @@
 #define ops_pv_f16_avx512 emu_pv_f16_avx512
 #define ops_pv_q8_avx512 emu_pv_q8_avx512
 #define ops_best_scan_avx512 emu_best_scan_avx512
+#define ops_sumsq_rows_avx512 emu_sumsq_rows_avx512
 #include "ops_avx512.c"
 
 #include "best_rows.h"
+#include "sumsq_rows.h"
 
 typedef void (*qk_fn)(const float *const *, int, const void *const *, int64_t, int64_t, float *,
 		      int64_t);
@@ -132,6 +135,8 @@ int main(void)
 		   "Q8_0");
 	CHECK(best_rows_mismatches(emu_best_scan_avx512, 3000) == 0,
 	      "the argmax scan (AVX-512 under SIMDe) equals the scalar rule");
+	CHECK(sumsq_mismatches(emu_sumsq_rows_avx512) == 0,
+	      "RMSNorm's sums of squares (AVX-512 under SIMDe) equal the scalar rule");
 #else
 	printf("SKIP: SIMDe headers not installed (apt-get install libsimde-dev)\n");
 #endif
