@@ -334,19 +334,23 @@ static inline __attribute__((always_inline)) __m512d sumsq_step8(const float *x,
 					  _mm256_mul_ps(b, b), 1);
 	}
 	/* lane 4e + r: element e (first four, or last four) of row r (0-3) */
-	const __m512i lo4 = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
-	const __m512i hi4 = _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23,
-					      31);
+	const __m512i lo4 = _mm512_setr_epi32(0, 8, 16, 24, 1, 9, 17, 25,
+					      2, 10, 18, 26, 3, 11, 19, 27);
+	const __m512i hi4 = _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29,
+					      6, 14, 22, 30, 7, 15, 23, 31);
 	const __m512 wa = _mm512_permutex2var_ps(z[0], lo4, z[1]);
 	const __m512 wb = _mm512_permutex2var_ps(z[0], hi4, z[1]);
 	const __m512 wc = _mm512_permutex2var_ps(z[2], lo4, z[3]);
 	const __m512 wd = _mm512_permutex2var_ps(z[2], hi4, z[3]);
 	/* lane 8h + r: element 2k + h of row r (0-7), k = 0 or 1 of the four */
-	const __m512i e01 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-	const __m512i e23 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30,
-					      31);
-	const __m512 o[4] = { _mm512_permutex2var_ps(wa, e01, wc), _mm512_permutex2var_ps(wa, e23, wc),
-			      _mm512_permutex2var_ps(wb, e01, wd), _mm512_permutex2var_ps(wb, e23, wd) };
+	const __m512i e01 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19,
+					      4, 5, 6, 7, 20, 21, 22, 23);
+	const __m512i e23 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27,
+					      12, 13, 14, 15, 28, 29, 30, 31);
+	const __m512 o[4] = {
+		_mm512_permutex2var_ps(wa, e01, wc), _mm512_permutex2var_ps(wa, e23, wc),
+		_mm512_permutex2var_ps(wb, e01, wd), _mm512_permutex2var_ps(wb, e23, wd)
+	};
 	UNROLL for (int k = 0; k < 4; k++) {
 		s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm512_castps512_ps256(o[k])));
 		s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm512_extractf32x8_ps(o[k], 1)));
