@@ -1012,7 +1012,8 @@ void ops_best_init(struct ops_best *b) { *b = (struct ops_best){ 0.0f, OPS_BEST_
 void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 {
 	for (int64_t i = i0; i < i1; i++)
-		if (x[i] > b->val || (b->idx == OPS_BEST_NONE && x[i] == x[i])) { /* x == x: not NaN */
+		/* x == x: not NaN */
+		if (x[i] > b->val || (b->idx == OPS_BEST_NONE && x[i] == x[i])) {
 			b->val = x[i];
 			b->idx = i;
 		}

@@ -306,7 +306,8 @@ void ops_best_scan_avx512(struct ops_best *b, const float *x, int64_t i0, int64_
 			m[c] = _mm512_set1_ps(-INFINITY);
 		_Pragma("GCC unroll 16") for (int k = 0; k < BEST_RUN / 16; k++)
 			m[k % 4] = _mm512_max_ps(_mm512_loadu_ps(x + i + 16 * k), m[k % 4]);
-		const __m512 mx = _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
+		const __m512 mx =
+			_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]));
 		if (_mm512_cmp_ps_mask(mx, _mm512_set1_ps(b->val), _CMP_GT_OQ))
 			best_blocks(b, x, i, i + BEST_RUN);
 	}

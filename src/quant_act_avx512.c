@@ -31,7 +31,8 @@ static inline __m512 abs16(__m512 v)
 static inline __m512i pack64(__m512i a, __m512i b, __m512i c, __m512i d)
 {
 	const __m512i p = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
-	const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+	const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
+						2, 6, 10, 14, 3, 7, 11, 15);
 	return _mm512_permutexvar_epi32(order, p);
 }
 

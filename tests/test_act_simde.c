@@ -71,7 +71,7 @@ static void check_type(const struct quant_kernels *k, enum qtype t, int64_t n)
 		k->quantize_act[t](x, got, n);
 		bad += memcmp(want, got, bytes) != 0;
 	}
-	CHECK(bad == 0, "%s of %lld (AVX-512 under SIMDe) equals the reference: %d of 5 rows differ",
+	CHECK(bad == 0, "%s of %lld (AVX-512 under SIMDe) equals the reference: %d of 5 differ",
 	      qtype_traits(t)->name, (long long)n, bad);
 	free(x), free(want), free(got);
 }

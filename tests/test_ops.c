@@ -579,7 +579,8 @@ static void test_best_split(void)
  * choice, and each vector width the CPU has. */
 static void test_best_scans(void)
 {
-	CHECK(best_rows_mismatches(ops_best_scan, 3000) == 0, "ops_best_scan equals the scalar rule");
+	CHECK(best_rows_mismatches(ops_best_scan, 3000) == 0,
+	      "ops_best_scan equals the scalar rule");
 	if (quant_isa_detect() >= QUANT_ISA_AVX2)
 		CHECK(best_rows_mismatches(ops_best_scan_avx2, 3000) == 0,
 		      "the AVX2 scan equals the scalar rule");
