@@ -29,7 +29,7 @@ static int sumsq_mismatches(sumsq_rows_fn fn)
 			const int N = widths[wi];
 			for (int i = 0; i < ROWS * STRIDE; i++) {
 				seed = seed * 1103515245u + 12345u;
-				const float r = ((float)(seed >> 8) / (float)(1u << 24)) * 2.0f - 1.0f;
+				const float r = (float)(seed >> 8) / (float)(1u << 23) - 1.0f;
 				xs[i] = r * powf(10.0f, (float)(i * 7 % 13) - 6.0f);
 			}
 			double got[ROWS];
