@@ -364,11 +364,7 @@ static void sumsq_finish8(const float *x, int64_t stride, int64_t i0, int64_t n,
 			  double *ss)
 {
 	_mm512_storeu_pd(ss, s);
-	for (int r = 0; r < 8; r++)
-		for (int64_t i = i0; i < n; i++) {
-			const float v = x[r * stride + i];
-			ss[r] += (double)(v * v);
-		}
+	ops_sumsq_tail(x, stride, i0, n, 8, ss);
 }
 
 void ops_sumsq_rows_avx512(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss)

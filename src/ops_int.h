@@ -153,6 +153,17 @@ float ops_scale_max_avx2(float *x, int64_t n, float scale);
  *     i < n, y == x allowed;
  *   ops_add_avx2: y[i] += x[i], i < n. */
 void ops_sumsq_rows_avx2(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss);
+/* Their scalar tail: ss[r] += the squares of elements [i0, n) of row x +
+ * r * stride, r < rows, in element order. */
+static inline void ops_sumsq_tail(const float *x, int64_t stride, int64_t i0, int64_t n, int rows,
+				  double *ss)
+{
+	for (int r = 0; r < rows; r++)
+		for (int64_t i = i0; i < n; i++) {
+			const float v = x[r * stride + i];
+			ss[r] += (double)(v * v);
+		}
+}
 /* ops_sumsq_rows_avx2's sums, bit for bit, 8 rows a vector of doubles (ops_avx512.c) */
 void ops_sumsq_rows_avx512(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss);
 void ops_scale_mul_avx2(float *y, const float *x, const float *w, int64_t n, float scale);

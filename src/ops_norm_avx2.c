@@ -45,11 +45,7 @@ static inline void sumsq_finish4(const float *x, int64_t stride, int64_t i0, int
 				 double *ss)
 {
 	_mm256_storeu_pd(ss, s);
-	for (int r = 0; r < 4; r++)
-		for (int64_t i = i0; i < n; i++) {
-			const float v = x[r * stride + i];
-			ss[r] += (double)(v * v);
-		}
+	ops_sumsq_tail(x, stride, i0, n, 4, ss);
 }
 
 void ops_sumsq_rows_avx2(const float *x, int64_t stride, int64_t n, int64_t rows, double *ss)
