@@ -52,14 +52,8 @@
  * 5 in three alternating rounds: T = 16 14.5-22.8 -> 9.6-12.1 ms (the
  * memory alone takes 5.9, the multiplies 7.5), T = 32 21.6-22.4 ->
  * 18.2-20.0, T = 8 (bound by the memory) within noise; 1 KB ahead was
- * slower, 3-4 KB about the same, 8 KB slower at T = 16. On the Emerald
- * Rapids host 4 KB was the better (2 KB before): `ingot bench -t 1 --batch
- * 32 --runner graph --profile`, the step 0.7% shorter (the LM head and
- * down), the LM head 26.90 / 29.14 against 27.96 / 29.40 ms in a noisy
- * hour; two threads, `bench/ab.py --cycles 3` (`--batch 8,32 --runner
- * mega,graph --runs 3 --gen 32 --prompt 16`), batch 32 mega 1.026 (per
- * cycle 0.982-1.056), graph 1.028 (0.990-1.066), batch 8 mega 1.030. */
-#define R16_PREFETCH_AHEAD 4096
+ * slower, 3-4 KB about the same, 8 KB slower at T = 16. */
+#define R16_PREFETCH_AHEAD 2048
 
 /* (__builtin_prefetch, not _mm_prefetch: GCC 12 dropped this loop's
  * _mm_prefetch calls from every instance, leaving no prefetch at all) */
