@@ -16,7 +16,10 @@
 #include <string.h>
 
 static int use_avx2;
-static int attn_level; /* attn_sets' row: 0 scalar, 1 AVX2, 2 AVX-512 */
+/* The widest loops the CPU runs here: which of attn_sets' rows, and which
+ * of the argmax scan's and norm sums' loops */
+enum isa_level { LEVEL_SCALAR, LEVEL_AVX2, LEVEL_AVX512 };
+static enum isa_level isa_level;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
 static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers */
@@ -27,7 +30,7 @@ static void isa_init(void)
 {
 	const enum quant_isa isa = quant_isa_detect();
 	use_avx2 = isa >= QUANT_ISA_AVX2;
-	attn_level = isa >= QUANT_ISA_AVX512 ? 2 : use_avx2;
+	isa_level = isa >= QUANT_ISA_AVX512 ? LEVEL_AVX512 : use_avx2 ? LEVEL_AVX2 : LEVEL_SCALAR;
 	kv_quant = quant_kernels_best();
 }
 
@@ -108,7 +111,7 @@ void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float
 	double ss[BLOCK];
 	for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
 		const int64_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
-		if (attn_level == 2)
+		if (isa_level == LEVEL_AVX512)
 			ops_sumsq_rows_avx512(x + r0 * stride, stride, n, nr, ss);
 		else if (use_avx2)
 			ops_sumsq_rows_avx2(x + r0 * stride, stride, n, nr, ss);
@@ -431,7 +434,7 @@ struct attn_kernels {
 	void (*widen)(float *, const void *, int64_t);
 };
 
-/* [attn_level][enum ops_kv_type]; the AVX-512 row has AVX2's single-query
+/* [isa_level][enum ops_kv_type]; the AVX-512 row has AVX2's single-query
  * loops and softmax, and its own block loops with the same results. */
 static const struct attn_kernels attn_sets[3][3] = {
 	{ { dotf, axpyf, qkf, pvf, expsf, scale_maxf, widenf },
@@ -800,7 +803,7 @@ void ops_attend_ref(float *out, const float *q, const void *const *K, const void
 static const struct attn_kernels *attn_best(enum ops_kv_type kt)
 {
 	pthread_once(&isa_once, isa_init);
-	return &attn_sets[attn_level][kt];
+	return &attn_sets[isa_level][kt];
 }
 
 void ops_attend_group(const struct ops_attn_query *qs, int nq, const void *const *K,
@@ -1022,7 +1025,7 @@ void ops_best_scan_scalar(struct ops_best *b, const float *x, int64_t i0, int64_
 void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 {
 	pthread_once(&isa_once, isa_init);
-	if (attn_level == 2)
+	if (isa_level == LEVEL_AVX512)
 		ops_best_scan_avx512(b, x, i0, i1);
 	else if (use_avx2)
 		ops_best_scan_avx2(b, x, i0, i1);
