@@ -54,8 +54,10 @@
  * 88 / 455 / 712, all in chunks 88 / 510 / 834. */
 #define MEGA_CHUNKS 16
 
-/* ... but a matrix op on more than MEGA_WIDE_TOKENS rows (a prefill, a
- * batch past a lone group of 8) in MEGA_WIDE_CHUNKS a thread: each call of
+/* ... but the owner of a matrix op on more than MEGA_WIDE_TOKENS rows (a
+ * prefill, a batch past a lone group of 8) takes 1/MEGA_WIDE_PART of what
+ * is left of its range at a time (steal_take_front_part: a half, a
+ * quarter, ..., then chunks), about 5 calls a thread: each call of
  * the AMX kernels (from 9 tokens on) gathers its tokens' activations and
  * unpacks each tile once per chunk of tokens, so a call of a few tiles
  * paid that again and again, where the graph runner makes one call a
@@ -71,8 +73,23 @@
  * (INGOT_ISA=avx512) prefill 0.89-0.98 -> 1.00-1.07, batches even either
  * way; AVX2 table even either way; with a busy loop on the other core,
  * batch 32 mega the same (732-761 against 742-758 tok/s); batches of 9
- * and 10, processes alternating A B B A, mega 1.006 and 1.007. */
-#define MEGA_WIDE_CHUNKS 4
+ * and 10, processes alternating A B B A, mega 1.006 and 1.007. That was 4
+ * equal pieces a thread (MEGA_WIDE_CHUNKS 4), whose last piece (at batch
+ * 32, an eighth of the LM head, 1.7 ms of a thread) was what a thread
+ * done early could take: when the other core was slowed the step ended
+ * up to that much apart. Halving pieces end in a chunk of 1/16 of a
+ * share. Measured on the Emerald Rapids host (a noisy neighbour most of
+ * the time), `ingot bench --batch 32 --runner mega --runs 5 --gen 32
+ * --prompt 16 --profile`, five alternating rounds, the threads' idle
+ * time, ms a step: 4 pieces 0.41 in the quiet round, 1.08-1.38 in the
+ * others; halving 0.42, 0.59-0.85. `bench/ab.py` (the same arguments
+ * without --profile), batch 32 decode: --cycles 4 1.021, per cycle
+ * 0.907-1.160; --runs 3 --cycles 8 in a quieter hour 1.006, 0.988-1.025;
+ * batch 16, --cycles 4, 0.970, 0.902-1.016 (noise both ways: a cycle
+ * with halving's runs at 826-1009 tok/s); `--cycles 3 -- --batch 1 --runs
+ * 1 --gen 4 --prompt 512`, prefill 1.051, per cycle 0.989-1.093. Not measured on an AMX host,
+ * where a thread's calls go from 4 to 5. */
+#define MEGA_WIDE_PART 2
 #define MEGA_WIDE_TOKENS 8
 
 /* The row-wise ops (norms, quantizations, rope) in chunks of at least 4
@@ -166,20 +183,31 @@ static struct steal_range *op_range(struct mega *mg, int op, int ith)
 	return &mg->ranges[(size_t)op * (size_t)mg->nth + (size_t)ith];
 }
 
-/* Units per chunk of op: matrix rows in whole tiles of the repacked
- * weights (a piece that splits a tile computes all of it). */
-static uint32_t op_chunk(const struct fwd *f, const struct fwd_op *op, int nth)
+/* Whether op is a matrix product on more than MEGA_WIDE_TOKENS rows. */
+static bool op_wide(const struct fwd *f, const struct fwd_op *op)
 {
-	uint32_t align = 1, chunks = MEGA_CHUNKS;
 	switch (op->kind) {
 	case OP_QKV:
 	case OP_WO:
 	case OP_GATE_UP:
 	case OP_DOWN:
-	case OP_LM_HEAD:
-		align = QUANT_R16_ROWS;
-		chunks = fwd_op_tokens(f, op) > MEGA_WIDE_TOKENS ? MEGA_WIDE_CHUNKS : MEGA_CHUNKS;
-		break;
+	case OP_LM_HEAD: return fwd_op_tokens(f, op) > MEGA_WIDE_TOKENS;
+	default: return false;
+	}
+}
+
+/* Units per chunk of op (the grid of its ranges): matrix rows in whole
+ * tiles of the repacked weights (a piece that splits a tile computes all
+ * of it). */
+static uint32_t op_chunk(const struct fwd_op *op, int nth)
+{
+	uint32_t align = 1;
+	switch (op->kind) {
+	case OP_QKV:
+	case OP_WO:
+	case OP_GATE_UP:
+	case OP_DOWN:
+	case OP_LM_HEAD: align = QUANT_R16_ROWS; break;
 	case OP_ATTN_IN:
 	case OP_ROPE_STORE:
 	case OP_ATTN_QUANT:
@@ -188,15 +216,15 @@ static uint32_t op_chunk(const struct fwd *f, const struct fwd_op *op, int nth)
 	case OP_OUT_IN: align = MEGA_ROW_CHUNK; break;
 	default: break;
 	}
-	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * chunks);
+	const uint64_t c = (uint64_t)op->n_units / ((uint64_t)nth * MEGA_CHUNKS);
 	return c <= align ? align : (uint32_t)((c + align - 1) / align * align);
 }
 
 /* Each thread's range of parallel op j, all untaken: set before the
  * dispatch, so no thread takes from a range before it is set. */
-static void op_ranges_set(struct mega *mg, const struct fwd *f, int j)
+static void op_ranges_set(struct mega *mg, int j)
 {
-	const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(f, &mg->ops[j], mg->nth);
+	const uint32_t n = (uint32_t)mg->ops[j].n_units, chunk = op_chunk(&mg->ops[j], mg->nth);
 	for (int i = 0; i < mg->nth; i++) {
 		uint32_t lo, hi;
 		steal_split(n, chunk, i, mg->nth, &lo, &hi);
@@ -204,7 +232,8 @@ static void op_ranges_set(struct mega *mg, const struct fwd *f, int j)
 	}
 }
 
-/* Thread ith's share of parallel op i: its own range front to back, then
+/* Thread ith's share of parallel op i: its own range front to back (in
+ * chunks, or in shrinking parts for a wide op: MEGA_WIDE_PART), then
  * chunks from the back of the others' ranges until every unit of the op
  * is taken. A chunk from the front names the rest of the range as what
  * follows it, so the matrix kernels' prefetch runs on into the next chunk
@@ -218,8 +247,10 @@ static void run_share(struct mega *mg, struct fwd *f, int i, int ith)
 {
 	const struct fwd_op *op = &mg->ops[i];
 	struct steal_range *own = op_range(mg, i, ith);
+	const bool wide = op_wide(f, op);
 	uint32_t u0, u1;
-	while (steal_take_front(own, own->chunk, &u0, &u1))
+	while (wide ? steal_take_front_part(own, MEGA_WIDE_PART, &u0, &u1)
+		    : steal_take_front(own, own->chunk, &u0, &u1))
 		fwd_op_exec(f, op, u0, u1, own->hi, ith);
 	for (int k = 1; k < mg->nth; k++) {
 		struct steal_range *other = op_range(mg, i, (ith + k) % mg->nth);
@@ -306,7 +337,7 @@ int runner_mega_step(struct runner *r, ing_err *err)
 		mg->epilogue[j] = j < i || is_epilogue(&mg->ops[j]);
 		if (!mg->epilogue[j]) {
 			mg->sync[j].step++;
-			op_ranges_set(mg, r->f, j);
+			op_ranges_set(mg, j);
 		}
 	}
 	pool_run(r->pool, mega_thread, r);

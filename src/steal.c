@@ -15,15 +15,20 @@ void steal_range_init(struct steal_range *r, uint32_t lo, uint32_t hi, uint32_t 
 	atomic_store_explicit(&r->fb, pack(lo, r->hi), memory_order_relaxed);
 }
 
-bool steal_take_front(struct steal_range *r, uint32_t want, uint32_t *u0, uint32_t *u1)
+/* Takes from the front: `want` units (div 0) or 1/div of what is left,
+ * rounded up to the grid, at least one grid chunk. */
+static bool take_front(struct steal_range *r, uint32_t want, uint32_t div, uint32_t *u0,
+		       uint32_t *u1)
 {
-	/* front is on the grid: end on it too, or at back */
-	const uint32_t n = want < r->chunk ? r->chunk : (want + r->chunk - 1) / r->chunk * r->chunk;
 	uint64_t fb = atomic_load_explicit(&r->fb, memory_order_relaxed);
 	for (;;) {
 		const uint32_t front = (uint32_t)(fb >> 32), back = (uint32_t)fb;
 		if (front >= back)
 			return false;
+		uint32_t n = div ? (back - front + div - 1) / div : want;
+		/* front is on the grid: end on it too, or at back */
+		n = n < r->chunk ? r->chunk
+				 : (uint32_t)(((uint64_t)n + r->chunk - 1) / r->chunk * r->chunk);
 		const uint32_t end = back - front > n ? front + n : back;
 		if (atomic_compare_exchange_weak_explicit(&r->fb, &fb, pack(end, back), memory_order_relaxed,
 							  memory_order_relaxed)) {
@@ -32,6 +37,16 @@ bool steal_take_front(struct steal_range *r, uint32_t want, uint32_t *u0, uint32
 			return true;
 		}
 	}
+}
+
+bool steal_take_front(struct steal_range *r, uint32_t want, uint32_t *u0, uint32_t *u1)
+{
+	return take_front(r, want, 0, u0, u1);
+}
+
+bool steal_take_front_part(struct steal_range *r, uint32_t div, uint32_t *u0, uint32_t *u1)
+{
+	return take_front(r, 0, div ? div : 1, u0, u1);
 }
 
 bool steal_take_back(struct steal_range *r, uint32_t *u0, uint32_t *u1)

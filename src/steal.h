@@ -36,6 +36,12 @@ void steal_range_init(struct steal_range *r, uint32_t lo, uint32_t hi, uint32_t 
  * from the front. False when nothing is left. */
 bool steal_take_front(struct steal_range *r, uint32_t want, uint32_t *u0, uint32_t *u1);
 
+/* The owner: takes 1/div of what is left (div >= 1; 0 is taken as 1)
+ * from the front, rounded up to the grid, at least one grid chunk: pieces
+ * that shrink as the range does, few calls while much is left and a
+ * grid chunk's imbalance at the end. False when nothing is left. */
+bool steal_take_front_part(struct steal_range *r, uint32_t div, uint32_t *u0, uint32_t *u1);
+
 /* Any other thread: takes the last grid chunk left, [*u0, *u1). False when
  * nothing is left. */
 bool steal_take_back(struct steal_range *r, uint32_t *u0, uint32_t *u1);

@@ -3,11 +3,13 @@
  *   1. steal_split cuts [0, n) into contiguous ranges on the chunk grid;
  *   2. one thread: front and back takes give grid pieces, disjoint, that
  *      cover the range, and nothing once it is empty;
- *   3. a slow owner: a thread that finished its own range takes every
+ *   3. the owner's parts: each 1/div of what is left, rounded up to the
+ *      grid and at least a chunk, the last ones a chunk each;
+ *   4. a slow owner: a thread that finished its own range takes every
  *      chunk of another's before the owner starts, and the owner then
  *      finds nothing (deterministic: the owner waits for the thief);
- *   4. threads racing: owners from the front, everyone from the backs,
- *      every unit taken exactly once (also run under ThreadSanitizer).
+ *   5. threads racing: owners from the front (by chunks or by parts),
+ *      everyone from the backs, every unit taken exactly once (also run under ThreadSanitizer).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,6 +79,40 @@ static void test_one_thread(void)
 	free(seen);
 }
 
+static void test_front_part(void)
+{
+	const uint32_t lo = 48, chunk = 16, divs[] = { 2, 3, 0 };
+	const uint32_t his[] = { 48 + 16 * 37, 48 + 16 * 37 - 5, 49, 1000 };
+	for (size_t a = 0; a < sizeof divs / sizeof divs[0]; a++)
+		for (size_t b = 0; b < sizeof his / sizeof his[0]; b++) {
+			struct steal_range r;
+			steal_range_init(&r, lo, his[b], chunk);
+			const uint32_t div = divs[a] ? divs[a] : 1;
+			uint32_t u0, u1, next = lo, pieces = 0;
+			int ok = 1;
+			while (steal_take_front_part(&r, divs[a], &u0, &u1)) {
+				const uint32_t left = his[b] - next;
+				uint32_t want = (left + div - 1) / div;
+				want = (want + chunk - 1) / chunk * chunk;
+				want = want > left ? left : want;
+				ok &= u0 == next && u1 - u0 == want;
+				next = u1;
+				pieces++;
+			}
+			CHECK(ok && next == his[b],
+			      "front parts of [%u, %u) by 1/%u: a piece not 1/div of what was "
+			      "left on the grid, or not covering",
+			      lo, his[b], divs[a]);
+			/* halves of 37 chunks: 19, 9, 5, 2, 1, 1 chunks */
+			if (divs[a] == 2 && b == 0)
+				CHECK(pieces == 6, "halves of 37 chunks in %u pieces, want 6",
+				      pieces);
+			if (divs[a] == 0)
+				CHECK(pieces == 1, "div 0 took %u pieces, want 1 (the whole range)",
+				      pieces);
+		}
+}
+
 /* ---- threads ---- */
 
 enum { NTH = 4, N_MAX = 5000 };
@@ -87,6 +123,7 @@ struct race {
 	atomic_int thief_done;
 	int nth;
 	bool owner_waits; /* thread 0 starts only after thread 1 is done */
+	bool parts;       /* owners take halves of what is left, not chunks */
 	long stolen[NTH];
 };
 
@@ -103,7 +140,9 @@ static void *work(void *p)
 	if (r->owner_waits && w->ith == 0)
 		while (!atomic_load(&r->thief_done))
 			;
-	while (steal_take_front(&r->ranges[w->ith], r->ranges[w->ith].chunk, &u0, &u1))
+	struct steal_range *own = &r->ranges[w->ith];
+	while (r->parts ? steal_take_front_part(own, 2, &u0, &u1)
+			: steal_take_front(own, own->chunk, &u0, &u1))
 		for (uint32_t u = u0; u < u1; u++)
 			atomic_fetch_add_explicit(&r->taken[u], 1, memory_order_relaxed);
 	for (int k = 1; k < r->nth; k++)
@@ -119,11 +158,13 @@ static void *work(void *p)
 
 /* Runs nth threads over n units in chunks; returns whether every unit was
  * taken exactly once. */
-static bool race_run(struct race *r, uint32_t n, uint32_t chunk, int nth, bool owner_waits)
+static bool race_run(struct race *r, uint32_t n, uint32_t chunk, int nth, bool owner_waits,
+		     bool parts)
 {
 	memset(r, 0, sizeof *r);
 	r->nth = nth;
 	r->owner_waits = owner_waits;
+	r->parts = parts;
 	for (int i = 0; i < nth; i++) {
 		uint32_t lo, hi;
 		steal_split(n, chunk, i, nth, &lo, &hi);
@@ -150,7 +191,7 @@ static bool race_run(struct race *r, uint32_t n, uint32_t chunk, int nth, bool o
 
 static void test_slow_owner(struct race *r)
 {
-	CHECK(race_run(r, 1000, 16, 2, true), "slow owner: a unit taken twice or never");
+	CHECK(race_run(r, 1000, 16, 2, true, false), "slow owner: a unit taken twice or never");
 	/* thread 1 took every chunk of thread 0's range */
 	const long want = (long)((r->ranges[0].hi - r->ranges[0].lo + 15) / 16);
 	CHECK(want > 1 && r->stolen[1] == want && r->stolen[0] == 0,
@@ -166,7 +207,8 @@ static void test_race(struct race *r)
 	for (int round = 0; round < 20; round++)
 		for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
 			for (size_t b = 0; b < sizeof chunks / sizeof chunks[0]; b++)
-				bad += !race_run(r, ns[a], chunks[b], 2 + round % 3, false);
+				bad += !race_run(r, ns[a], chunks[b], 2 + round % 3, false,
+						 round % 2);
 	CHECK(bad == 0, "racing threads: %d runs took a unit twice or never", bad);
 }
 
@@ -176,6 +218,7 @@ int main(void)
 {
 	test_split();
 	test_one_thread();
+	test_front_part();
 	test_slow_owner(&race);
 	test_race(&race);
 	return check_summary("test_steal");
