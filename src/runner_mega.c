@@ -87,8 +87,8 @@
  * 0.907-1.160; --runs 3 --cycles 8 in a quieter hour 1.006, 0.988-1.025;
  * batch 16, --cycles 4, 0.970, 0.902-1.016 (noise both ways: a cycle
  * with halving's runs at 826-1009 tok/s); `--cycles 3 -- --batch 1 --runs
- * 1 --gen 4 --prompt 512`, prefill 1.051, per cycle 0.989-1.093. Not measured on an AMX host,
- * where a thread's calls go from 4 to 5. */
+ * 1 --gen 4 --prompt 512`, prefill 1.051, per cycle 0.989-1.093. Not
+ * measured on an AMX host, where a thread's calls go from 4 to 5. */
 #define MEGA_WIDE_PART 2
 #define MEGA_WIDE_TOKENS 8
 
