@@ -49,6 +49,7 @@
 #include "quant.h"
 #include "quant_avx2_int.h"
 #define R16_STREAM_L1_AHEAD 1024 /* a pass of one token: quant_r16_drive.h */
+#define R16_AHEAD_EVERY_PASS 1 /* the later passes of groups too: quant_r16_drive.h */
 #include "quant_r16_drive.h"
 #include "quant_r16_avx512.h"
 

@@ -65,8 +65,9 @@ static inline void r16_prefetch(const uint8_t *p, size_t bytes)
 
 /* What one pass of groups over a tile prefetches. ahead: the first pass
  * over a run of tiles, which reads the tile from memory, fetches its own
- * lines R16_PREFETCH_AHEAD further into L1 (r16_prefetch). next: where the
- * run has a successor (in the call's rows, or for the last run in the rows
+ * lines R16_PREFETCH_AHEAD further into L1 (r16_prefetch); with
+ * R16_AHEAD_EVERY_PASS (below) every pass over a Q8_0 or Q5_0 run does.
+ * next: where the run has a successor (in the call's rows, or for the last run in the rows
  * the caller names as its next, r_pf: the megakernel's next chunk, a few
  * tiles at batch 8, which otherwise began cold; not measured on an
  * AVX-512 host yet), every pass fetches into L2 its share of the tile
@@ -109,6 +110,26 @@ struct r16_pf {
  * 1024 against 512 1.014, 2048 against 1024 0.984. */
 #ifndef R16_STREAM_L1_AHEAD
 #define R16_STREAM_L1_AHEAD 0
+#endif
+
+/* ... and, where the ISA file sets R16_AHEAD_EVERY_PASS to 1 before
+ * including this header, every pass of groups over a Q8_0 or Q5_0 run,
+ * not its first alone, fetches its own lines R16_PREFETCH_AHEAD further
+ * (pf->ahead): the later passes read the run from L2, where the next-run
+ * prefetch left it, and their loads then hit L1. Measured on the Emerald
+ * Rapids host (AVX-512 file; its neighbour halves a core's speed for
+ * seconds at a time, so minima of many rounds): `lmhead_bench --threads 1
+ * --tokens 32 --rounds 20-30`, alternating builds, ms, Q8_0 26.68-26.93 ->
+ * 26.25-26.43, Q5_0 44.11-44.41 -> 43.15-43.37, Q4_K 66.16-66.39 ->
+ * 67.54-67.69 and Q6_K 57.93-58.34 -> 58.32-58.46 (so not the K types);
+ * the AVX2 file's Q5_0 102.55-102.80 -> 102.54-103.11 (left as it was).
+ * `ingot bench -t 1 --batch 32 --runner graph --runs 3 --gen 32 --prompt
+ * 16 --profile`, three alternating rounds: 615.9-620.1 -> 624.8-628.7
+ * tok/s, the LM head 26.61-27.31 -> 26.00-26.16 ms, gate_up 8.74-8.96 ->
+ * 8.59-8.69; two threads, mega, four rounds, the step 26.62-27.13 ->
+ * 26.15-26.61 ms. */
+#ifndef R16_AHEAD_EVERY_PASS
+#define R16_AHEAD_EVERY_PASS 0
 #endif
 
 static inline void r16_prefetch_stream(const struct r16_pf *pf, const uint8_t *p, size_t bytes)
@@ -334,7 +355,8 @@ ALWAYS_INLINE void r16_gemm_drive(enum qtype t, int64_t n, const void *w, size_t
 				/* this pass's share of the next run: lines [line0, line1) */
 				const int64_t p = (g0 - c0) / R16_PASS_GROUPS;
 				const int64_t line0 = p * lines / passes, line1 = (p + 1) * lines / passes;
-				struct r16_pf pf = { .ahead = g0 == c0,
+				const bool ahead = g0 == c0 || (R16_AHEAD_EVERY_PASS && !kt);
+				struct r16_pf pf = { .ahead = ahead,
 						     .lines = (size_t)(line1 - line0),
 						     .per_block = (size_t)((line1 - line0 + nb - 1) / nb) };
 				for (int64_t ti = tc0; ti < tc1; ti++) {
