@@ -15,9 +15,9 @@
 #include <pthread.h>
 #include <string.h>
 
-static int use_avx2;
 /* The widest loops the CPU runs here: which of attn_sets' rows, and which
- * of the argmax scan's and norm sums' loops */
+ * of the argmax scan's and norm sums' loops; the AVX2 loops from
+ * LEVEL_AVX2 on */
 enum isa_level { LEVEL_SCALAR, LEVEL_AVX2, LEVEL_AVX512 };
 static enum isa_level isa_level;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
@@ -29,8 +29,9 @@ static const struct quant_kernels *kv_quant; /* F16 and Q8_0 KV rows' quantizers
 static void isa_init(void)
 {
 	const enum quant_isa isa = quant_isa_detect();
-	use_avx2 = isa >= QUANT_ISA_AVX2;
-	isa_level = isa >= QUANT_ISA_AVX512 ? LEVEL_AVX512 : use_avx2 ? LEVEL_AVX2 : LEVEL_SCALAR;
+	isa_level = isa >= QUANT_ISA_AVX512 ? LEVEL_AVX512
+		    : isa >= QUANT_ISA_AVX2 ? LEVEL_AVX2
+					    : LEVEL_SCALAR;
 	kv_quant = quant_kernels_best();
 }
 
@@ -97,7 +98,7 @@ static void sumsq_rows(const float *x, int64_t stride, int64_t n, int64_t rows, 
 static void rms_apply(float *y, const float *x, const float *w, int64_t n, float eps, double ss)
 {
 	const float scale = rms_scale(ss, n, eps);
-	if (use_avx2)
+	if (isa_level >= LEVEL_AVX2)
 		ops_scale_mul_avx2(y, x, w, n, scale);
 	else
 		scale_mul(y, x, w, n, scale);
@@ -113,7 +114,7 @@ void ops_rmsnorm_rows(float *y, const float *x, const float *w, int64_t n, float
 		const int64_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
 		if (isa_level == LEVEL_AVX512)
 			ops_sumsq_rows_avx512(x + r0 * stride, stride, n, nr, ss);
-		else if (use_avx2)
+		else if (isa_level >= LEVEL_AVX2)
 			ops_sumsq_rows_avx2(x + r0 * stride, stride, n, nr, ss);
 		else
 			sumsq_rows(x + r0 * stride, stride, n, nr, ss);
@@ -230,7 +231,8 @@ void ops_rope_apply(float *x, int64_t n_heads, int64_t Dh, int64_t n_rot, const 
 	for (int64_t h = 0; h < n_heads; h++) {
 		float *v = x + h * Dh;
 		/* the AVX2 loop takes whole runs of 8 pairs, this one the rest */
-		const int64_t i0 = use_avx2 ? ops_rope_apply_avx2(v, n_rot, cs, sn, kind) : 0;
+		const int64_t i0 =
+			isa_level >= LEVEL_AVX2 ? ops_rope_apply_avx2(v, n_rot, cs, sn, kind) : 0;
 		for (int64_t i = i0; i < n_rot / 2; i++) {
 			int64_t a = kind == ROPE_NEOX ? i : 2 * i;
 			int64_t b = kind == ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
@@ -289,14 +291,14 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 	pthread_once(&isa_once, isa_init);
 	if (act == ACT_GELU_TANH) {
 		pthread_once(&gelu_once, gelu_table_init);
-		if (use_avx2)
+		if (isa_level >= LEVEL_AVX2)
 			ops_glu_gelu_avx2(g, u, n, gelu_table);
 		else
 			for (int64_t i = 0; i < n; i++)
 				g[i] = ops_gelu(g[i]) * u[i];
 	} else {
 		/* the scalar loop: 4.0 ns an element (libm expf), AVX2 1.2 */
-		if (use_avx2)
+		if (isa_level >= LEVEL_AVX2)
 			ops_glu_silu_avx2(g, u, n);
 		else
 			for (int64_t i = 0; i < n; i++)
@@ -307,7 +309,7 @@ void ops_glu(float *g, const float *u, int64_t n, enum act_kind act)
 void ops_add(float *y, const float *x, int64_t n)
 {
 	pthread_once(&isa_once, isa_init);
-	if (use_avx2) {
+	if (isa_level >= LEVEL_AVX2) {
 		ops_add_avx2(y, x, n);
 		return;
 	}
@@ -879,8 +881,8 @@ double ops_exp_blocks_ref(float *y, const float *x, int64_t n, float mx, float d
 double ops_exp_blocks(float *y, const float *x, int64_t n, float mx, float div, double *blocks)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_exp_blocks_avx2(y, x, n, mx, div, blocks)
-			: ops_exp_blocks_ref(y, x, n, mx, div, blocks);
+	return isa_level >= LEVEL_AVX2 ? ops_exp_blocks_avx2(y, x, n, mx, div, blocks)
+				       : ops_exp_blocks_ref(y, x, n, mx, div, blocks);
 }
 
 int64_t ops_logits_scan_ref(float *x, int64_t n, int64_t *best)
@@ -914,7 +916,7 @@ static int64_t argmax_fast(const float *x, int64_t n)
 int64_t ops_logits_scan(float *x, int64_t n, int64_t *best)
 {
 	pthread_once(&isa_once, isa_init);
-	if (!use_avx2)
+	if (isa_level < LEVEL_AVX2)
 		return ops_logits_scan_ref(x, n, best);
 	/* with the NaNs gone, the first of the largest is ops_argmax's */
 	const int64_t count = ops_logits_count_avx2(x, n);
@@ -933,7 +935,7 @@ double ops_sum_exp_ref(const float *x, int64_t n, float mx)
 double ops_sum_exp(const float *x, int64_t n, float mx)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_sum_exp_avx2(x, n, mx) : ops_sum_exp_ref(x, n, mx);
+	return isa_level >= LEVEL_AVX2 ? ops_sum_exp_avx2(x, n, mx) : ops_sum_exp_ref(x, n, mx);
 }
 
 float ops_logsumexp(const float *x, int64_t n)
@@ -953,7 +955,8 @@ int64_t ops_count_above_ref(const float *x, int64_t n, float v)
 int64_t ops_count_above(const float *x, int64_t n, float v)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_count_above_avx2(x, n, v) : ops_count_above_ref(x, n, v);
+	return isa_level >= LEVEL_AVX2 ? ops_count_above_avx2(x, n, v)
+				       : ops_count_above_ref(x, n, v);
 }
 
 int64_t ops_first_above_ref(const float *x, int64_t n, float v)
@@ -967,7 +970,8 @@ int64_t ops_first_above_ref(const float *x, int64_t n, float v)
 int64_t ops_first_above(const float *x, int64_t n, float v)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_first_above_avx2(x, n, v) : ops_first_above_ref(x, n, v);
+	return isa_level >= LEVEL_AVX2 ? ops_first_above_avx2(x, n, v)
+				       : ops_first_above_ref(x, n, v);
 }
 
 int64_t ops_collect_above_ref(const float *x, int64_t n, float v, int32_t *idx)
@@ -982,8 +986,8 @@ int64_t ops_collect_above_ref(const float *x, int64_t n, float v, int32_t *idx)
 int64_t ops_collect_above(const float *x, int64_t n, float v, int32_t *idx)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_collect_above_avx2(x, n, v, idx)
-			: ops_collect_above_ref(x, n, v, idx);
+	return isa_level >= LEVEL_AVX2 ? ops_collect_above_avx2(x, n, v, idx)
+				       : ops_collect_above_ref(x, n, v, idx);
 }
 
 int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)
@@ -998,7 +1002,8 @@ int ops_top_k_ref(const float *x, int64_t n, int k, int32_t *ids, float *vals)
 int ops_top_k(const float *x, int64_t n, int k, int32_t *ids, float *vals)
 {
 	pthread_once(&isa_once, isa_init);
-	return use_avx2 ? ops_top_k_avx2(x, n, k, ids, vals) : ops_top_k_ref(x, n, k, ids, vals);
+	return isa_level >= LEVEL_AVX2 ? ops_top_k_avx2(x, n, k, ids, vals)
+				       : ops_top_k_ref(x, n, k, ids, vals);
 }
 
 int64_t ops_argmax(const float *x, int64_t n)
@@ -1027,7 +1032,7 @@ void ops_best_scan(struct ops_best *b, const float *x, int64_t i0, int64_t i1)
 	pthread_once(&isa_once, isa_init);
 	if (isa_level == LEVEL_AVX512)
 		ops_best_scan_avx512(b, x, i0, i1);
-	else if (use_avx2)
+	else if (isa_level >= LEVEL_AVX2)
 		ops_best_scan_avx2(b, x, i0, i1);
 	else
 		ops_best_scan_scalar(b, x, i0, i1);
