@@ -67,13 +67,14 @@ static inline void r16_prefetch(const uint8_t *p, size_t bytes)
  * over a run of tiles, which reads the tile from memory, fetches its own
  * lines R16_PREFETCH_AHEAD further into L1 (r16_prefetch); with
  * R16_AHEAD_EVERY_PASS (below) every pass over a Q8_0 or Q5_0 run does.
- * next: where the run has a successor (in the call's rows, or for the last run in the rows
- * the caller names as its next, r_pf: the megakernel's next chunk, a few
- * tiles at batch 8, which otherwise began cold; not measured on an
- * AVX-512 host yet), every pass fetches into L2 its share of the tile
- * that the next run holds at this place (the `lines` cache lines from
- * next, per_block of them a block): the passes of a run fetch the next run between
- * them, so the weights stream from memory through all of a run's passes
+ * next: where the run has a successor (in the call's rows, or for the
+ * last run in the rows the caller names as its next, r_pf: the
+ * megakernel's next chunk, a few tiles at batch 8, which otherwise began
+ * cold; not measured on an AVX-512 host yet), every pass fetches into L2
+ * its share of the tile that the next run holds at this place (the
+ * `lines` cache lines from next, per_block of them a block): the passes
+ * of a run fetch the next run between them, so the weights stream from
+ * memory through all of a run's passes
  * instead of its first alone (which, computing on half the tokens or
  * fewer, wants them faster than the memory gives them while the later
  * passes leave it idle). Measured on the Emerald Rapids host, the whole

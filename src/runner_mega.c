@@ -183,17 +183,23 @@ static struct steal_range *op_range(struct mega *mg, int op, int ith)
 	return &mg->ranges[(size_t)op * (size_t)mg->nth + (size_t)ith];
 }
 
-/* Whether op is a matrix product on more than MEGA_WIDE_TOKENS rows. */
-static bool op_wide(const struct fwd *f, const struct fwd_op *op)
+/* Whether op is a matrix product (its units rows of repacked weights). */
+static bool op_matrix(const struct fwd_op *op)
 {
 	switch (op->kind) {
 	case OP_QKV:
 	case OP_WO:
 	case OP_GATE_UP:
 	case OP_DOWN:
-	case OP_LM_HEAD: return fwd_op_tokens(f, op) > MEGA_WIDE_TOKENS;
+	case OP_LM_HEAD: return true;
 	default: return false;
 	}
+}
+
+/* Whether op is a matrix product on more than MEGA_WIDE_TOKENS rows. */
+static bool op_wide(const struct fwd *f, const struct fwd_op *op)
+{
+	return op_matrix(op) && fwd_op_tokens(f, op) > MEGA_WIDE_TOKENS;
 }
 
 /* Units per chunk of op (the grid of its ranges): matrix rows in whole
@@ -201,13 +207,8 @@ static bool op_wide(const struct fwd *f, const struct fwd_op *op)
  * of it). */
 static uint32_t op_chunk(const struct fwd_op *op, int nth)
 {
-	uint32_t align = 1;
+	uint32_t align = op_matrix(op) ? QUANT_R16_ROWS : 1;
 	switch (op->kind) {
-	case OP_QKV:
-	case OP_WO:
-	case OP_GATE_UP:
-	case OP_DOWN:
-	case OP_LM_HEAD: align = QUANT_R16_ROWS; break;
 	case OP_ATTN_IN:
 	case OP_ROPE_STORE:
 	case OP_ATTN_QUANT:
